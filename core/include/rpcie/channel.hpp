@@ -1,0 +1,174 @@
+// rpcie::Channel — messages and one-sided RMA to one peer over one Fabric.
+//
+// Ownership: a Channel owns its Fabric (endpoint, CQ, AV) and its message buffers; memory
+// regions registered on channel.fabric() must be destroyed before the Channel.
+//
+// Thread-safety: all members may be called from any thread; an internal mutex serialises
+// CQ polling and posting. Typical use is one application thread plus, on a side that is
+// only an RMA target, one ProgressThread.
+//
+// Progress: providers here (tcp, rxm, shm) progress data only when the CQ is polled. The
+// thread that waits for something polls the CQ itself (no hand-off on the latency path):
+// it spins for `spin` and then sleeps on the CQ wait fd, or, without one (shm 1.17), backs
+// off from 1 us to `backoff_max`.
+//
+// Ordering:
+//  - Messages are delivered in send order (FI_ORDER_SAS, which every adapter requires).
+//  - message_send_after_writes(): the message is handled at the peer only after every RMA
+//    write posted earlier on this channel is visible there. With FI_ORDER_SAW granted it
+//    is sent at once; otherwise writes are posted with FI_DELIVERY_COMPLETE and the send
+//    waits for their completions first.
+//  - RMA operations of one call are split into chunks of at most max_transfer bytes (the
+//    provider's max_msg_size unless set lower); rma_flush() waits for all of them.
+//
+// Flow control: at most `window` RMA chunks and `send_buffers` messages are in flight; a
+// post that finds the window full polls the CQ until a slot frees or the deadline passes.
+//
+// Errors: every wait takes a Deadline and fails with ETIMEDOUT when it passes. A failed
+// completion (peer gone, key revoked, ...) makes the channel fail: that call and every later
+// one return the error (EIO-class) — an operation is never reported complete when it was not.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include <rdma/fabric.h>
+
+#include "rpcie/deadline.hpp"
+#include "rpcie/fabric.hpp"
+#include "rpcie/memory.hpp"
+#include "rpcie/protocol.hpp"
+#include "rpcie/result.hpp"
+
+namespace rpcie {
+
+// A peer's region as this side addresses it.
+struct RemoteRegion {
+  std::uint64_t address = 0;  // base for offset 0 (VA or 0, as the peer's mr_mode says)
+  std::uint64_t length = 0;
+  std::uint64_t key = 0;
+  static RemoteRegion from(const proto::RegionDescriptor& d) noexcept { return {d.address, d.length, d.key}; }
+};
+
+struct ChannelOptions {
+  std::size_t window = 64;        // RMA chunks in flight
+  std::size_t recv_depth = 32;    // receive buffers kept posted
+  std::size_t send_buffers = 16;  // message sends in flight (inject-sized sends need none)
+  std::size_t max_transfer = 0;   // split RMA above this size; 0: provider's max_msg_size
+  std::chrono::microseconds spin{2000};
+  std::chrono::microseconds backoff_max{100};
+};
+
+struct ChannelStats {
+  std::uint64_t messages_sent = 0;
+  std::uint64_t messages_received = 0;
+  std::uint64_t messages_rejected = 0;  // failed to decode
+  std::uint64_t rma_writes = 0;         // chunks
+  std::uint64_t rma_reads = 0;
+  std::uint64_t bytes_written = 0;
+  std::uint64_t bytes_read = 0;
+};
+
+class Channel {
+ public:
+  static Result<std::unique_ptr<Channel>> create(std::unique_ptr<Fabric> fabric, fi_addr_t peer,
+                                                 const ChannelOptions& options = {});
+  ~Channel();
+  Channel(const Channel&) = delete;
+  Channel& operator=(const Channel&) = delete;
+
+  Fabric& fabric() const noexcept { return *fabric_; }
+  fi_addr_t peer() const noexcept { return peer_; }
+  std::size_t max_transfer() const noexcept { return max_transfer_; }
+
+  // Sends one message. Returns once it is posted (its bytes are copied); delivery order is
+  // send order.
+  Result<void> message_send(const proto::Message& message, std::uint64_t request_id, Deadline deadline);
+  // Sends `message` so that the peer handles it only after all earlier RMA writes are visible.
+  Result<void> message_send_after_writes(const proto::Message& message, std::uint64_t request_id,
+                                         Deadline deadline);
+  // Waits for the next message. The returned pointer is valid until the next
+  // message_recv() on this channel. A message that fails to decode is dropped, counted and
+  // reported as EPROTO; the channel stays usable.
+  Result<const proto::Decoded*> message_recv(Deadline deadline);
+
+  // One-sided transfers between local [local_offset, +length) and the peer's region at
+  // remote_offset. Bounds are checked against both regions (EINVAL). Returns once every
+  // chunk is posted; use rma_flush() to wait for completion.
+  Result<void> rma_write(const MemoryRegion& local, std::size_t local_offset, const RemoteRegion& remote,
+                         std::uint64_t remote_offset, std::size_t length, Deadline deadline);
+  Result<void> rma_read(const MemoryRegion& local, std::size_t local_offset, const RemoteRegion& remote,
+                        std::uint64_t remote_offset, std::size_t length, Deadline deadline);
+  // Waits until every RMA chunk posted so far has completed.
+  Result<void> rma_flush(Deadline deadline);
+
+  // One non-blocking pass over the CQ. Error if the channel has failed.
+  Result<void> progress();
+  // Progress for a side that waits for nothing in particular (ProgressThread): polls, and if
+  // idle, sleeps on the wait fd (or backs off) until `deadline`, or until work appears.
+  Result<void> progress_idle(Deadline deadline);
+
+  std::size_t rma_in_flight() const;
+  ChannelStats stats() const;
+  // The sticky error, if the channel has failed.
+  std::optional<Error> failure() const;
+
+ private:
+  struct Op;
+  enum class RmaKind { write, read };
+  Channel() = default;
+  Result<void> rma_post(RmaKind kind, const MemoryRegion& local, std::size_t local_offset, const RemoteRegion& remote,
+                        std::uint64_t remote_offset, std::size_t length, Deadline deadline);
+  Result<void> recv_post_locked(Op& op);
+  Result<void> poll_locked();
+  void completion_locked(Op& op, std::size_t length);
+  void fail_locked(Error e);
+  template <class Ready>
+  Result<void> wait_until(Ready&& ready, Deadline deadline, const char* what);
+  void idle_sleep(Deadline deadline, int& idle_round);
+  bool spinning() const;
+
+  std::unique_ptr<Fabric> fabric_;
+  fi_addr_t peer_ = FI_ADDR_UNSPEC;
+  ChannelOptions options_;
+  std::size_t max_transfer_ = 0;
+  bool delivery_complete_ = false;
+
+  mutable std::mutex lock_;
+  std::optional<HostBuffer> message_memory_;
+  std::optional<MemoryRegion> message_region_;
+  std::vector<std::unique_ptr<Op>> ops_;       // owns every Op; contexts point into them
+  std::vector<Op*> send_free_;
+  std::vector<Op*> rma_free_;
+  std::deque<std::pair<Op*, std::size_t>> received_;  // completed receives, in order
+  std::vector<std::uint8_t> last_message_;
+  proto::Decoded last_decoded_;
+  std::size_t rma_in_flight_ = 0;
+  std::size_t sends_in_flight_ = 0;
+  std::optional<Error> failure_;
+  ChannelStats stats_;
+  Deadline::Clock::time_point last_activity_{};
+};
+
+// Drives a Channel's progress from a thread of its own, for a side that is only the target
+// of one-sided RMA (nobody else polls its CQ). Sleeps on the CQ wait fd when idle. Stops and
+// joins on destruction (within ~50 ms). The Channel must outlive it.
+class ProgressThread {
+ public:
+  explicit ProgressThread(Channel& channel);
+  ~ProgressThread();
+  ProgressThread(const ProgressThread&) = delete;
+  ProgressThread& operator=(const ProgressThread&) = delete;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace rpcie

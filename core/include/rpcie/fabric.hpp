@@ -1,0 +1,90 @@
+// rpcie::Fabric — one libfabric endpoint and everything it stands on.
+//
+// Owns (and closes, in reverse order) fabric, domain, completion queue, address vector and
+// an FI_EP_RDM endpoint opened with the hints of one provider adapter. One Fabric serves
+// one peer relationship (one attachment): separate endpoints keep completion queues, keys
+// and failure domains apart.
+//
+// Binding: when the adapter binds by address (tcp, verbs), fi_getinfo is given the local
+// address of the bootstrap socket as node with FI_SOURCE, so the endpoint uses the same
+// interface as the bootstrap connection rather than whatever fi_getinfo lists first.
+//
+// Thread-safety: the accessors are const and safe from any thread; posting and polling are
+// serialised by the Channel that uses the Fabric.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+
+#include "rpcie/memory.hpp"
+#include "rpcie/result.hpp"
+#include "rpcie/providers/provider.hpp"
+
+namespace rpcie {
+
+struct FabricOptions {
+  const providers::ProviderAdapter* adapter = nullptr;  // required
+  std::string node;             // local IP of the bootstrap socket (used if the adapter binds by address)
+  std::size_t cq_size = 1024;
+};
+
+class Fabric {
+ public:
+  static Result<std::unique_ptr<Fabric>> open(const FabricOptions& options);
+  ~Fabric();
+  Fabric(const Fabric&) = delete;
+  Fabric& operator=(const Fabric&) = delete;
+
+  const providers::ProviderAdapter& adapter() const noexcept { return *adapter_; }
+  const fi_info& info() const noexcept { return *info_; }
+  fid_fabric* fabric() const noexcept { return fabric_; }
+  fid_domain* domain() const noexcept { return domain_; }
+  fid_ep* ep() const noexcept { return ep_; }
+  fid_cq* cq() const noexcept { return cq_; }
+  fid_av* av() const noexcept { return av_; }
+
+  // The endpoint's own address (fi_getname), to hand to the peer.
+  const std::vector<std::uint8_t>& address() const noexcept { return address_; }
+  // Adds a peer's address to the AV.
+  Result<fi_addr_t> peer_insert(std::span<const std::uint8_t> address);
+
+  MrPolicy mr_policy() const noexcept { return mr_policy_; }
+  // True when the provider granted FI_ORDER_SAW: a message sent after an RMA write is
+  // handled at the target after the write is visible there.
+  bool order_saw() const noexcept { return order_saw_; }
+  std::size_t max_msg_size() const noexcept { return max_msg_size_; }
+  std::size_t inject_size() const noexcept { return inject_size_; }
+  providers::RmaSupport rma_support() const noexcept { return rma_support_; }
+
+  // File descriptor that becomes readable when the CQ may have work (FI_WAIT_FD), or -1
+  // when the provider offers none (shm in 1.17): the caller then spins and backs off.
+  int wait_fd() const noexcept { return wait_fd_; }
+  // fi_trywait on the CQ: true if it is safe to block on wait_fd().
+  bool cq_trywait() noexcept;
+
+ private:
+  Fabric() = default;
+  const providers::ProviderAdapter* adapter_ = nullptr;
+  fi_info* info_ = nullptr;
+  fid_fabric* fabric_ = nullptr;
+  fid_domain* domain_ = nullptr;
+  fid_cq* cq_ = nullptr;
+  fid_av* av_ = nullptr;
+  fid_ep* ep_ = nullptr;
+  std::vector<std::uint8_t> address_;
+  MrPolicy mr_policy_;
+  bool order_saw_ = false;
+  std::size_t max_msg_size_ = 0;
+  std::size_t inject_size_ = 0;
+  providers::RmaSupport rma_support_;
+  int wait_fd_ = -1;
+};
+
+}  // namespace rpcie

@@ -1,0 +1,207 @@
+// rpcie wire protocol, version 1 — the codec.
+//
+// Every rpcie message, on the bootstrap TCP connection and on the fabric alike, is a
+// 24-byte header followed by a typed payload (docs/protocol.md is the normative spec).
+// All integers are little-endian.
+//
+// Contract:
+//  - message_decode() is strict: it rejects truncated input, a bad magic or version, unknown
+//    types or flags, non-zero reserved fields, a payload length that disagrees with the
+//    buffer or with the type, out-of-range fields (widths, BAR numbers, vectors, counts), and
+//    trailing bytes. It never reads outside `bytes`, never crashes, and never allocates more
+//    than the caps below allow, whatever the peer sends.
+//  - Decoded messages hold views (std::span / std::string_view) into the input buffer: they
+//    are valid only while that buffer is. Copy what must outlive it.
+//  - Thread-safe: the codec has no state.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "rpcie/result.hpp"
+
+namespace rpcie::proto {
+
+inline constexpr std::uint32_t kMagic = 0x49435052;  // bytes "RPCI"
+inline constexpr std::uint8_t kVersion = 1;
+inline constexpr std::size_t kHeaderSize = 24;
+inline constexpr std::size_t kMaxPayload = 64 * 1024;
+inline constexpr std::size_t kMaxMessage = kHeaderSize + kMaxPayload;
+
+// Caps on variable-length fields.
+inline constexpr std::size_t kMaxProviderName = 64;
+inline constexpr std::size_t kMaxHostName = 255;
+inline constexpr std::size_t kMaxFabricAddress = 256;
+inline constexpr std::size_t kMaxRegions = 16;
+inline constexpr std::size_t kMaxNonce = 64;
+inline constexpr std::size_t kMaxErrorText = 1024;
+inline constexpr std::uint16_t kMaxVector = 2048;  // MSI-X allows 2048 vectors
+inline constexpr std::uint8_t kMaxBar = 5;
+inline constexpr std::uint32_t kConfigSpaceSize = 4096;
+
+enum class MsgType : std::uint8_t {
+  hello = 1,
+  hello_ack = 2,
+  error = 3,
+  ping = 4,
+  pong = 5,
+  heartbeat = 6,
+  goodbye = 7,
+  config_read = 16,
+  config_write = 17,
+  mmio_read = 18,
+  mmio_write = 19,
+  read_reply = 20,
+  write_ack = 21,
+  interrupt = 32,
+  rma_notify = 33,
+};
+
+// Header flags. Version 1 defines none; bit 0 is reserved for the per-frame MAC of the
+// authenticated bootstrap (a trailer after the payload) and is rejected until then.
+inline constexpr std::uint16_t kFlagsKnown = 0;
+
+struct Header {
+  std::uint8_t version = kVersion;
+  MsgType type = MsgType::ping;
+  std::uint16_t flags = 0;
+  std::uint32_t payload_length = 0;
+  std::uint64_t request_id = 0;
+};
+
+// A memory region one side offers to the other for one-sided RMA.
+struct RegionDescriptor {
+  std::uint32_t id = 0;
+  std::uint64_t address = 0;  // what the peer passes as fi_write/fi_read addr for offset 0
+  std::uint64_t length = 0;
+  std::uint64_t key = 0;
+};
+
+// Bootstrap: the client's introduction (hello) and the server's answer (hello_ack).
+struct Hello {
+  std::string_view provider;                 // fabric_name of the adapter in use
+  std::string_view host;                     // sender's host name (same-host detection)
+  std::span<const std::uint8_t> fabric_address;
+  std::vector<RegionDescriptor> regions;     // at most kMaxRegions
+  std::span<const std::uint8_t> nonce;       // reserved for mutual authentication
+};
+struct HelloAck : Hello {};
+
+struct ErrorMsg {
+  std::int32_t code = 0;      // positive errno value
+  std::string_view text;      // at most kMaxErrorText bytes
+};
+
+struct Ping {
+  std::span<const std::uint8_t> data;  // opaque, echoed by Pong
+};
+struct Pong : Ping {};
+
+struct Heartbeat {
+  std::uint64_t sequence = 0;
+};
+struct Goodbye {};
+
+struct ConfigRead {
+  std::uint16_t offset = 0;  // < kConfigSpaceSize, aligned to width, offset+width <= 4096
+  std::uint8_t width = 4;    // 1, 2, 4
+};
+struct ConfigWrite {
+  std::uint16_t offset = 0;
+  std::uint8_t width = 4;
+  std::uint32_t value = 0;   // must fit in width
+};
+struct MmioRead {
+  std::uint8_t bar = 0;      // 0..5
+  std::uint8_t width = 4;    // 1, 2, 4, 8
+  std::uint64_t offset = 0;  // aligned to width
+};
+struct MmioWrite {
+  std::uint8_t bar = 0;
+  std::uint8_t width = 4;
+  std::uint64_t offset = 0;
+  std::uint64_t value = 0;   // must fit in width
+};
+struct ReadReply {
+  std::int32_t status = 0;   // 0 or a positive errno value
+  std::uint64_t value = 0;
+};
+struct WriteAck {
+  std::int32_t status = 0;
+};
+struct Interrupt {
+  std::uint16_t vector = 0;  // < kMaxVector
+  std::uint64_t count = 0;   // total interrupts raised on this vector since attach
+};
+// "Bytes [offset, offset+length) of region `region` were written by one-sided RMA and are
+// complete at the target". checksum: FNV-1a 64 of those bytes, 0 when not computed.
+struct RmaNotify {
+  std::uint32_t region = 0;
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;
+  std::uint64_t checksum = 0;
+};
+
+using Message = std::variant<Hello, HelloAck, ErrorMsg, Ping, Pong, Heartbeat, Goodbye, ConfigRead,
+                             ConfigWrite, MmioRead, MmioWrite, ReadReply, WriteAck, Interrupt,
+                             RmaNotify>;
+
+struct Decoded {
+  Header header;
+  Message message;
+};
+
+MsgType message_type(const Message& m) noexcept;
+const char* msg_type_name(MsgType t) noexcept;
+
+// Exact encoded size (header included) of `m`.
+std::size_t message_encoded_size(const Message& m) noexcept;
+
+// Encodes into `out`; returns the number of bytes written. Fails with EMSGSIZE if `out` is
+// too small and with EINVAL if `m` itself violates the caps or ranges above (the encoder
+// never produces what the decoder would reject).
+Result<std::size_t> message_encode(const Message& m, std::uint64_t request_id,
+                                   std::span<std::uint8_t> out);
+Result<std::vector<std::uint8_t>> message_encode(const Message& m, std::uint64_t request_id);
+
+// Strict decode of exactly one message occupying all of `bytes`. Errors: EPROTO (malformed,
+// unknown or inconsistent), EMSGSIZE (length over the caps), EPROTONOSUPPORT (version).
+Result<Decoded> message_decode(std::span<const std::uint8_t> bytes);
+
+// FNV-1a 64-bit, used by RmaNotify and the self-check.
+std::uint64_t checksum_fnv1a(std::span<const std::uint8_t> bytes,
+                             std::uint64_t seed = 0xcbf29ce484222325ULL) noexcept;
+
+// --- Stream framing (bootstrap TCP) -------------------------------------------------
+// A frame is a u32 little-endian length followed by that many bytes holding one message.
+inline constexpr std::size_t kFramePrefix = 4;
+
+// Reassembles frames from a byte stream. Fixed capacity (one maximal frame): a peer cannot
+// make it allocate more. Not thread-safe.
+class FrameReader {
+ public:
+  FrameReader();
+  // Takes bytes from `data`; returns how many it consumed (it stops after a whole frame, so
+  // call next() and feed the rest again).
+  std::size_t feed(std::span<const std::uint8_t> data) noexcept;
+  // A whole frame if one is ready (valid until the next feed()/next()), nullopt-like empty
+  // span if more bytes are needed, or an error (EMSGSIZE / EPROTO) for a bad length prefix;
+  // after an error the stream is unusable.
+  Result<std::span<const std::uint8_t>> next() noexcept;
+  // Bytes wanted before the current frame is complete (for exact reads).
+  std::size_t wanted() const noexcept;
+
+ private:
+  std::uint32_t prefix_length() const noexcept;  // valid once kFramePrefix bytes are in
+  std::vector<std::uint8_t> buffer_;
+  std::size_t filled_ = 0;
+  bool failed_ = false;
+  bool delivered_ = false;
+};
+
+}  // namespace rpcie::proto

@@ -1,0 +1,78 @@
+// rpcie::Session — a bootstrapped connection to one peer: the TCP bootstrap socket, a
+// Channel over a Fabric opened for this peer, the local memory regions offered to the peer,
+// and the peer's regions.
+//
+// Handshake (client side, Session::connect):
+//   1. TCP connect; choose the provider (explicit, or auto: efa > verbs > shm if the peer
+//      is this host > tcp).
+//   2. Open a Fabric bound to the bootstrap socket's local address, register the regions.
+//   3. Send hello {provider, host, fabric address, regions}; receive hello_ack or error.
+// Server side (Session::accept) receives the hello first, checks the provider (an explicit
+// server provider must equal the client's; auto adopts the client's if usable here) and
+// answers hello_ack, or an error message naming both providers.
+//
+// Ownership: the Session owns everything above; destruction releases the regions (keys
+// revoked), then the channel and fabric, then the socket. Thread-safety: as Channel;
+// bootstrap() is for one thread at a time.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "rpcie/bootstrap.hpp"
+#include "rpcie/channel.hpp"
+#include "rpcie/memory.hpp"
+#include "rpcie/providers/provider.hpp"
+
+namespace rpcie {
+
+struct LocalRegion {
+  std::uint32_t id = 0;
+  void* base = nullptr;
+  std::size_t length = 0;
+  std::uint64_t access = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+};
+
+struct SessionOptions {
+  providers::ProviderChoice provider;  // auto unless set
+  ChannelOptions channel;
+};
+
+class Session {
+ public:
+  static Result<std::unique_ptr<Session>> connect(const std::string& host, std::uint16_t port,
+                                                  const SessionOptions& options,
+                                                  std::span<const LocalRegion> regions, Deadline deadline);
+  static Result<std::unique_ptr<Session>> accept(Socket socket, const SessionOptions& options,
+                                                 std::span<const LocalRegion> regions, Deadline deadline);
+  ~Session();
+
+  Channel& channel() noexcept { return *channel_; }
+  Socket& bootstrap() noexcept { return socket_; }
+  const PeerHello& peer() const noexcept { return peer_; }
+  // Local region i (in the order given at creation).
+  const MemoryRegion& region(std::size_t i) const noexcept { return regions_[i]; }
+  // The peer's region with this id, or ENOENT.
+  Result<RemoteRegion> peer_region(std::uint32_t id) const;
+
+ private:
+  Session() = default;
+  Result<void> fabric_setup(const providers::ProviderAdapter& adapter, std::span<const LocalRegion> regions);
+  PeerHello hello_local() const;
+
+  Socket socket_;
+  std::unique_ptr<Fabric> pending_fabric_;  // between fabric_setup and channel creation
+  std::unique_ptr<Channel> channel_;
+  std::vector<MemoryRegion> regions_;  // after channel_: destroyed first
+  std::vector<std::uint32_t> region_ids_;
+  PeerHello peer_;
+};
+
+// Whether `address` (numeric) is a loopback address: the peer is this host.
+bool address_is_loopback(const std::string& address);
+
+}  // namespace rpcie

@@ -1,0 +1,429 @@
+#include "rpcie/channel.hpp"
+
+#include <poll.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+
+#include "rpcie/log.hpp"
+
+namespace rpcie {
+
+// One posted operation. The fi_context2 must come first: libfabric hands its address back
+// as op_context and we convert it to the Op.
+struct Channel::Op {
+  fi_context2 context{};
+  enum class Kind : std::uint8_t { send, recv, rma } kind = Kind::send;
+  std::uint8_t* buffer = nullptr;  // send/recv: this op's slot in message_memory_
+  std::size_t bytes = 0;           // rma: chunk length
+  bool is_write = false;
+};
+
+namespace {
+constexpr std::size_t kCqBatch = 16;
+constexpr std::size_t kInjectStaging = 512;
+
+}  // namespace
+
+Result<std::unique_ptr<Channel>> Channel::create(std::unique_ptr<Fabric> fabric, fi_addr_t peer,
+                                                 const ChannelOptions& options) {
+  if (!fabric) return fail(EINVAL, "channel needs a fabric");
+  if (options.window == 0 || options.recv_depth == 0 || options.send_buffers == 0)
+    return fail(EINVAL, "channel window and buffer counts must be positive");
+  std::unique_ptr<Channel> c(new Channel());
+  c->fabric_ = std::move(fabric);
+  c->peer_ = peer;
+  c->options_ = options;
+  c->max_transfer_ = c->fabric_->max_msg_size();
+  if (options.max_transfer) c->max_transfer_ = std::min(c->max_transfer_, options.max_transfer);
+  c->delivery_complete_ = !c->fabric_->order_saw();
+
+  // One registered block holds every message slot: receives first, then sends.
+  std::size_t slots = options.recv_depth + options.send_buffers;
+  auto memory = HostBuffer::create(slots * proto::kMaxMessage);
+  if (!memory) return tl::unexpected(memory.error());
+  c->message_memory_.emplace(std::move(*memory));
+  auto region = MemoryRegion::create(*c->fabric_, c->message_memory_->data(), c->message_memory_->size(),
+                                     FI_SEND | FI_RECV);
+  if (!region) return tl::unexpected(region.error());
+  c->message_region_.emplace(std::move(*region));
+  c->last_message_.reserve(proto::kMaxMessage);
+
+  for (std::size_t i = 0; i < slots + options.window; ++i) {
+    auto op = std::make_unique<Op>();
+    if (i < slots) op->buffer = c->message_memory_->data() + i * proto::kMaxMessage;
+    if (i < options.recv_depth) op->kind = Op::Kind::recv;
+    else if (i < slots) c->send_free_.push_back(op.get());
+    else {
+      op->kind = Op::Kind::rma;
+      c->rma_free_.push_back(op.get());
+    }
+    c->ops_.push_back(std::move(op));
+  }
+  std::lock_guard g(c->lock_);
+  for (std::size_t i = 0; i < options.recv_depth; ++i) {
+    auto r = c->recv_post_locked(*c->ops_[i]);
+    if (!r) return tl::unexpected(r.error());
+  }
+  return c;
+}
+
+Channel::~Channel() {
+  // Closing the endpoint (in ~Fabric) cancels what is posted; the region and buffers must
+  // stay valid until then, so they are released after the fabric.
+  message_region_.reset();
+  fabric_.reset();
+  message_memory_.reset();
+}
+
+Result<void> Channel::recv_post_locked(Op& op) {
+  op.kind = Op::Kind::recv;
+  for (;;) {
+    ssize_t rc = fi_recv(fabric_->ep(), op.buffer, proto::kMaxMessage, message_region_->desc(), FI_ADDR_UNSPEC,
+                         &op.context);
+    if (rc == 0) return {};
+    if (rc != -FI_EAGAIN) return fail_fabric(rc, "fi_recv");
+    auto p = poll_locked();
+    if (!p) return p;
+  }
+}
+
+void Channel::fail_locked(Error e) {
+  if (!failure_) {
+    RPCIE_LOG_WARN("channel", "channel failed: {}", e.describe());
+    failure_ = std::move(e);
+  }
+}
+
+void Channel::completion_locked(Op& op, std::size_t length) {
+  switch (op.kind) {
+    case Op::Kind::recv:
+      received_.emplace_back(&op, length);
+      break;
+    case Op::Kind::send:
+      --sends_in_flight_;
+      send_free_.push_back(&op);
+      break;
+    case Op::Kind::rma:
+      --rma_in_flight_;
+      rma_free_.push_back(&op);
+      break;
+  }
+}
+
+Result<void> Channel::poll_locked() {
+  if (failure_) return tl::unexpected(*failure_);
+  fi_cq_data_entry entries[kCqBatch];
+  for (;;) {
+    ssize_t n = fi_cq_read(fabric_->cq(), entries, kCqBatch);
+    if (n == -FI_EAGAIN) return {};
+    if (n == -FI_EAVAIL) {
+      fi_cq_err_entry err{};
+      if (fi_cq_readerr(fabric_->cq(), &err, 0) < 0) {
+        fail_locked(Error{ErrorDomain::fabric, FI_EOTHER, "fi_cq_readerr"});
+        return tl::unexpected(*failure_);
+      }
+      auto* op = static_cast<Op*>(err.op_context);
+      // A cancelled receive (endpoint closing) is not a peer failure worth logging twice.
+      std::string what = std::string("completion error on ") +
+                         (op == nullptr ? "unknown op" : op->kind == Op::Kind::recv ? "receive"
+                                                         : op->kind == Op::Kind::send ? "send"
+                                                         : op->is_write ? "rma write" : "rma read") +
+                         ": " + fi_cq_strerror(fabric_->cq(), err.prov_errno, err.err_data, nullptr, 0);
+      if (op) {
+        if (op->kind != Op::Kind::recv) completion_locked(*op, 0);
+      }
+      fail_locked(Error{ErrorDomain::fabric, err.err ? err.err : FI_EIO, what});
+      return tl::unexpected(*failure_);
+    }
+    if (n < 0) {
+      fail_locked(Error{ErrorDomain::fabric, static_cast<int>(-n), "fi_cq_read"});
+      return tl::unexpected(*failure_);
+    }
+    last_activity_ = Deadline::Clock::now();
+    for (ssize_t i = 0; i < n; ++i) completion_locked(*static_cast<Op*>(entries[i].op_context), entries[i].len);
+    if (static_cast<std::size_t>(n) < kCqBatch) return {};
+  }
+}
+
+Result<void> Channel::progress() {
+  std::lock_guard g(lock_);
+  return poll_locked();
+}
+
+void Channel::idle_sleep(Deadline deadline, int& idle_round) {
+  // Called without the lock. Sleep on the CQ wait fd when the provider has one; otherwise
+  // back off exponentially up to backoff_max.
+  if (fabric_->wait_fd() >= 0) {
+    if (fabric_->cq_trywait()) {
+      pollfd p{fabric_->wait_fd(), POLLIN, 0};
+      int ms = std::min(deadline.remaining_ms(), 50);
+      ::poll(&p, 1, ms);
+    }
+    return;
+  }
+  auto sleep = std::chrono::microseconds(1) * (1 << std::min(idle_round, 16));
+  sleep = std::min(sleep, options_.backoff_max);
+  sleep = std::min(sleep, std::chrono::duration_cast<std::chrono::microseconds>(deadline.remaining()));
+  ++idle_round;
+  std::this_thread::sleep_for(sleep);
+}
+
+bool Channel::spinning() const {
+  // Spin while completions arrived recently: the next one is probably close.
+  std::lock_guard g(lock_);
+  return Deadline::Clock::now() < last_activity_ + options_.spin;
+}
+
+template <class Ready>
+Result<void> Channel::wait_until(Ready&& ready, Deadline deadline, const char* what) {
+  {
+    std::lock_guard g(lock_);
+    last_activity_ = Deadline::Clock::now();  // a new wait starts with a spin
+  }
+  int idle_round = 0;
+  for (;;) {
+    {
+      std::lock_guard g(lock_);
+      auto r = poll_locked();
+      if (!r) return r;
+      if (ready()) return {};
+    }
+    if (deadline.expired()) return fail(ETIMEDOUT, std::string("deadline passed waiting for ") + what);
+    if (spinning()) {
+      idle_round = 0;
+      continue;
+    }
+    idle_sleep(deadline, idle_round);
+  }
+}
+
+Result<const proto::Decoded*> Channel::message_recv(Deadline deadline) {
+  auto w = wait_until([this] { return !received_.empty(); }, deadline, "a message");
+  if (!w) return tl::unexpected(w.error());
+  std::lock_guard g(lock_);
+  auto [op, len] = received_.front();
+  received_.pop_front();
+  last_message_.assign(op->buffer, op->buffer + std::min(len, proto::kMaxMessage));
+  auto repost = recv_post_locked(*op);
+  if (!repost) return tl::unexpected(repost.error());
+  auto d = proto::message_decode(last_message_);
+  if (!d) {
+    ++stats_.messages_rejected;
+    RPCIE_LOG_ONCE(LogLevel::warn, "channel", "dropping malformed message: {}", d.error().describe());
+    return tl::unexpected(d.error());
+  }
+  ++stats_.messages_received;
+  last_decoded_ = std::move(*d);
+  return &last_decoded_;
+}
+
+Result<void> Channel::message_send(const proto::Message& message, std::uint64_t request_id, Deadline deadline) {
+  std::size_t size = proto::message_encoded_size(message);
+  if (size > proto::kMaxMessage) return fail(EMSGSIZE, "message over the protocol's cap");
+  if (size <= fabric_->inject_size()) {
+    // Small messages go through fi_inject: no buffer to hold, no completion to reap.
+    std::uint8_t staging[kInjectStaging];
+    if (size <= sizeof staging) {
+      auto n = proto::message_encode(message, request_id, staging);
+      if (!n) return tl::unexpected(n.error());
+      for (;;) {
+        std::lock_guard g(lock_);
+        if (failure_) return tl::unexpected(*failure_);
+        ssize_t rc = fi_inject(fabric_->ep(), staging, *n, peer_);
+        if (rc == 0) {
+          ++stats_.messages_sent;
+          return {};
+        }
+        if (rc != -FI_EAGAIN) {
+          fail_locked(Error{ErrorDomain::fabric, static_cast<int>(-rc), "fi_inject"});
+          return tl::unexpected(*failure_);
+        }
+        auto p = poll_locked();
+        if (!p) return p;
+        if (deadline.expired()) return fail(ETIMEDOUT, "deadline passed posting a message");
+      }
+    }
+  }
+  auto w = wait_until([this] { return !send_free_.empty(); }, deadline, "a send buffer");
+  if (!w) return w;
+  std::lock_guard g(lock_);
+  Op* op = send_free_.back();
+  auto n = proto::message_encode(message, request_id, std::span<std::uint8_t>(op->buffer, proto::kMaxMessage));
+  if (!n) return tl::unexpected(n.error());
+  send_free_.pop_back();
+  ++sends_in_flight_;
+  op->kind = Op::Kind::send;
+  for (;;) {
+    ssize_t rc = fi_send(fabric_->ep(), op->buffer, *n, message_region_->desc(), peer_, &op->context);
+    if (rc == 0) break;
+    if (rc != -FI_EAGAIN) {
+      completion_locked(*op, 0);
+      fail_locked(Error{ErrorDomain::fabric, static_cast<int>(-rc), "fi_send"});
+      return tl::unexpected(*failure_);
+    }
+    auto p = poll_locked();
+    if (!p) return p;
+    if (deadline.expired()) {
+      completion_locked(*op, 0);
+      return fail(ETIMEDOUT, "deadline passed posting a message");
+    }
+  }
+  ++stats_.messages_sent;
+  return {};
+}
+
+Result<void> Channel::message_send_after_writes(const proto::Message& message, std::uint64_t request_id,
+                                                Deadline deadline) {
+  if (delivery_complete_) {
+    // No send-after-write ordering: the writes were posted with FI_DELIVERY_COMPLETE, so
+    // their completions mean "visible at the target".
+    auto f = rma_flush(deadline);
+    if (!f) return f;
+  }
+  return message_send(message, request_id, deadline);
+}
+
+Result<void> Channel::rma_write(const MemoryRegion& local, std::size_t local_offset, const RemoteRegion& remote,
+                                std::uint64_t remote_offset, std::size_t length, Deadline deadline) {
+  return rma_post(RmaKind::write, local, local_offset, remote, remote_offset, length, deadline);
+}
+
+Result<void> Channel::rma_read(const MemoryRegion& local, std::size_t local_offset, const RemoteRegion& remote,
+                               std::uint64_t remote_offset, std::size_t length, Deadline deadline) {
+  return rma_post(RmaKind::read, local, local_offset, remote, remote_offset, length, deadline);
+}
+
+Result<void> Channel::rma_post(RmaKind kind, const MemoryRegion& local, std::size_t local_offset,
+                               const RemoteRegion& remote, std::uint64_t remote_offset, std::size_t length,
+                               Deadline deadline) {
+  if (local_offset > local.length() || length > local.length() - local_offset)
+    return fail(EINVAL, "rma range outside the local region");
+  if (remote_offset > remote.length || length > remote.length - remote_offset)
+    return fail(EINVAL, "rma range outside the remote region");
+  const bool write = kind == RmaKind::write;
+  std::size_t done = 0;
+  while (done < length) {
+    std::size_t chunk = std::min(length - done, max_transfer_);
+    std::unique_lock g(lock_);
+    if (rma_free_.empty()) {
+      g.unlock();
+      auto w = wait_until([this] { return !rma_free_.empty(); }, deadline, "an rma window slot");
+      if (!w) return w;
+      g.lock();
+    }
+    if (failure_) return tl::unexpected(*failure_);
+    Op* op = rma_free_.back();
+    rma_free_.pop_back();
+    ++rma_in_flight_;
+    op->bytes = chunk;
+    op->is_write = write;
+    iovec iov{local.bytes() + local_offset + done, chunk};
+    void* desc = local.desc();
+    fi_rma_iov rma_iov{remote.address + remote_offset + done, chunk, remote.key};
+    fi_msg_rma msg{};
+    msg.msg_iov = &iov;
+    msg.desc = &desc;
+    msg.iov_count = 1;
+    msg.addr = peer_;
+    msg.rma_iov = &rma_iov;
+    msg.rma_iov_count = 1;
+    msg.context = &op->context;
+    const std::uint64_t flags = FI_COMPLETION | (write && delivery_complete_ ? FI_DELIVERY_COMPLETE : 0);
+    for (;;) {
+      ssize_t rc = write ? fi_writemsg(fabric_->ep(), &msg, flags) : fi_readmsg(fabric_->ep(), &msg, flags);
+      if (rc == 0) break;
+      if (rc != -FI_EAGAIN) {
+        completion_locked(*op, 0);
+        fail_locked(Error{ErrorDomain::fabric, static_cast<int>(-rc), write ? "fi_writemsg" : "fi_readmsg"});
+        return tl::unexpected(*failure_);
+      }
+      auto p = poll_locked();
+      if (!p) return p;
+      if (deadline.expired()) {
+        completion_locked(*op, 0);
+        return fail(ETIMEDOUT, "deadline passed posting rma");
+      }
+    }
+    if (write) {
+      ++stats_.rma_writes;
+      stats_.bytes_written += chunk;
+    } else {
+      ++stats_.rma_reads;
+      stats_.bytes_read += chunk;
+    }
+    done += chunk;
+  }
+  return {};
+}
+
+Result<void> Channel::rma_flush(Deadline deadline) {
+  return wait_until([this] { return rma_in_flight_ == 0; }, deadline, "rma completions");
+}
+
+Result<void> Channel::progress_idle(Deadline deadline) {
+  int idle_round = 0;
+  while (!deadline.expired()) {
+    {
+      std::lock_guard g(lock_);
+      auto r = poll_locked();
+      if (!r) return r;
+    }
+    if (spinning()) {
+      idle_round = 0;
+      continue;
+    }
+    idle_sleep(deadline, idle_round);
+  }
+  return {};
+}
+
+std::size_t Channel::rma_in_flight() const {
+  std::lock_guard g(lock_);
+  return rma_in_flight_;
+}
+
+ChannelStats Channel::stats() const {
+  std::lock_guard g(lock_);
+  return stats_;
+}
+
+std::optional<Error> Channel::failure() const {
+  std::lock_guard g(lock_);
+  return failure_;
+}
+
+// --- ProgressThread ---
+
+struct ProgressThread::State {
+  Channel& channel;
+  std::atomic<bool> stop{false};
+  std::thread thread;
+  explicit State(Channel& c) : channel(c) {}
+};
+
+ProgressThread::ProgressThread(Channel& channel) : state_(std::make_unique<State>(channel)) {
+  state_->thread = std::thread([s = state_.get()] {
+    while (!s->stop.load(std::memory_order_relaxed)) {
+      // Short slices so that stop is noticed promptly; a failed channel has nothing left
+      // to progress, so the thread just idles until it is stopped.
+      auto r = s->channel.progress_idle(Deadline::after(std::chrono::milliseconds(20)));
+      if (!r) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+}
+
+ProgressThread::~ProgressThread() {
+  state_->stop = true;
+  state_->thread.join();
+}
+
+}  // namespace rpcie

@@ -1,0 +1,138 @@
+#include "rpcie/fabric.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include <rdma/fi_cm.h>
+#include <rdma/fi_errno.h>
+
+#include "rpcie/log.hpp"
+
+namespace rpcie {
+namespace {
+
+constexpr std::uint32_t kFabricApi = FI_VERSION(1, 17);
+
+struct InfoDeleter {
+  void operator()(fi_info* i) const { fi_freeinfo(i); }
+};
+using InfoPtr = std::unique_ptr<fi_info, InfoDeleter>;
+
+}  // namespace
+
+Result<std::unique_ptr<Fabric>> Fabric::open(const FabricOptions& options) {
+  if (options.adapter == nullptr) return fail(EINVAL, "no provider adapter given");
+  const auto& adapter = *options.adapter;
+  InfoPtr hints(fi_allocinfo());
+  if (!hints) return fail(ENOMEM, "fi_allocinfo");
+  adapter.hints_fill(*hints);
+
+  const char* node = nullptr;
+  std::uint64_t flags = 0;
+  if (adapter.node_binds_address() && !options.node.empty()) {
+    node = options.node.c_str();
+    flags = FI_SOURCE;
+  }
+  fi_info* raw_list = nullptr;
+  int rc = fi_getinfo(kFabricApi, node, nullptr, flags, hints.get(), &raw_list);
+  if (rc) return fail_fabric(rc, "fi_getinfo for provider " + std::string(adapter.fabric_name()) +
+                                     (node ? std::string(" on ") + node : std::string()));
+  InfoPtr list(raw_list);
+  const fi_info* chosen = nullptr;
+  for (const fi_info* i = list.get(); i; i = i->next) {
+    if (adapter.info_accept(*i)) {
+      chosen = i;
+      break;
+    }
+  }
+  if (!chosen) return fail(ENODEV, "provider " + std::string(adapter.fabric_name()) + " offers no usable endpoint");
+
+  std::unique_ptr<Fabric> f(new Fabric());
+  f->adapter_ = &adapter;
+  f->info_ = fi_dupinfo(chosen);
+  if (!f->info_) return fail(ENOMEM, "fi_dupinfo");
+  const fi_info& info = *f->info_;
+
+  rc = fi_fabric(info.fabric_attr, &f->fabric_, nullptr);
+  if (rc) return fail_fabric(rc, "fi_fabric");
+  rc = fi_domain(f->fabric_, f->info_, &f->domain_, nullptr);
+  if (rc) return fail_fabric(rc, "fi_domain");
+
+  // A CQ with a wait fd lets an idle progress thread sleep; providers without one (shm in
+  // 1.17) get a CQ without a wait object and are spun with back-off instead.
+  fi_cq_attr cq_attr{};
+  cq_attr.size = options.cq_size;
+  cq_attr.format = FI_CQ_FORMAT_DATA;
+  cq_attr.wait_obj = FI_WAIT_FD;
+  rc = fi_cq_open(f->domain_, &cq_attr, &f->cq_, nullptr);
+  if (rc) {
+    cq_attr.wait_obj = FI_WAIT_NONE;
+    rc = fi_cq_open(f->domain_, &cq_attr, &f->cq_, nullptr);
+    if (rc) return fail_fabric(rc, "fi_cq_open");
+  } else {
+    int fd = -1;
+    if (fi_control(&f->cq_->fid, FI_GETWAIT, &fd) == 0) f->wait_fd_ = fd;
+  }
+
+  fi_av_attr av_attr{};
+  av_attr.type = info.domain_attr->av_type == FI_AV_UNSPEC ? FI_AV_TABLE : info.domain_attr->av_type;
+  rc = fi_av_open(f->domain_, &av_attr, &f->av_, nullptr);
+  if (rc) return fail_fabric(rc, "fi_av_open");
+
+  rc = fi_endpoint(f->domain_, f->info_, &f->ep_, nullptr);
+  if (rc) return fail_fabric(rc, "fi_endpoint");
+  rc = fi_ep_bind(f->ep_, &f->cq_->fid, FI_TRANSMIT | FI_RECV);
+  if (rc) return fail_fabric(rc, "fi_ep_bind cq");
+  rc = fi_ep_bind(f->ep_, &f->av_->fid, 0);
+  if (rc) return fail_fabric(rc, "fi_ep_bind av");
+  rc = adapter.endpoint_configure(*f->ep_, info);
+  if (rc) return fail_fabric(rc, "endpoint options for " + std::string(adapter.name()));
+  rc = fi_enable(f->ep_);
+  if (rc) return fail_fabric(rc, "fi_enable");
+
+  std::size_t len = 0;
+  rc = fi_getname(&f->ep_->fid, nullptr, &len);
+  if (rc != -FI_ETOOSMALL || len == 0 || len > proto::kMaxFabricAddress)
+    return fail_fabric(rc ? rc : -FI_EOTHER, "fi_getname size");
+  f->address_.resize(len);
+  rc = fi_getname(&f->ep_->fid, f->address_.data(), &len);
+  if (rc) return fail_fabric(rc, "fi_getname");
+  f->address_.resize(len);
+
+  f->mr_policy_ = MrPolicy::from_mode(info.domain_attr->mr_mode);
+  f->order_saw_ = info.tx_attr && (info.tx_attr->msg_order & FI_ORDER_SAW);
+  f->max_msg_size_ = info.ep_attr && info.ep_attr->max_msg_size ? info.ep_attr->max_msg_size : (1u << 20);
+  f->inject_size_ = adapter.inject_size(info);
+  f->rma_support_ = adapter.rma_support(info, fi_version());
+  RPCIE_LOG_DEBUG("fabric", "opened {} domain {} mr_mode {:#x} saw {} max_msg {} inject {} wait_fd {}",
+                  info.fabric_attr->prov_name, info.domain_attr->name, info.domain_attr->mr_mode, f->order_saw_,
+                  f->max_msg_size_, f->inject_size_, f->wait_fd_);
+  return f;
+}
+
+Fabric::~Fabric() {
+  // Reverse order of creation; the endpoint first so that nothing references the rest.
+  if (ep_) fi_close(&ep_->fid);
+  if (av_) fi_close(&av_->fid);
+  if (cq_) fi_close(&cq_->fid);
+  if (domain_) fi_close(&domain_->fid);
+  if (fabric_) fi_close(&fabric_->fid);
+  if (info_) fi_freeinfo(info_);
+}
+
+Result<fi_addr_t> Fabric::peer_insert(std::span<const std::uint8_t> address) {
+  if (address.empty() || address.size() > proto::kMaxFabricAddress) return fail(EINVAL, "peer fabric address size");
+  fi_addr_t out = FI_ADDR_UNSPEC;
+  int n = fi_av_insert(av_, address.data(), 1, &out, 0, nullptr);
+  if (n != 1) return fail_fabric(n < 0 ? n : -FI_EINVAL, "fi_av_insert of the peer address");
+  return out;
+}
+
+bool Fabric::cq_trywait() noexcept {
+  if (wait_fd_ < 0) return false;
+  fid* f = &cq_->fid;
+  return fi_trywait(fabric_, &f, 1) == 0;
+}
+
+}  // namespace rpcie

@@ -1,0 +1,159 @@
+#include "rpcie/session.hpp"
+
+#include <cerrno>
+#include <string>
+
+#include "rpcie/log.hpp"
+
+namespace rpcie {
+namespace {
+
+Result<const providers::ProviderAdapter*> provider_pick_client(const providers::ProviderChoice& choice,
+                                                              bool same_host) {
+  if (!choice.automatic) return &providers::provider_get(choice.kind);
+  auto* a = providers::provider_auto_select([](const providers::ProviderAdapter& p) { return providers::provider_available(p); },
+                                            same_host);
+  if (!a) return fail(ENODEV, "no usable libfabric provider on this host");
+  return a;
+}
+
+const providers::ProviderAdapter* provider_by_fabric_name(std::string_view name) {
+  for (auto* a : providers::provider_registry())
+    if (a->fabric_name() == name) return a;
+  return nullptr;
+}
+
+}  // namespace
+
+bool address_is_loopback(const std::string& address) {
+  return address.rfind("127.", 0) == 0 || address == "::1" || address.rfind("::ffff:127.", 0) == 0;
+}
+
+Session::~Session() {
+  regions_.clear();
+  channel_.reset();
+  pending_fabric_.reset();
+}
+
+Result<void> Session::fabric_setup(const providers::ProviderAdapter& adapter, std::span<const LocalRegion> regions) {
+  FabricOptions fo;
+  fo.adapter = &adapter;
+  fo.node = socket_.local_address();
+  auto f = Fabric::open(fo);
+  if (!f) return tl::unexpected(f.error());
+  pending_fabric_ = std::move(*f);
+  for (const auto& r : regions) {
+    auto mr = MemoryRegion::create(*pending_fabric_, r.base, r.length, r.access);
+    if (!mr) return tl::unexpected(mr.error());
+    regions_.push_back(std::move(*mr));
+    region_ids_.push_back(r.id);
+  }
+  return {};
+}
+
+PeerHello Session::hello_local() const {
+  PeerHello h;
+  const Fabric& f = channel_ ? channel_->fabric() : *pending_fabric_;
+  h.provider = std::string(f.adapter().fabric_name());
+  h.host = host_name();
+  h.fabric_address = f.address();
+  for (std::size_t i = 0; i < regions_.size(); ++i) h.regions.push_back(regions_[i].descriptor(region_ids_[i]));
+  return h;
+}
+
+Result<std::unique_ptr<Session>> Session::connect(const std::string& host, std::uint16_t port,
+                                                  const SessionOptions& options, std::span<const LocalRegion> regions,
+                                                  Deadline deadline) {
+  if (regions.size() > proto::kMaxRegions) return fail(EINVAL, "too many regions for one session");
+  std::unique_ptr<Session> s(new Session());
+  auto sock = Socket::connect(host, port, deadline);
+  if (!sock) return tl::unexpected(sock.error());
+  s->socket_ = std::move(*sock);
+  auto adapter = provider_pick_client(options.provider, address_is_loopback(s->socket_.peer_address()));
+  if (!adapter) return tl::unexpected(adapter.error());
+  auto setup = s->fabric_setup(**adapter, regions);
+  if (!setup) return tl::unexpected(setup.error());
+
+  PeerHello local = s->hello_local();
+  auto sent = s->socket_.message_send(hello_view(local), 0, deadline);
+  if (!sent) return tl::unexpected(sent.error());
+  auto reply = s->socket_.message_recv(deadline);
+  if (!reply) return tl::unexpected(reply.error());
+  if (auto* e = std::get_if<proto::ErrorMsg>(&reply->decoded.message))
+    return fail(e->code > 0 ? e->code : EPROTO, "peer refused: " + std::string(e->text));
+  auto* ack = std::get_if<proto::HelloAck>(&reply->decoded.message);
+  if (!ack) return fail(EPROTO, std::string("expected hello_ack, got ") + proto::msg_type_name(reply->decoded.header.type));
+  if (ack->provider != local.provider)
+    return fail(EPROTO, "provider mismatch: this side uses " + local.provider + ", peer uses " + std::string(ack->provider));
+  s->peer_ = hello_copy(*ack);
+
+  auto peer = s->pending_fabric_->peer_insert(s->peer_.fabric_address);
+  if (!peer) return tl::unexpected(peer.error());
+  auto ch = Channel::create(std::move(s->pending_fabric_), *peer, options.channel);
+  if (!ch) return tl::unexpected(ch.error());
+  s->channel_ = std::move(*ch);
+  RPCIE_LOG_INFO("session", "connected to {}:{} over {}", host, port, local.provider);
+  return s;
+}
+
+Result<std::unique_ptr<Session>> Session::accept(Socket socket, const SessionOptions& options,
+                                                 std::span<const LocalRegion> regions, Deadline deadline) {
+  if (regions.size() > proto::kMaxRegions) return fail(EINVAL, "too many regions for one session");
+  std::unique_ptr<Session> s(new Session());
+  s->socket_ = std::move(socket);
+  auto first = s->socket_.message_recv(deadline);
+  if (!first) return tl::unexpected(first.error());
+  auto* hello = std::get_if<proto::Hello>(&first->decoded.message);
+  if (!hello) {
+    (void)s->socket_.message_send(proto::ErrorMsg{EPROTO, "expected hello"}, 0, deadline);
+    return fail(EPROTO, std::string("expected hello, got ") + proto::msg_type_name(first->decoded.header.type));
+  }
+  s->peer_ = hello_copy(*hello);
+
+  // Provider agreement: both sides must speak the same one, and say so by name if not.
+  const providers::ProviderAdapter* adapter = provider_by_fabric_name(s->peer_.provider);
+  std::string refusal;
+  if (!options.provider.automatic) {
+    const auto& mine = providers::provider_get(options.provider.kind);
+    if (!adapter || adapter != &mine)
+      refusal = "provider mismatch: peer uses " + s->peer_.provider + ", this side uses " + std::string(mine.fabric_name());
+  } else if (!adapter) {
+    refusal = "provider mismatch: peer uses " + s->peer_.provider + ", which this side does not know";
+  } else if (!providers::provider_available(*adapter)) {
+    refusal = "provider mismatch: peer uses " + s->peer_.provider + ", which is not usable on this side";
+  }
+  if (!refusal.empty()) {
+    (void)s->socket_.message_send(proto::ErrorMsg{EPROTO, refusal}, first->decoded.header.request_id, deadline);
+    return fail(EPROTO, refusal);
+  }
+
+  auto setup = s->fabric_setup(*adapter, regions);
+  if (!setup) {
+    (void)s->socket_.message_send(proto::ErrorMsg{setup.error().to_errno(), "server fabric setup failed"},
+                                  first->decoded.header.request_id, deadline);
+    return tl::unexpected(setup.error());
+  }
+  auto peer = s->pending_fabric_->peer_insert(s->peer_.fabric_address);
+  if (!peer) {
+    (void)s->socket_.message_send(proto::ErrorMsg{EINVAL, "bad fabric address"}, first->decoded.header.request_id, deadline);
+    return tl::unexpected(peer.error());
+  }
+  PeerHello local = s->hello_local();
+  proto::HelloAck ack;
+  static_cast<proto::Hello&>(ack) = hello_view(local);
+  auto ch = Channel::create(std::move(s->pending_fabric_), *peer, options.channel);
+  if (!ch) return tl::unexpected(ch.error());
+  s->channel_ = std::move(*ch);
+  auto sent = s->socket_.message_send(ack, first->decoded.header.request_id, deadline);
+  if (!sent) return tl::unexpected(sent.error());
+  RPCIE_LOG_INFO("session", "accepted {} over {}", s->socket_.peer_address(), local.provider);
+  return s;
+}
+
+Result<RemoteRegion> Session::peer_region(std::uint32_t id) const {
+  for (const auto& r : peer_.regions)
+    if (r.id == id) return RemoteRegion::from(r);
+  return fail(ENOENT, "peer offers no region " + std::to_string(id));
+}
+
+}  // namespace rpcie

@@ -1,0 +1,71 @@
+// Private to the providers library: what the four adapters share, and their accessors
+// (the registry lists them explicitly; nothing registers itself).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+#include <rdma/fabric.h>
+
+#include "rpcie/providers/provider.hpp"
+
+namespace rpcie::providers::detail {
+
+const ProviderAdapter& efa_adapter() noexcept;
+const ProviderAdapter& verbs_adapter() noexcept;
+const ProviderAdapter& shm_adapter() noexcept;
+const ProviderAdapter& tcp_adapter() noexcept;
+
+// Two-sided messages plus one-sided RMA in both directions. Nothing else: FI_SOURCE,
+// FI_TAGGED, FI_HMEM, ... would only shrink the set of infos a provider is willing to return.
+inline constexpr std::uint64_t kCapsRequested = FI_MSG | FI_RMA | FI_READ | FI_WRITE | FI_SEND |
+                                                FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE;
+
+// Every mr_mode bit the core knows how to honour. FI_MR_RAW never: it needs
+// fi_mr_raw_attr/fi_mr_map_raw key exchange, which the core does not implement.
+inline constexpr std::uint64_t kMrModeAll =
+    FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+
+// fi_inject copies the payload into a provider buffer before returning. rpcie only injects
+// small control messages; above a page a registered send is cheaper than the copy, and the
+// largest inject among our providers (shm) is exactly one page. Guards against a provider
+// (or a hook) advertising a huge value that the core would then size staging buffers by.
+inline constexpr std::size_t kInjectSizeMax = 4096;
+
+// The part of hints_fill common to every adapter. `ask_saw`: whether to request
+// FI_ORDER_SAW (all four providers return infos with it on 1.17; see the READMEs).
+inline void hints_fill_common(fi_info& hints, const ProviderAdapter& adapter, bool ask_saw) {
+  hints.caps = kCapsRequested;
+  hints.mode = FI_CONTEXT;  // every operation's context starts with a struct fi_context
+  if (hints.ep_attr != nullptr) hints.ep_attr->type = FI_EP_RDM;
+  if (hints.domain_attr != nullptr) {
+    hints.domain_attr->mr_mode = static_cast<int>(adapter.mr_mode_accepted());
+    hints.domain_attr->threading = FI_THREAD_SAFE;
+    // av_type and progress stay unspecified: the core opens the AV itself and drives
+    // progress manually, which also works when a provider makes it automatic.
+  }
+  if (ask_saw) {
+    if (hints.tx_attr != nullptr) hints.tx_attr->msg_order = FI_ORDER_SAW;
+    if (hints.rx_attr != nullptr) hints.rx_attr->msg_order = FI_ORDER_SAW;
+  }
+  if (hints.fabric_attr != nullptr) {
+    // fi_freeinfo frees prov_name, hence malloc'd memory. On allocation failure the
+    // hints simply do not filter by provider; info_accept still vets the results.
+    std::free(hints.fabric_attr->prov_name);
+    hints.fabric_attr->prov_name = strndup(adapter.fabric_name().data(), adapter.fabric_name().size());
+  }
+}
+
+// An RDM endpoint that can at least send messages: the minimum the core can work with
+// (missing FI_RMA is fine, the core then emulates one-sided operations over messages).
+inline bool info_accept_common(const fi_info& info) noexcept {
+  return info.ep_attr != nullptr && info.ep_attr->type == FI_EP_RDM && (info.caps & FI_MSG) != 0;
+}
+
+inline std::size_t inject_size_capped(const fi_info& info, std::size_t cap) noexcept {
+  return info.tx_attr == nullptr ? 0 : std::min(info.tx_attr->inject_size, cap);
+}
+
+}  // namespace rpcie::providers::detail

@@ -1,0 +1,108 @@
+// rpcie provider adapters — what rpcie knows about each libfabric provider.
+//
+// One adapter per provider (tcp, shm, verbs, efa), held in an explicit registry (no static
+// self-registration: a static link would drop it). Adapters are stateless, immutable and
+// thread-safe; the registry hands out pointers to objects with static storage duration.
+//
+// This layer sits directly on libfabric: it never includes core headers (dependencies
+// flow core -> providers -> libfabric). Errors are reported as plain libfabric return
+// codes (0 or negative FI_E*) or as an empty optional with a message.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_endpoint.h>
+
+namespace rpcie::providers {
+
+enum class ProviderKind { efa, verbs, shm, tcp };
+
+// Native one-sided RMA as opposed to emulation (by libfabric, e.g. EFA's emulated read,
+// or by rpcie over messages).
+struct RmaSupport {
+  bool read_native = false;
+  bool write_native = false;
+};
+
+struct EnvVar {
+  std::string_view name;
+  std::string_view meaning;
+};
+
+class ProviderAdapter {
+ public:
+  virtual ~ProviderAdapter() = default;
+
+  virtual ProviderKind kind() const noexcept = 0;
+  // Short name used on the command line and in messages: "tcp", "shm", "verbs", "efa".
+  virtual std::string_view name() const noexcept = 0;
+  // fi_info prov_name spelling asked for in the hints: "tcp;ofi_rxm", "shm", "verbs;ofi_rxm", "efa".
+  virtual std::string_view fabric_name() const noexcept = 0;
+
+  // Fill `hints` (allocated with fi_allocinfo by the caller) for an FI_EP_RDM endpoint with
+  // FI_MSG | FI_RMA, the mr_mode bits this adapter accepts, msg_order FI_ORDER_SAW (asked
+  // for; the caller checks what the provider granted) and the provider name.
+  virtual void hints_fill(fi_info& hints) const = 0;
+
+  // mr_mode bits rpcie accepts from this provider (the core adapts to each of them).
+  virtual std::uint64_t mr_mode_accepted() const noexcept = 0;
+
+  // Whether fi_getinfo should be given the local IP of the bootstrap socket as node (with
+  // FI_SOURCE) so that the endpoint binds to that interface. shm addresses are names, and
+  // EFA devices are chosen by domain rather than by IP: both return false.
+  virtual bool node_binds_address() const noexcept = 0;
+
+  // Whether one fi_info the provider returned is usable (e.g. EFA's "-dgrm" domains are not).
+  virtual bool info_accept(const fi_info& info) const noexcept = 0;
+
+  // Largest payload that may go through fi_inject for this info (0: never inject).
+  virtual std::size_t inject_size(const fi_info& info) const noexcept = 0;
+
+  // Native RMA support for this info. `fabric_version` is FI_VERSION(major, minor) of the
+  // libfabric in use (fi_version()): EFA writes are native only from 1.18.
+  virtual RmaSupport rma_support(const fi_info& info, std::uint32_t fabric_version) const noexcept = 0;
+
+  // Options to set on the endpoint after binding and before fi_enable (EFA: RNR retry).
+  // Returns 0 or a negative FI_E* code.
+  virtual int endpoint_configure(fid_ep& ep, const fi_info& info) const noexcept = 0;
+
+  // Environment variables the provider reads that matter to operators (documented in
+  // providers/<name>/README.md).
+  virtual std::span<const EnvVar> env_vars() const noexcept = 0;
+};
+
+// All adapters in `auto` preference order: efa, verbs, shm, tcp.
+std::span<const ProviderAdapter* const> provider_registry() noexcept;
+const ProviderAdapter& provider_get(ProviderKind kind) noexcept;
+
+// A parsed --provider / FI_PROVIDER value.
+struct ProviderChoice {
+  bool automatic = true;                    // "auto"
+  ProviderKind kind = ProviderKind::tcp;    // meaningful when !automatic
+};
+
+// Accepts "auto", "tcp", "shm", "verbs", "efa", "tcp;ofi_rxm", "verbs;ofi_rxm"
+// (case-sensitive, as fi_info prints them). Anything else: nullopt and *why says what is
+// accepted.
+std::optional<ProviderChoice> provider_parse(std::string_view text, std::string* why = nullptr);
+
+// The choice in effect: `flag` (from --provider) if not empty, else $FI_PROVIDER if set and
+// not empty, else auto.
+std::optional<ProviderChoice> provider_choice_resolve(std::string_view flag, std::string* why = nullptr);
+
+// `auto`: the first adapter in preference order for which `available` is true, skipping shm
+// unless both peers are on one host. nullptr if none.
+const ProviderAdapter* provider_auto_select(const std::function<bool(const ProviderAdapter&)>& available,
+                                            bool same_host);
+
+// Asks libfabric (fi_getinfo with the adapter's hints) whether the provider is usable here.
+bool provider_available(const ProviderAdapter& adapter);
+
+}  // namespace rpcie::providers

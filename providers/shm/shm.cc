@@ -1,0 +1,56 @@
+// shm: libfabric's shared-memory provider, for two processes on one host.
+#include "adapter_common.hpp"
+
+namespace rpcie::providers {
+namespace {
+
+constexpr EnvVar kShmEnvVars[] = {
+    {"FI_SHM_DISABLE_CMA", "1: never use process_vm_readv/writev (CMA), e.g. under ptrace restrictions"},
+    {"FI_SHM_SAR_THRESHOLD", "without CMA: largest message sent by segmentation before the mmap protocol"},
+    {"FI_SHM_TX_SIZE", "outstanding transmit operations (default 1024)"},
+    {"FI_SHM_RX_SIZE", "outstanding receive operations (default 1024)"},
+    {"FI_SHM_USE_DSA_SAR", "1: offload segmented copies to Intel DSA when present"},
+};
+
+class ShmAdapter final : public ProviderAdapter {
+ public:
+  ProviderKind kind() const noexcept override { return ProviderKind::shm; }
+  std::string_view name() const noexcept override { return "shm"; }
+  std::string_view fabric_name() const noexcept override { return "shm"; }
+
+  // shm 1.17 grants FI_ORDER_SAW, at a price: asking for any order beyond send-after-send
+  // switches off its "fast RMA" path, and the granted mr_mode drops FI_MR_VIRT_ADDR (RMA
+  // addresses become offsets into the region). The core adapts to either mr_mode; we want
+  // the ordering. See providers/shm/README.md.
+  void hints_fill(fi_info& hints) const override { detail::hints_fill_common(hints, *this, true); }
+
+  std::uint64_t mr_mode_accepted() const noexcept override { return detail::kMrModeAll; }
+
+  // shm addresses are names (fi_shm://<pid>), not IPs.
+  bool node_binds_address() const noexcept override { return false; }
+
+  bool info_accept(const fi_info& info) const noexcept override { return detail::info_accept_common(info); }
+
+  std::size_t inject_size(const fi_info& info) const noexcept override {
+    return detail::inject_size_capped(info, detail::kInjectSizeMax);
+  }
+
+  // RMA is a copy between the two address spaces (CMA, or through the shared region).
+  RmaSupport rma_support(const fi_info& info, std::uint32_t /*fabric_version*/) const noexcept override {
+    const bool rma = (info.caps & FI_RMA) != 0;
+    return {.read_native = rma, .write_native = rma};
+  }
+
+  int endpoint_configure(fid_ep& /*ep*/, const fi_info& /*info*/) const noexcept override { return 0; }
+
+  std::span<const EnvVar> env_vars() const noexcept override { return kShmEnvVars; }
+};
+
+}  // namespace
+
+const ProviderAdapter& detail::shm_adapter() noexcept {
+  static constinit const ShmAdapter adapter;
+  return adapter;
+}
+
+}  // namespace rpcie::providers

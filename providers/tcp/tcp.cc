@@ -1,0 +1,67 @@
+// tcp: libfabric's tcp provider under the ofi_rxm utility provider, which turns tcp's
+// connected FI_EP_MSG endpoints into the reliable-datagram FI_EP_RDM endpoints rpcie uses.
+#include "adapter_common.hpp"
+
+namespace rpcie::providers {
+namespace {
+
+constexpr EnvVar kTcpEnvVars[] = {
+    {"FI_TCP_IFACE", "network interface tcp listens and connects on (e.g. eth0)"},
+    {"FI_TCP_PORT_LOW_RANGE", "lowest port tcp binds its endpoints to (firewalls)"},
+    {"FI_TCP_PORT_HIGH_RANGE", "highest port tcp binds its endpoints to (firewalls)"},
+    {"FI_TCP_NODELAY", "overrides the TCP_NODELAY socket setting"},
+    {"FI_TCP_TX_SIZE", "tcp transmit context size (default 256)"},
+    {"FI_TCP_RX_SIZE", "tcp receive context size (default 256)"},
+    {"FI_TCP_ZEROCOPY_SIZE", "size from which tcp sends with MSG_ZEROCOPY (default: never)"},
+    {"FI_OFI_RXM_BUFFER_SIZE", "rxm bounce buffer size; also rxm's inject limit"},
+    {"FI_OFI_RXM_EAGER_LIMIT", "largest message rxm sends eagerly through bounce buffers"},
+    {"FI_OFI_RXM_SAR_LIMIT", "largest message rxm segments; above it rxm uses rendezvous"},
+    {"FI_OFI_RXM_USE_SRX", "1: one shared receive context for all peers (less memory)"},
+    {"FI_OFI_RXM_TX_SIZE", "rxm transmit context size (default 2048)"},
+    {"FI_OFI_RXM_RX_SIZE", "rxm receive context size (default 2048)"},
+    {"FI_OFI_RXM_DATA_AUTO_PROGRESS", "1: rxm progresses data in a thread even with manual progress"},
+    {"FI_OFI_RXM_DEF_TCP_WAIT_OBJ", "wait object rxm uses over tcp (fd or pollfd)"},
+};
+
+class TcpAdapter final : public ProviderAdapter {
+ public:
+  ProviderKind kind() const noexcept override { return ProviderKind::tcp; }
+  std::string_view name() const noexcept override { return "tcp"; }
+  std::string_view fabric_name() const noexcept override { return "tcp;ofi_rxm"; }
+
+  // rxm over tcp grants FI_ORDER_SAW on 1.17 (checked with fi_getinfo), so ask for it.
+  void hints_fill(fi_info& hints) const override { detail::hints_fill_common(hints, *this, true); }
+
+  // tcp;ofi_rxm returns mr_mode 0 on 1.17; accepting more is harmless and keeps newer
+  // versions usable should they start to require some of these bits.
+  std::uint64_t mr_mode_accepted() const noexcept override { return detail::kMrModeAll; }
+
+  // Several interfaces give several infos; the bootstrap socket's address picks the one
+  // the peer can reach.
+  bool node_binds_address() const noexcept override { return true; }
+
+  bool info_accept(const fi_info& info) const noexcept override { return detail::info_accept_common(info); }
+
+  std::size_t inject_size(const fi_info& info) const noexcept override {
+    return detail::inject_size_capped(info, detail::kInjectSizeMax);
+  }
+
+  // The tcp provider carries RMA in its own protocol: one-sided from rpcie's point of view.
+  RmaSupport rma_support(const fi_info& info, std::uint32_t /*fabric_version*/) const noexcept override {
+    const bool rma = (info.caps & FI_RMA) != 0;
+    return {.read_native = rma, .write_native = rma};
+  }
+
+  int endpoint_configure(fid_ep& /*ep*/, const fi_info& /*info*/) const noexcept override { return 0; }
+
+  std::span<const EnvVar> env_vars() const noexcept override { return kTcpEnvVars; }
+};
+
+}  // namespace
+
+const ProviderAdapter& detail::tcp_adapter() noexcept {
+  static constinit const TcpAdapter adapter;
+  return adapter;
+}
+
+}  // namespace rpcie::providers

@@ -1,0 +1,360 @@
+// Each adapter against synthetic fi_info objects (fi_allocinfo + fields filled by hand),
+// and one real fi_getinfo: tcp;ofi_rxm, which every Linux libfabric build has.
+#include <array>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+
+#include <doctest/doctest.h>
+#include <rdma/fabric.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_ext.h>
+
+#include "rpcie/providers/provider.hpp"
+
+using rpcie::providers::ProviderAdapter;
+using rpcie::providers::ProviderKind;
+using rpcie::providers::RmaSupport;
+using rpcie::providers::provider_available;
+using rpcie::providers::provider_get;
+using rpcie::providers::provider_registry;
+
+namespace {
+
+using InfoPtr = std::unique_ptr<fi_info, decltype(&fi_freeinfo)>;
+
+InfoPtr info_make() {
+  InfoPtr info(fi_allocinfo(), &fi_freeinfo);
+  REQUIRE(info != nullptr);
+  return info;
+}
+
+// What a provider would return for a usable RDM endpoint.
+InfoPtr info_rdm_make(std::uint64_t caps = FI_MSG | FI_RMA, const char* domain = nullptr) {
+  InfoPtr info = info_make();
+  info->caps = caps;
+  info->ep_attr->type = FI_EP_RDM;
+  if (domain != nullptr) info->domain_attr->name = strdup(domain);
+  return info;
+}
+
+const ProviderAdapter& efa() { return provider_get(ProviderKind::efa); }
+const ProviderAdapter& verbs() { return provider_get(ProviderKind::verbs); }
+const ProviderAdapter& shm() { return provider_get(ProviderKind::shm); }
+const ProviderAdapter& tcp() { return provider_get(ProviderKind::tcp); }
+
+const std::array<const ProviderAdapter*, 3> kNonEfa{&verbs(), &shm(), &tcp()};
+
+constexpr std::uint32_t kFabric117 = FI_VERSION(1, 17);
+constexpr std::uint32_t kFabric118 = FI_VERSION(1, 18);
+
+// Sets or unsets one environment variable for one test and puts the previous value back.
+class EnvGuard {
+ public:
+  EnvGuard(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) saved_ = old;
+    if (value != nullptr) {
+      setenv(name, value, 1);
+    } else {
+      unsetenv(name);
+    }
+  }
+  ~EnvGuard() {
+    if (saved_) {
+      setenv(name_, saved_->c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+  EnvGuard(const EnvGuard&) = delete;
+  EnvGuard& operator=(const EnvGuard&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> saved_;
+};
+
+// A fid_ep whose only operation is a setopt that records its arguments and returns a preset code.
+struct SetoptRecord {
+  int calls = 0;
+  int level = 0;
+  int optname = 0;
+  std::size_t optlen = 0;
+  std::size_t value = 0;
+  int rc = 0;
+};
+SetoptRecord g_setopt;
+
+int setopt_fake(fid_t /*fid*/, int level, int optname, const void* optval, std::size_t optlen) {
+  ++g_setopt.calls;
+  g_setopt.level = level;
+  g_setopt.optname = optname;
+  g_setopt.optlen = optlen;
+  if (optlen == sizeof(std::size_t)) std::memcpy(&g_setopt.value, optval, optlen);
+  return g_setopt.rc;
+}
+
+struct FakeEndpoint {
+  fi_ops_ep ops{};
+  fid_ep ep{};
+  FakeEndpoint() {
+    ops.size = sizeof ops;
+    ops.setopt = &setopt_fake;
+    ep.fid.fclass = FI_CLASS_EP;
+    ep.ops = &ops;
+    g_setopt = SetoptRecord{};
+  }
+};
+
+}  // namespace
+
+TEST_CASE("each adapter names its provider and the fi_info spelling it asks for") {
+  CHECK(tcp().fabric_name() == "tcp;ofi_rxm");
+  CHECK(shm().fabric_name() == "shm");
+  CHECK(verbs().fabric_name() == "verbs;ofi_rxm");
+  CHECK(efa().fabric_name() == "efa");
+  CHECK(tcp().kind() == ProviderKind::tcp);
+  CHECK(shm().kind() == ProviderKind::shm);
+  CHECK(verbs().kind() == ProviderKind::verbs);
+  CHECK(efa().kind() == ProviderKind::efa);
+}
+
+TEST_CASE("only tcp and verbs bind the endpoint to the bootstrap socket's address") {
+  CHECK(tcp().node_binds_address());
+  CHECK(verbs().node_binds_address());
+  CHECK_FALSE(shm().node_binds_address());
+  CHECK_FALSE(efa().node_binds_address());
+}
+
+TEST_CASE("every adapter fills hints for an RDM endpoint with messages and one-sided RMA") {
+  for (const ProviderAdapter* adapter : provider_registry()) {
+    CAPTURE(adapter->name());
+    InfoPtr hints = info_make();
+    adapter->hints_fill(*hints);
+    CHECK(hints->ep_attr->type == FI_EP_RDM);
+    CHECK(hints->caps == (FI_MSG | FI_RMA | FI_READ | FI_WRITE | FI_SEND | FI_RECV | FI_REMOTE_READ |
+                          FI_REMOTE_WRITE));
+    CHECK((hints->caps & (FI_SOURCE | FI_TAGGED | FI_HMEM | FI_ATOMIC)) == 0);
+    CHECK(hints->mode == FI_CONTEXT);
+    CHECK(static_cast<std::uint64_t>(hints->domain_attr->mr_mode) == adapter->mr_mode_accepted());
+    CHECK(hints->domain_attr->threading == FI_THREAD_SAFE);
+    REQUIRE(hints->fabric_attr->prov_name != nullptr);
+    CHECK(std::string_view(hints->fabric_attr->prov_name) == adapter->fabric_name());
+  }
+}
+
+TEST_CASE("hints ask for send-after-write ordering on tcp, shm and verbs but not on efa") {
+  for (const ProviderAdapter* adapter : kNonEfa) {
+    CAPTURE(adapter->name());
+    InfoPtr hints = info_make();
+    adapter->hints_fill(*hints);
+    CHECK(hints->tx_attr->msg_order == FI_ORDER_SAW);
+    CHECK(hints->rx_attr->msg_order == FI_ORDER_SAW);
+  }
+  InfoPtr hints = info_make();
+  efa().hints_fill(*hints);
+  CHECK(hints->tx_attr->msg_order == 0);
+  CHECK(hints->rx_attr->msg_order == 0);
+}
+
+TEST_CASE("hints_fill replaces a provider name that is already there") {
+  InfoPtr hints = info_make();
+  hints->fabric_attr->prov_name = strdup("sockets");
+  shm().hints_fill(*hints);
+  CHECK(std::string_view(hints->fabric_attr->prov_name) == "shm");
+}
+
+TEST_CASE("mr_mode_accepted covers what each provider may require and never FI_MR_RAW") {
+  constexpr std::uint64_t all = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+  CHECK(tcp().mr_mode_accepted() == all);
+  CHECK(shm().mr_mode_accepted() == all);
+  CHECK(verbs().mr_mode_accepted() == all);
+  CHECK(efa().mr_mode_accepted() == (FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY));
+  for (const ProviderAdapter* adapter : provider_registry()) {
+    CHECK((adapter->mr_mode_accepted() & FI_MR_RAW) == 0);
+  }
+}
+
+TEST_CASE("efa accepts its -rdm domains and rejects -dgrm domains") {
+  CHECK(efa().info_accept(*info_rdm_make(FI_MSG | FI_RMA, "rdmap0s31-rdm")));
+  CHECK(efa().info_accept(*info_rdm_make(FI_MSG | FI_RMA, "efa_0-rdm")));
+  CHECK_FALSE(efa().info_accept(*info_rdm_make(FI_MSG, "rdmap0s31-dgrm")));
+  CHECK(efa().info_accept(*info_rdm_make(FI_MSG)));  // no domain name: nothing to hold against it
+}
+
+TEST_CASE("every adapter rejects endpoints other than RDM and infos without messages") {
+  for (const ProviderAdapter* adapter : provider_registry()) {
+    CAPTURE(adapter->name());
+    CHECK(adapter->info_accept(*info_rdm_make()));
+    CHECK(adapter->info_accept(*info_rdm_make(FI_MSG)));  // no FI_RMA: the core emulates it
+    InfoPtr dgram = info_rdm_make();
+    dgram->ep_attr->type = FI_EP_DGRAM;
+    CHECK_FALSE(adapter->info_accept(*dgram));
+    InfoPtr msg = info_rdm_make();
+    msg->ep_attr->type = FI_EP_MSG;
+    CHECK_FALSE(adapter->info_accept(*msg));
+    CHECK_FALSE(adapter->info_accept(*info_rdm_make(FI_RMA)));
+  }
+}
+
+TEST_CASE("tcp, shm and verbs accept any domain name, including one ending in -dgrm") {
+  for (const ProviderAdapter* adapter : kNonEfa) {
+    CAPTURE(adapter->name());
+    CHECK(adapter->info_accept(*info_rdm_make(FI_MSG | FI_RMA, "eth0")));
+    CHECK(adapter->info_accept(*info_rdm_make(FI_MSG | FI_RMA, "odd-dgrm")));
+  }
+}
+
+TEST_CASE("inject_size comes from tx_attr, capped at one page, and is 0 without tx_attr") {
+  for (const ProviderAdapter* adapter : provider_registry()) {
+    CAPTURE(adapter->name());
+    InfoPtr info = info_rdm_make();
+    info->tx_attr->inject_size = 64;
+    CHECK(adapter->inject_size(*info) == 64);
+    info->tx_attr->inject_size = 4096;
+    CHECK(adapter->inject_size(*info) == 4096);
+    info->tx_attr->inject_size = 1 << 20;
+    CHECK(adapter->inject_size(*info) == 4096);
+    info->tx_attr->inject_size = 0;
+    CHECK(adapter->inject_size(*info) == 0);
+    std::free(info->tx_attr);
+    info->tx_attr = nullptr;
+    CHECK(adapter->inject_size(*info) == 0);
+  }
+}
+
+TEST_CASE("efa reports RMA as emulated with libfabric 1.17 and native from 1.18") {
+  const InfoPtr rma = info_rdm_make(FI_MSG | FI_RMA);
+  const RmaSupport on_117 = efa().rma_support(*rma, kFabric117);
+  CHECK_FALSE(on_117.read_native);
+  CHECK_FALSE(on_117.write_native);
+  const RmaSupport on_118 = efa().rma_support(*rma, kFabric118);
+  CHECK(on_118.read_native);
+  CHECK(on_118.write_native);
+  CHECK(efa().rma_support(*rma, FI_VERSION(2, 0)).write_native);
+}
+
+TEST_CASE("efa reports nothing native without FI_RMA, whatever the version") {
+  const InfoPtr msg_only = info_rdm_make(FI_MSG);
+  const RmaSupport support = efa().rma_support(*msg_only, kFabric118);
+  CHECK_FALSE(support.read_native);
+  CHECK_FALSE(support.write_native);
+}
+
+TEST_CASE("tcp, shm and verbs report native RMA exactly when FI_RMA is granted") {
+  for (const ProviderAdapter* adapter : kNonEfa) {
+    CAPTURE(adapter->name());
+    for (std::uint32_t version : {kFabric117, kFabric118}) {
+      const RmaSupport with = adapter->rma_support(*info_rdm_make(FI_MSG | FI_RMA), version);
+      CHECK(with.read_native);
+      CHECK(with.write_native);
+      const RmaSupport without = adapter->rma_support(*info_rdm_make(FI_MSG), version);
+      CHECK_FALSE(without.read_native);
+      CHECK_FALSE(without.write_native);
+    }
+  }
+}
+
+TEST_CASE("endpoint_configure on tcp, shm and verbs returns 0 and leaves the endpoint alone") {
+  const InfoPtr info = info_rdm_make();
+  for (const ProviderAdapter* adapter : kNonEfa) {
+    CAPTURE(adapter->name());
+    fid_ep ep{};  // a zeroed endpoint: any use of it would crash or show up below
+    CHECK(adapter->endpoint_configure(ep, *info) == 0);
+    const fid_ep zero{};
+    CHECK(std::memcmp(&ep, &zero, sizeof ep) == 0);
+  }
+}
+
+TEST_CASE("endpoint_configure on efa makes the hardware retry receiver-not-ready forever") {
+  EnvGuard env("RPCIE_EFA_RNR_RETRY", nullptr);
+  FakeEndpoint fake;
+  CHECK(efa().endpoint_configure(fake.ep, *info_rdm_make()) == 0);
+  CHECK(g_setopt.calls == 1);
+  CHECK(g_setopt.level == FI_OPT_ENDPOINT);
+  CHECK(g_setopt.optname == FI_OPT_EFA_RNR_RETRY);
+  CHECK(g_setopt.optlen == sizeof(std::size_t));
+  CHECK(g_setopt.value == 7);
+}
+
+TEST_CASE("RPCIE_EFA_RNR_RETRY overrides the efa retry count") {
+  for (const char* text : {"0", "3", "7"}) {
+    EnvGuard env("RPCIE_EFA_RNR_RETRY", text);
+    FakeEndpoint fake;
+    CHECK(efa().endpoint_configure(fake.ep, *info_rdm_make()) == 0);
+    CHECK(g_setopt.value == std::stoul(text));
+  }
+}
+
+TEST_CASE("an invalid RPCIE_EFA_RNR_RETRY fails with -FI_EINVAL before touching the endpoint") {
+  for (const char* text : {"8", "-1", "abc", "3x", " 3", "99999999999999999999999"}) {
+    CAPTURE(text);
+    EnvGuard env("RPCIE_EFA_RNR_RETRY", text);
+    FakeEndpoint fake;
+    CHECK(efa().endpoint_configure(fake.ep, *info_rdm_make()) == -FI_EINVAL);
+    CHECK(g_setopt.calls == 0);
+  }
+}
+
+TEST_CASE("efa tolerates a device that cannot change rnr_retry unless the operator asked for it") {
+  {
+    EnvGuard env("RPCIE_EFA_RNR_RETRY", nullptr);
+    FakeEndpoint fake;
+    g_setopt.rc = -FI_ENOSYS;
+    CHECK(efa().endpoint_configure(fake.ep, *info_rdm_make()) == 0);
+  }
+  {
+    EnvGuard env("RPCIE_EFA_RNR_RETRY", "5");
+    FakeEndpoint fake;
+    g_setopt.rc = -FI_ENOSYS;
+    CHECK(efa().endpoint_configure(fake.ep, *info_rdm_make()) == -FI_ENOSYS);
+  }
+}
+
+TEST_CASE("efa passes on any other fi_setopt failure, e.g. an endpoint already enabled") {
+  EnvGuard env("RPCIE_EFA_RNR_RETRY", nullptr);
+  FakeEndpoint fake;
+  g_setopt.rc = -FI_EINVAL;
+  CHECK(efa().endpoint_configure(fake.ep, *info_rdm_make()) == -FI_EINVAL);
+}
+
+TEST_CASE("every adapter documents its environment variables under FI_ or RPCIE_ names") {
+  for (const ProviderAdapter* adapter : provider_registry()) {
+    CAPTURE(adapter->name());
+    CHECK_FALSE(adapter->env_vars().empty());
+    std::set<std::string_view> seen;
+    for (const auto& var : adapter->env_vars()) {
+      CAPTURE(var.name);
+      CHECK((var.name.starts_with("FI_") || var.name.starts_with("RPCIE_")));
+      CHECK_FALSE(var.meaning.empty());
+      CHECK(seen.insert(var.name).second);
+    }
+  }
+}
+
+TEST_CASE("the efa variables include the RNR retry override") {
+  bool found = false;
+  for (const auto& var : efa().env_vars()) found = found || var.name == "RPCIE_EFA_RNR_RETRY";
+  CHECK(found);
+}
+
+TEST_CASE("tcp;ofi_rxm is available on this machine") {
+  CHECK(provider_available(tcp()));
+}
+
+TEST_CASE("tcp;ofi_rxm grants the send-after-write ordering rpcie asks for") {
+  InfoPtr hints = info_make();
+  tcp().hints_fill(*hints);
+  fi_info* infos = nullptr;
+  REQUIRE(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints.get(), &infos) == 0);
+  const InfoPtr owned(infos, &fi_freeinfo);
+  for (const fi_info* info = infos; info != nullptr; info = info->next) {
+    CHECK(tcp().info_accept(*info));
+    CHECK((info->tx_attr->msg_order & FI_ORDER_SAW) != 0);
+  }
+}

@@ -1,0 +1,64 @@
+// Raw-libfabric baseline for rpcie-bench.
+//
+// A deliberately minimal libfabric loop that uses no rpcie code, modelled on
+// fabtests' fi_rma_bw / fi_pingpong (RDM endpoint, one-time registration,
+// busy-polled CQ, fixed window), so rpcie's numbers can be expressed as a
+// ratio of what the fabric itself delivers on the same machine.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+namespace rawbench {
+
+enum class Workload { rma_write, rma_read, round_trip };
+
+struct RawConfig {
+  std::string prov_name;   // fi_info prov_name, e.g. "tcp;ofi_rxm" or "shm"
+  std::string node;        // local IPv4 address to bind (FI_SOURCE) or empty (shm)
+  std::size_t max_size = 4u << 20;  // largest transfer; buffers sized from it
+  std::size_t window = 64;          // operations in flight (fi_rma_bw default)
+  // Upper bound on open()'s address exchange and on each run()/serve() call, so a
+  // wedged provider or a vanished peer turns into an error instead of a hang.
+  double timeout_sec = 30.0;
+};
+
+// One side of a two-process benchmark. Not thread-safe (the domain is opened
+// with FI_THREAD_DOMAIN so providers can skip locking, as in a tight bench loop).
+//
+// Control-socket protocol: open() exchanges a small address blob and a one-byte
+// barrier; an RMA round ends with one 'E' byte client->server; either side may
+// send a one-byte 'A' (abort) when a round fails so the peer errors out quickly.
+// While run()/serve() are active, the caller must not send anything else on ctrl_fd.
+class RawPeer {
+ public:
+  // Both sides call open() with the same config over an already-connected TCP
+  // socket `ctrl_fd` (blocking, owned by the caller). nullptr + *err on failure.
+  static std::unique_ptr<RawPeer> open(const RawConfig& cfg, int ctrl_fd, bool server,
+                                       std::string* err);
+  ~RawPeer();
+  RawPeer(const RawPeer&) = delete;
+  RawPeer& operator=(const RawPeer&) = delete;
+
+  // Initiator (client) side. RMA: `iterations` fi_write/fi_read of `size` bytes
+  // with `window` in flight. round_trip: `iterations` sends of `size` bytes
+  // (0 means 8) each followed by waiting for the peer's equal-sized reply.
+  // Returns seconds from first post to last completion, or < 0 with *err set.
+  double run(Workload w, std::size_t size, std::size_t iterations, std::string* err);
+
+  // Target (server) side of the same round. RMA: busy-poll the CQ (manual data
+  // progress) until the client's end-of-round byte arrives. round_trip: receive
+  // and answer `iterations` messages of `size` bytes. false + *err on error.
+  bool serve(Workload w, std::size_t size, std::size_t iterations, std::string* err);
+
+  // One-line summary of what the provider handed back (for bench logs).
+  std::string describe() const;
+
+ private:
+  struct Impl;
+  explicit RawPeer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace rawbench
