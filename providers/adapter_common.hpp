@@ -28,14 +28,14 @@ inline constexpr std::uint64_t kCapsRequested = FI_MSG | FI_RMA | FI_READ | FI_W
 inline constexpr std::uint64_t kMrModeAll =
     FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
 
-// fi_inject copies the payload into a provider buffer before returning. rpcie only injects
-// small control messages; above a page a registered send is cheaper than the copy, and the
-// largest inject among our providers (shm) is exactly one page. Guards against a provider
-// (or a hook) advertising a huge value that the core would then size staging buffers by.
+// fi_inject copies the payload into a provider buffer before returning. rpcie injects only
+// small control messages and the largest inject among our providers (shm) is one page; the
+// cap keeps a provider or hook that advertises more from turning large sends into
+// synchronous copies.
 inline constexpr std::size_t kInjectSizeMax = 4096;
 
 // The part of hints_fill common to every adapter. `ask_saw`: whether to request
-// FI_ORDER_SAW (all four providers return infos with it on 1.17; see the READMEs).
+// FI_ORDER_SAW; asking for an order a provider lacks gets no infos at all (efa lacks SAW).
 inline void hints_fill_common(fi_info& hints, const ProviderAdapter& adapter, bool ask_saw) {
   hints.caps = kCapsRequested;
   hints.mode = FI_CONTEXT;  // every operation's context starts with a struct fi_context

@@ -70,7 +70,7 @@ Result<std::pair<std::string, std::uint16_t>> address_parse(std::string_view tex
   if (port_text) {
     unsigned value = 0;
     auto [end, ec] = std::from_chars(port_text->data(), port_text->data() + port_text->size(), value);
-    if (port_text->empty() || ec != std::errc() || end != port_text->data() + port_text->size() || value == 0 ||
+    if (port_text->empty() || ec != std::errc() || end != port_text->data() + port_text->size() ||
         value > 65535)
       return bad("bad port");
     port = static_cast<std::uint16_t>(value);
@@ -89,6 +89,8 @@ Socket& Socket::operator=(Socket&& o) noexcept {
   return *this;
 }
 Socket::~Socket() { close(); }
+int Socket::release() noexcept { return std::exchange(fd_, -1); }
+
 void Socket::close() noexcept {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
@@ -250,7 +252,7 @@ Result<Listener> Listener::open(const std::string& address, std::uint16_t port) 
     l.port_ = ntohs(ss.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
                                              : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
     l.fd_ = fd;
-    guard = Socket(-1);  // ownership moves to the listener (guard must not close it)
+    guard.release();  // ownership moves to the listener
     return l;
   }
   return tl::unexpected(last);

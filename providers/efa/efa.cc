@@ -1,6 +1,8 @@
 // efa: Amazon's Elastic Fabric Adapter. Its FI_EP_RDM endpoint is libfabric's own reliable
 // protocol over the device's SRD queue pairs; the "-dgrm" domains expose raw datagrams.
 #include <charconv>
+#include <cstdlib>
+#include <optional>
 #include <string_view>
 
 #include <rdma/fi_errno.h>
@@ -14,10 +16,11 @@ namespace {
 // FI_OPT_EFA_RNR_RETRY is the SRD queue pair's rnr_retry: 0-6 retries in firmware, after
 // which the provider gets a receiver-not-ready error, queues the packet and backs off in
 // software (FI_EFA_MAX_TIMEOUT / FI_EFA_TIMEOUT_INTERVAL); 7 makes the firmware retry
-// indefinitely. libfabric 1.17 defaults RDM endpoints to 3. We use 7, what NCCL/NIXL-style
-// deployments set and what libfabric later made the default for efa-direct: an RNR then
-// costs a hardware retry instead of a trip through the software backoff, which with manual
-// progress only runs when rpcie polls. A dead peer is still detected by rpcie's timeouts.
+// indefinitely. 7 is the SRD queue pair's own default, which libfabric 1.17's RDM endpoint
+// lowers to 3. We put 7 back (as NIXL does, and as later libfabric keeps for efa-direct
+// endpoints): an RNR then costs a hardware retry instead of a trip through the software
+// backoff, which with manual progress only runs when rpcie polls. A peer that stops
+// receiving for good is rpcie's timeouts' business, as on every other provider.
 constexpr std::size_t kRnrRetryInfinite = 7;
 constexpr const char* kRnrRetryEnv = "RPCIE_EFA_RNR_RETRY";
 
@@ -25,7 +28,7 @@ constexpr const char* kRnrRetryEnv = "RPCIE_EFA_RNR_RETRY";
 // (FI_EFA_RNR_RETRY does not exist in 1.17: the only knob is FI_OPT_EFA_RNR_RETRY.)
 constexpr EnvVar kEfaEnvVars[] = {
     {"RPCIE_EFA_RNR_RETRY", "rnr_retry set on every endpoint, 0-7 (default 7: retry in hardware forever)"},
-    {"FI_EFA_USE_DEVICE_RDMA", "1: use the device's RDMA read (needs a device that has it)"},
+    {"FI_EFA_USE_DEVICE_RDMA", "use the device's RDMA read (default: where the device has it)"},
     {"FI_EFA_ENABLE_SHM_TRANSFER", "1 (default): peers on the same host talk through shm"},
     {"FI_EFA_FORK_SAFE", "1: fork() support (needed if rpcie's process forks with registered memory)"},
     {"FI_EFA_TX_SIZE", "transmit operations before -FI_EAGAIN"},

@@ -20,6 +20,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -215,8 +216,12 @@ struct RawPeer::Impl {
   std::vector<OpCtx> rx_ctx;
   std::vector<OpCtx*> tx_free;
   std::vector<OpCtx*> rx_pending;  // receive slots that need (re)posting
-  std::uint64_t tx_done = 0;       // cumulative counters, compared relative per round
-  std::uint64_t rx_done = 0;
+  std::uint64_t tx_done = 0;  // cumulative; an RMA round waits for all of its own
+  // Messages received but not yet consumed by a round_trip loop. A credit count,
+  // not a per-round base: the peer may legitimately send round N+1's first message
+  // while we are still polling at the tail of round N, and that message must not
+  // be lost to round N's bookkeeping.
+  std::uint64_t rx_ready = 0;
 
   ~Impl() {
     // Endpoint first so nothing still references the MRs/CQ/AV when they close.
@@ -489,7 +494,7 @@ long RawPeer::Impl::poll_cq(std::string* err) {
         return -1;
       }
       if (c->is_rx) {
-        ++rx_done;
+        ++rx_ready;
         rx_pending.push_back(c);
       } else {
         ++tx_done;
@@ -530,11 +535,13 @@ RawPeer::Impl::Step RawPeer::Impl::step(Wait* w, bool expect_end, bool* peer_fai
   if (poll_cq(err) < 0) return Step::fail;
   ++w->n;
   if ((w->n & kTimeCheckMask) == 0 && Clock::now() > w->deadline) {
-    *err = "timed out after " + std::to_string(cfg.timeout_sec) + " s";
+    char msg[64];
+    std::snprintf(msg, sizeof(msg), "timed out after %.1f s", cfg.timeout_sec);
+    *err = msg;
     return Step::fail;
   }
   // A syscall per poll would distort the loop, so the control socket (end of
-  // round, abort, hang-up) is only looked at every few thousand polls.
+  // round, abort, hang-up) is only looked at every ~thousand polls.
   if ((w->n & kCtrlCheckMask) == 0) {
     char b = 0;
     ssize_t r = ::recv(fd, &b, 1, MSG_DONTWAIT);
@@ -637,12 +644,16 @@ double RawPeer::run(Workload w, std::size_t size, std::size_t iterations, std::s
       *err = "round_trip: size exceeds max_size";
       return fail();
     }
-    const std::uint64_t rx_base = m.rx_done;
     const auto t0 = Clock::now();
     for (std::size_t i = 0; i < iterations; ++i) {
       if (!m.post_send(len, &wait, &peer_failed, err)) return fail();
-      while (m.rx_done - rx_base <= i)
-        if (m.step(&wait, false, &peer_failed, err) == Impl::Step::fail) return fail();
+      while (m.rx_ready == 0)
+        if (m.step(&wait, false, &peer_failed, err) == Impl::Step::fail) {
+          *err += " (round_trip: waiting for reply " + std::to_string(i + 1) + " of " +
+                  std::to_string(iterations) + ")";
+          return fail();
+        }
+      --m.rx_ready;
     }
     const auto t1 = Clock::now();
     if (!m.drain_tx(&wait, &peer_failed, err)) return fail();
@@ -675,7 +686,11 @@ double RawPeer::run(Workload w, std::size_t size, std::size_t iterations, std::s
       m.tx_free.pop_back();
       ++posted;
     }
-    if (m.step(&wait, false, &peer_failed, err) == Impl::Step::fail) return fail();
+    if (m.step(&wait, false, &peer_failed, err) == Impl::Step::fail) {
+      *err += " (rma: " + std::to_string(m.tx_done - tx_base) + " of " +
+              std::to_string(iterations) + " completed, " + std::to_string(posted) + " posted)";
+      return fail();
+    }
   }
   const auto t1 = Clock::now();
   // All initiator completions are in, so the target no longer needs to drive progress.
@@ -701,10 +716,14 @@ bool RawPeer::serve(Workload w, std::size_t size, std::size_t iterations, std::s
       *err = "round_trip: size exceeds max_size";
       return fail();
     }
-    const std::uint64_t rx_base = m.rx_done;
     for (std::size_t i = 0; i < iterations; ++i) {
-      while (m.rx_done - rx_base <= i)
-        if (m.step(&wait, false, &peer_failed, err) == Impl::Step::fail) return fail();
+      while (m.rx_ready == 0)
+        if (m.step(&wait, false, &peer_failed, err) == Impl::Step::fail) {
+          *err += " (round_trip: waiting for message " + std::to_string(i + 1) + " of " +
+                  std::to_string(iterations) + ")";
+          return fail();
+        }
+      --m.rx_ready;
       if (!m.post_send(len, &wait, &peer_failed, err)) return fail();
     }
     if (!m.drain_tx(&wait, &peer_failed, err)) return fail();
@@ -727,7 +746,7 @@ bool RawPeer::serve(Workload w, std::size_t size, std::size_t iterations, std::s
 
 std::string RawPeer::describe() const {
   const fi_info* i = impl_->info;
-  std::string s = "prov=";
+  std::string s = impl_->server ? "role=server prov=" : "role=client prov=";
   s += i->fabric_attr->prov_name ? i->fabric_attr->prov_name : "?";
   s += " fabric=";
   s += i->fabric_attr->name ? i->fabric_attr->name : "?";

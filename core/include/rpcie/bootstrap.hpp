@@ -56,6 +56,8 @@ class Socket {
   int fd() const noexcept { return fd_; }
   bool valid() const noexcept { return fd_ >= 0; }
   void close() noexcept;
+  // Gives up ownership of the descriptor without closing it.
+  int release() noexcept;
 
   // Numeric local / peer IP address of the connection ("127.0.0.1", "169.254.0.1", ...).
   std::string local_address() const;

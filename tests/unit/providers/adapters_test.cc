@@ -1,5 +1,6 @@
 // Each adapter against synthetic fi_info objects (fi_allocinfo + fields filled by hand),
 // and one real fi_getinfo: tcp;ofi_rxm, which every Linux libfabric build has.
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <cstring>
@@ -335,6 +336,26 @@ TEST_CASE("every adapter documents its environment variables under FI_ or RPCIE_
       CHECK(seen.insert(var.name).second);
     }
   }
+}
+
+TEST_CASE("the FI_ variables of tcp, shm and verbs are parameters this libfabric defines") {
+  // fi_getparams lists the parameters of the providers libfabric loaded; efa only loads with
+  // a device, and verbs may be missing from a build, so they are checked only when present.
+  fi_param* params = nullptr;
+  int count = 0;
+  REQUIRE(fi_getparams(&params, &count) == 0);
+  std::set<std::string_view> defined;
+  for (int i = 0; i < count; ++i) defined.insert(params[i].name);
+  const bool verbs_built = std::any_of(defined.begin(), defined.end(),
+                                       [](std::string_view name) { return name.starts_with("FI_VERBS_"); });
+  for (const ProviderAdapter* adapter : kNonEfa) {
+    if (adapter == &verbs() && !verbs_built) continue;
+    for (const auto& var : adapter->env_vars()) {
+      CAPTURE(var.name);
+      if (var.name.starts_with("FI_")) CHECK(defined.contains(var.name));
+    }
+  }
+  fi_freeparams(params);
 }
 
 TEST_CASE("the efa variables include the RNR retry override") {

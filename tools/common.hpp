@@ -1,0 +1,23 @@
+// Small helpers shared by rpcie's programs (not part of the core contract).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace rpcie::tools {
+
+// "64K", "4M", "1G", "123" -> bytes; nullopt if malformed or zero.
+std::optional<std::size_t> size_parse(std::string_view text);
+
+// SIGINT/SIGTERM set this flag (installed by stop_signals_install()).
+extern std::atomic<bool> g_stop;
+void stop_signals_install();
+
+// Pins the calling process to one CPU; false (and a warning) if that CPU is not available.
+bool cpu_pin(int cpu);
+
+}  // namespace rpcie::tools

@@ -1,0 +1,315 @@
+// rpcie-selftest — end-to-end check of the rpcie transport between two processes.
+//
+//   rpcie-selftest serve   [--listen ADDR[:PORT]] [--provider P] [--sessions N] [--port-file F]
+//   rpcie-selftest connect -r HOST[:PORT] [--provider P] [--size N] [--max-transfer N] [-o json]
+//
+// The client checks, against the server's own view of its memory: messages of many sizes
+// echoed byte for byte, a one-sided RMA write whose checksum the server computes after an
+// ordered notification, and an RMA read back. Exit 0 when every check passed.
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "../common.hpp"
+#include "rpcie/log.hpp"
+#include "rpcie/session.hpp"
+
+namespace {
+
+using namespace rpcie;
+using namespace std::chrono_literals;
+
+constexpr std::uint32_t kRegionId = 0;
+
+struct ServeOptions {
+  std::string listen = "0.0.0.0";
+  std::string provider;
+  std::size_t region_size = 16u << 20;
+  unsigned sessions = 0;  // 0: until SIGTERM
+  std::string port_file;
+  double handshake_timeout = 5.0;
+  double idle_timeout = 30.0;
+};
+
+// Serves one peer until goodbye, an error, or idle_timeout without a message.
+bool session_serve(Socket socket, const ServeOptions& o, providers::ProviderChoice choice) {
+  auto memory = HostBuffer::create(o.region_size);
+  if (!memory) {
+    RPCIE_LOG_ERROR("selftest", "{}", memory.error().describe());
+    return false;
+  }
+  std::string who = socket.peer_address();
+  LocalRegion region{kRegionId, memory->data(), memory->size()};
+  SessionOptions so;
+  so.provider = choice;
+  auto session = Session::accept(std::move(socket), so, std::span(&region, 1),
+                                 Deadline::after(std::chrono::duration_cast<Deadline::Clock::duration>(
+                                     std::chrono::duration<double>(o.handshake_timeout))));
+  if (!session) {
+    RPCIE_LOG_WARN("selftest", "handshake with {} failed: {}", who, session.error().describe());
+    return false;
+  }
+  Channel& ch = (*session)->channel();
+  auto idle = std::chrono::duration_cast<Deadline::Clock::duration>(std::chrono::duration<double>(o.idle_timeout));
+  for (;;) {
+    auto m = ch.message_recv(Deadline::after(idle));
+    if (!m) {
+      if (m.error().code == EPROTO && !ch.failure()) continue;  // dropped a malformed message
+      RPCIE_LOG_WARN("selftest", "session with {} ended: {}", who, m.error().describe());
+      return false;
+    }
+    const auto& d = **m;
+    auto reply_deadline = Deadline::after(5s);
+    Result<void> sent;
+    if (auto* ping = std::get_if<proto::Ping>(&d.message)) {
+      sent = ch.message_send(proto::Pong{{ping->data}}, d.header.request_id, reply_deadline);
+    } else if (auto* n = std::get_if<proto::RmaNotify>(&d.message)) {
+      proto::ReadReply r;
+      if (n->region != kRegionId || n->offset > o.region_size || n->length > o.region_size - n->offset) {
+        r.status = EINVAL;
+      } else {
+        r.value = proto::checksum_fnv1a(std::span(memory->data() + n->offset, n->length));
+      }
+      sent = ch.message_send(r, d.header.request_id, reply_deadline);
+    } else if (std::holds_alternative<proto::Goodbye>(d.message)) {
+      RPCIE_LOG_INFO("selftest", "session with {} finished", who);
+      return true;
+    } else {
+      sent = ch.message_send(proto::ErrorMsg{EOPNOTSUPP, "selftest server does not handle this message"},
+                             d.header.request_id, reply_deadline);
+    }
+    if (!sent) {
+      RPCIE_LOG_WARN("selftest", "reply to {} failed: {}", who, sent.error().describe());
+      return false;
+    }
+  }
+}
+
+int serve(const ServeOptions& o) {
+  std::string why;
+  auto choice = providers::provider_choice_resolve(o.provider, &why);
+  if (!choice) {
+    std::fprintf(stderr, "rpcie-selftest: error: %s\n", why.c_str());
+    return 2;
+  }
+  auto addr = address_parse(o.listen, 0);
+  if (!addr) {
+    std::fprintf(stderr, "rpcie-selftest: error: %s\n", addr.error().describe().c_str());
+    return 2;
+  }
+  auto listener = Listener::open(addr->first == "0.0.0.0" ? "" : addr->first, addr->second);
+  if (!listener) {
+    std::fprintf(stderr, "rpcie-selftest: error: %s\n", listener.error().describe().c_str());
+    return 1;
+  }
+  if (!o.port_file.empty()) {
+    std::string tmp = o.port_file + ".tmp";
+    std::ofstream(tmp) << listener->port() << "\n";
+    std::rename(tmp.c_str(), o.port_file.c_str());  // appears whole, never half-written
+  }
+  std::fprintf(stderr, "rpcie-selftest: listening on port %u\n", listener->port());
+  // One thread per peer: a slow or hostile handshake never blocks the others.
+  std::vector<std::thread> peers;
+  std::atomic<unsigned> ended{0}, ok{0};
+  unsigned accepted = 0;
+  while (!tools::g_stop.load() && (o.sessions == 0 || accepted < o.sessions)) {
+    auto s = listener->accept(Deadline::after(200ms));
+    if (!s) {
+      if (s.error().code == ETIMEDOUT) continue;
+      RPCIE_LOG_WARN("selftest", "{}", s.error().describe());
+      std::this_thread::sleep_for(100ms);  // e.g. EMFILE: do not spin
+      continue;
+    }
+    ++accepted;
+    peers.emplace_back([&, sock = std::move(*s)]() mutable {
+      if (session_serve(std::move(sock), o, *choice)) ++ok;
+      ++ended;
+    });
+  }
+  for (auto& t : peers) t.join();
+  std::fprintf(stderr, "rpcie-selftest: %u sessions, %u completed cleanly\n", ended.load(), ok.load());
+  return 0;
+}
+
+struct ConnectOptions {
+  std::string remote;
+  std::string provider;
+  std::size_t size = 8u << 20;
+  std::size_t max_transfer = 0;
+  std::string output = "text";
+};
+
+struct Check {
+  std::string name;
+  bool ok;
+  std::string detail;
+};
+
+int connect(const ConnectOptions& o) {
+  std::string why;
+  auto choice = providers::provider_choice_resolve(o.provider, &why);
+  if (!choice) {
+    std::fprintf(stderr, "rpcie-selftest: error: %s\n", why.c_str());
+    return 2;
+  }
+  auto addr = address_parse(o.remote, kDefaultPort);
+  if (!addr) {
+    std::fprintf(stderr, "rpcie-selftest: error: %s\n", addr.error().describe().c_str());
+    return 2;
+  }
+  auto memory = HostBuffer::create(o.size);
+  if (!memory) {
+    std::fprintf(stderr, "rpcie-selftest: error: %s\n", memory.error().describe().c_str());
+    return 1;
+  }
+  LocalRegion region{kRegionId, memory->data(), memory->size()};
+  SessionOptions so;
+  so.provider = *choice;
+  so.channel.max_transfer = o.max_transfer;
+  auto session = Session::connect(addr->first, addr->second, so, std::span(&region, 1), Deadline::after(10s));
+  if (!session) {
+    std::fprintf(stderr, "rpcie-selftest: error: %s\n", session.error().describe().c_str());
+    return 1;
+  }
+  Channel& ch = (*session)->channel();
+  std::vector<Check> checks;
+  std::mt19937_64 rng(std::random_device{}());
+  auto deadline = [] { return Deadline::after(10s); };
+  auto reply = [&](std::uint64_t id) -> Result<const proto::Decoded*> {
+    auto m = ch.message_recv(deadline());
+    if (m && (*m)->header.request_id != id) return fail(EPROTO, "reply out of order");
+    return m;
+  };
+
+  // 1. Messages: sizes from tiny (inject) to the protocol's maximum, echoed exactly.
+  {
+    std::vector<std::uint8_t> payload(proto::kMaxPayload);
+    bool ok = true;
+    std::string detail;
+    std::uint64_t id = 1;
+    for (std::size_t size : {std::size_t{0}, std::size_t{8}, std::size_t{40}, std::size_t{1000}, std::size_t{4096},
+                             std::size_t{60000}, proto::kMaxPayload}) {
+      for (auto& b : payload) b = static_cast<std::uint8_t>(rng());
+      std::span<const std::uint8_t> data(payload.data(), size);
+      auto s = ch.message_send(proto::Ping{data}, id, deadline());
+      auto r = s ? reply(id) : tl::unexpected(s.error());
+      const proto::Pong* pong = r ? std::get_if<proto::Pong>(&(*r)->message) : nullptr;
+      if (!pong || proto::checksum_fnv1a(pong->data) != proto::checksum_fnv1a(data) || pong->data.size() != size) {
+        ok = false;
+        detail = "echo of " + std::to_string(size) + " bytes: " + (r ? std::string("payload differs") : r.error().describe());
+        break;
+      }
+      ++id;
+    }
+    checks.push_back({"messages", ok, ok ? "7 sizes up to 64 KiB echoed" : detail});
+  }
+
+  auto remote = (*session)->peer_region(kRegionId);
+  const auto& mr = (*session)->region(0);
+  std::size_t span = remote ? std::min<std::size_t>(o.size, remote->length) : 0;
+  // 2. RMA write, then an ordered notification: the server's checksum of its memory must
+  //    equal ours — the write is visible before the message is handled.
+  std::uint64_t written = 0;
+  {
+    for (std::size_t i = 0; i < span; i += 8) {
+      std::uint64_t v = rng();
+      std::memcpy(memory->data() + i, &v, std::min<std::size_t>(8, span - i));
+    }
+    written = proto::checksum_fnv1a(std::span(memory->data(), span));
+    Result<void> r = remote ? Result<void>{} : tl::unexpected(remote.error());
+    if (r) r = ch.rma_write(mr, 0, *remote, 0, span, deadline());
+    if (r) r = ch.message_send_after_writes(proto::RmaNotify{kRegionId, 0, span, written}, 100, deadline());
+    auto rep = r ? reply(100) : tl::unexpected(r.error());
+    auto* rr = rep ? std::get_if<proto::ReadReply>(&(*rep)->message) : nullptr;
+    bool ok = rr && rr->status == 0 && rr->value == written;
+    checks.push_back({"rma_write", ok,
+                      ok ? std::to_string(span) + " bytes, checksum " + fmt::format("{:016x}", written)
+                         : (rep ? fmt::format("server checksum {:016x}, ours {:016x}", rr ? rr->value : 0, written)
+                                : rep.error().describe())});
+  }
+  // 3. RMA read back into cleared memory.
+  {
+    std::memset(memory->data(), 0, span);
+    Result<void> r = remote ? ch.rma_read(mr, 0, *remote, 0, span, deadline()) : tl::unexpected(remote.error());
+    if (r) r = ch.rma_flush(deadline());
+    std::uint64_t got = proto::checksum_fnv1a(std::span(memory->data(), span));
+    bool ok = r && got == written;
+    checks.push_back({"rma_read", ok, ok ? std::to_string(span) + " bytes read back" : (r ? "data differs" : r.error().describe())});
+  }
+  // 4. Out-of-range RMA is refused locally with EINVAL, and the channel stays healthy.
+  {
+    auto r = remote ? ch.rma_write(mr, 0, *remote, remote->length - 4, 8, deadline()) : tl::unexpected(remote.error());
+    bool ok = !r && r.error().code == EINVAL && !ch.failure();
+    checks.push_back({"rma_bounds", ok, ok ? "write past the peer region refused (EINVAL)" : "not refused"});
+  }
+  auto stats = ch.stats();
+  (void)ch.message_send(proto::Goodbye{}, 0, deadline());
+  // Let the goodbye leave before the endpoint closes (rxm sends lazily).
+  (void)ch.progress_idle(Deadline::after(50ms));
+
+  bool all = true;
+  for (const auto& c : checks) all = all && c.ok;
+  if (o.output == "json") {
+    nlohmann::json j;
+    j["provider"] = (*session)->peer().provider;
+    j["ok"] = all;
+    j["rma_chunks"] = stats.rma_writes + stats.rma_reads;
+    for (const auto& c : checks) j["checks"].push_back({{"name", c.name}, {"ok", c.ok}, {"detail", c.detail}});
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("provider %s, %llu rma chunks (max transfer %zu)\n", (*session)->peer().provider.c_str(),
+                static_cast<unsigned long long>(stats.rma_writes + stats.rma_reads), ch.max_transfer());
+    for (const auto& c : checks) std::printf("%-4s %-10s %s\n", c.ok ? "ok" : "FAIL", c.name.c_str(), c.detail.c_str());
+  }
+  return all ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  rpcie::signals_init();
+  rpcie::tools::stop_signals_install();
+  CLI::App app{"rpcie transport self-check"};
+  app.require_subcommand(1);
+  ServeOptions so;
+  auto* serve_cmd = app.add_subcommand("serve", "answer self-check clients");
+  serve_cmd->add_option("--listen", so.listen, "ADDR[:PORT] to listen on (port 0: any)");
+  serve_cmd->add_option("--provider", so.provider, "auto, tcp, shm, verbs, efa, tcp;ofi_rxm, verbs;ofi_rxm");
+  serve_cmd->add_option("--sessions", so.sessions, "exit after this many sessions (0: run until SIGTERM)");
+  serve_cmd->add_option("--port-file", so.port_file, "write the listening port here");
+  serve_cmd->add_option("--handshake-timeout", so.handshake_timeout, "seconds a peer has to complete its hello")
+      ->check(CLI::PositiveNumber);
+  ConnectOptions co;
+  std::string size_text, max_text;
+  auto* connect_cmd = app.add_subcommand("connect", "run the checks against a server");
+  connect_cmd->add_option("-r,--remote", co.remote, "HOST[:PORT]")->required();
+  connect_cmd->add_option("--provider", co.provider, "auto, tcp, shm, verbs, efa, tcp;ofi_rxm, verbs;ofi_rxm");
+  connect_cmd->add_option("--size", size_text, "bytes moved by RMA (K/M/G suffixes; default 8M)");
+  connect_cmd->add_option("--max-transfer", max_text, "split RMA into chunks of at most this size");
+  connect_cmd->add_option("-o,--output", co.output, "text or json")->check(CLI::IsMember({"text", "json"}));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  auto sized = [](const std::string& text, std::size_t& out) {
+    if (text.empty()) return true;
+    auto v = rpcie::tools::size_parse(text);
+    if (!v) {
+      std::fprintf(stderr, "rpcie-selftest: error: bad size '%s'\n", text.c_str());
+      return false;
+    }
+    out = *v;
+    return true;
+  };
+  if (!sized(size_text, co.size) || !sized(max_text, co.max_transfer)) return 2;
+  return serve_cmd->parsed() ? serve(so) : connect(co);
+}
