@@ -1,0 +1,402 @@
+// rpcie-bench — raw libfabric vs the rpcie core, side by side, in one run.
+//
+//   rpcie-bench [--provider P] [--rounds N] [-o json]             both ends, two pinned processes
+//   rpcie-bench --serve [--listen ADDR[:PORT]] [--provider P]     the target end, for one client
+//   rpcie-bench -r HOST[:PORT] [--provider P] [--rounds N]         the initiator end
+//
+// Workloads: rma_write and rma_read at 8 B .. 4 MiB with a window of operations in flight,
+// and round_trip (8 B message and reply, one at a time). Every (workload, size) runs N
+// rounds, alternating which implementation goes first; the reported ratio rpcie/raw is the
+// median of the per-round ratios, the raw and rpcie columns the medians of each.
+//
+// Connections (all from the initiator): a control socket (commands and round barriers), the
+// raw loop's own socket (raw_loop.cc uses no rpcie code), and the rpcie bootstrap.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "../common.hpp"
+#include "raw_loop.hpp"
+#include "rpcie/log.hpp"
+#include "rpcie/session.hpp"
+
+namespace {
+
+using namespace rpcie;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+constexpr std::size_t kMaxSize = 4u << 20;
+constexpr std::size_t kWindow = 64;
+
+struct Options {
+  std::string provider;
+  unsigned rounds = 5;
+  std::string output = "text";
+  bool serve = false;
+  std::string listen = "127.0.0.1:0";
+  std::string remote;
+  int cpu = -1;
+  std::vector<std::size_t> sizes{8, 4096, 65536, 1u << 20, 4u << 20};
+};
+
+// One command on the control socket, initiator -> target.
+struct Command {
+  std::uint8_t impl = 0;  // 0 raw, 1 rpcie, 2 quit
+  std::uint8_t workload = 0;
+  std::uint8_t pad[6] = {};
+  std::uint64_t size = 0;
+  std::uint64_t iterations = 0;
+};
+
+const char* workload_name(rawbench::Workload w) {
+  switch (w) {
+    case rawbench::Workload::rma_write: return "rma_write";
+    case rawbench::Workload::rma_read: return "rma_read";
+    case rawbench::Workload::round_trip: return "round_trip";
+  }
+  return "?";
+}
+
+int die(const std::string& what) {
+  std::fprintf(stderr, "rpcie-bench: error: %s\n", what.c_str());
+  return 1;
+}
+
+Result<void> byte_send(Socket& s, char c) {
+  return s.bytes_send(std::span(reinterpret_cast<const std::uint8_t*>(&c), 1), Deadline::after(60s));
+}
+Result<char> byte_recv(Socket& s) {
+  char c = 0;
+  auto r = s.bytes_recv(std::span(reinterpret_cast<std::uint8_t*>(&c), 1), Deadline::after(60s));
+  if (!r) return tl::unexpected(r.error());
+  return c;
+}
+
+// Both ends: the three connections and what stands on them.
+struct Peers {
+  Socket control;
+  Socket raw_socket;
+  std::unique_ptr<rawbench::RawPeer> raw;
+  std::optional<HostBuffer> memory;  // before session: outlives its registration
+  std::unique_ptr<Session> session;
+};
+
+SessionOptions session_options(providers::ProviderChoice choice) {
+  SessionOptions so;
+  so.provider = choice;
+  so.channel.window = kWindow;
+  return so;
+}
+
+// --- target ---
+
+int target_run(Listener& listener, providers::ProviderChoice choice) {
+  Peers p{};
+  auto accept = [&]() { return listener.accept(Deadline::after(30s)); };
+  auto c = accept();
+  if (!c) return die("control connection: " + c.error().describe());
+  p.control = std::move(*c);
+  auto memory = HostBuffer::create(kMaxSize);
+  if (!memory) return die(memory.error().describe());
+  p.memory.emplace(std::move(*memory));
+  LocalRegion region{0, p.memory->data(), p.memory->size()};
+  auto bs = accept();
+  if (!bs) return die("bootstrap connection: " + bs.error().describe());
+  auto session = Session::accept(std::move(*bs), session_options(choice), std::span(&region, 1), Deadline::after(30s));
+  if (!session) return die("rpcie handshake: " + session.error().describe());
+  p.session = std::move(*session);
+  auto rs = accept();
+  if (!rs) return die("raw connection: " + rs.error().describe());
+  p.raw_socket = std::move(*rs);
+  rawbench::RawConfig rc;
+  rc.prov_name = p.session->peer().provider;
+  rc.node = p.raw_socket.local_address();
+  if (rc.prov_name == "shm") rc.node.clear();
+  std::string err;
+  p.raw = rawbench::RawPeer::open(rc, p.raw_socket.fd(), true, &err);
+  if (!p.raw) return die("raw loop: " + err);
+
+  Channel& ch = p.session->channel();
+  for (;;) {
+    Command cmd;
+    auto r = p.control.bytes_recv(std::span(reinterpret_cast<std::uint8_t*>(&cmd), sizeof cmd), Deadline::after(120s));
+    if (!r) return die("control: " + r.error().describe());
+    if (cmd.impl == 2) return 0;
+    auto w = static_cast<rawbench::Workload>(cmd.workload);
+    bool ok = true;
+    std::string why;
+    if (!byte_send(p.control, 'R')) return die("control send");
+    if (cmd.impl == 0) {
+      ok = p.raw->serve(w, cmd.size, cmd.iterations, &why);
+    } else if (w == rawbench::Workload::round_trip) {
+      for (std::uint64_t i = 0; ok && i < cmd.iterations; ++i) {
+        auto m = ch.message_recv(Deadline::after(30s));
+        auto* ping = m ? std::get_if<proto::Ping>(&(*m)->message) : nullptr;
+        ok = ping && ch.message_send(proto::Pong{{ping->data}}, (*m)->header.request_id, Deadline::after(30s));
+        if (!ok) why = m ? "bad message" : m.error().describe();
+      }
+    } else {
+      // Only the target of one-sided RMA: a progress thread drives the CQ, as in a device
+      // server, while this thread waits for the end of the round.
+      ProgressThread progress(ch);
+      auto end = byte_recv(p.control);
+      ok = end && *end == 'E';
+      if (!ok) why = "round did not end cleanly";
+    }
+    if (!ok) RPCIE_LOG_ERROR("bench", "target round failed: {}", why);
+    if (!byte_send(p.control, ok ? 'K' : 'F')) return die("control send");
+  }
+}
+
+// --- initiator ---
+
+struct Round {
+  double raw = 0;
+  double rpcie = 0;
+};
+
+std::size_t iterations_for(rawbench::Workload w, std::size_t size, bool shm) {
+  if (w == rawbench::Workload::round_trip) return shm ? 40000 : 5000;
+  std::size_t budget = shm ? (512u << 20) : (256u << 20);
+  return std::clamp<std::size_t>(budget / size, 64, 20000);
+}
+
+// Runs one round of one implementation; returns seconds.
+Result<double> round_run(Peers& p, std::uint8_t impl, rawbench::Workload w, std::size_t size, std::size_t iterations) {
+  Command cmd;
+  cmd.impl = impl;
+  cmd.workload = static_cast<std::uint8_t>(w);
+  cmd.size = size;
+  cmd.iterations = iterations;
+  auto s = p.control.bytes_send(std::span(reinterpret_cast<const std::uint8_t*>(&cmd), sizeof cmd), Deadline::after(30s));
+  if (!s) return tl::unexpected(s.error());
+  auto ready = byte_recv(p.control);
+  if (!ready || *ready != 'R') return fail(EPROTO, "target not ready");
+  double seconds = 0;
+  if (impl == 0) {
+    std::string err;
+    seconds = p.raw->run(w, size, iterations, &err);
+    if (seconds < 0) return fail(EIO, "raw loop: " + err);
+  } else {
+    Channel& ch = p.session->channel();
+    const MemoryRegion& mr = p.session->region(0);
+    auto remote = p.session->peer_region(0);
+    if (!remote) return tl::unexpected(remote.error());
+    auto deadline = Deadline::after(60s);
+    auto t0 = Clock::now();
+    Result<void> r;
+    if (w == rawbench::Workload::round_trip) {
+      std::uint64_t payload = 0x5250434945424e43ULL;
+      auto bytes = std::span(reinterpret_cast<const std::uint8_t*>(&payload), sizeof payload);
+      for (std::size_t i = 0; r && i < iterations; ++i) {
+        r = ch.message_send(proto::Ping{bytes}, i, deadline);
+        if (!r) break;
+        auto m = ch.message_recv(deadline);
+        if (!m) r = tl::unexpected(m.error());
+        else if (!std::holds_alternative<proto::Pong>((*m)->message)) r = fail(EPROTO, "expected pong");
+      }
+    } else {
+      bool write = w == rawbench::Workload::rma_write;
+      for (std::size_t i = 0; r && i < iterations; ++i)
+        r = write ? ch.rma_write(mr, 0, *remote, 0, size, deadline) : ch.rma_read(mr, 0, *remote, 0, size, deadline);
+      if (r) r = ch.rma_flush(deadline);
+    }
+    seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (w != rawbench::Workload::round_trip) {
+      auto e = byte_send(p.control, 'E');
+      if (!e) return tl::unexpected(e.error());
+    }
+    if (!r) return tl::unexpected(r.error());
+  }
+  auto done = byte_recv(p.control);
+  if (!done || *done != 'K') return fail(EIO, "target reported a failed round");
+  return seconds;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+int initiator_run(const std::string& host, std::uint16_t port, providers::ProviderChoice choice, const Options& o) {
+  Peers p{};
+  auto c = Socket::connect(host, port, Deadline::after(10s));
+  if (!c) return die("control connection: " + c.error().describe());
+  p.control = std::move(*c);
+  auto memory = HostBuffer::create(kMaxSize);
+  if (!memory) return die(memory.error().describe());
+  p.memory.emplace(std::move(*memory));
+  LocalRegion region{0, p.memory->data(), p.memory->size()};
+  auto session = Session::connect(host, port, session_options(choice), std::span(&region, 1), Deadline::after(30s));
+  if (!session) return die("rpcie handshake: " + session.error().describe());
+  p.session = std::move(*session);
+  auto rs = Socket::connect(host, port, Deadline::after(10s));
+  if (!rs) return die("raw connection: " + rs.error().describe());
+  p.raw_socket = std::move(*rs);
+  rawbench::RawConfig rc;
+  rc.prov_name = p.session->peer().provider;
+  const bool shm = rc.prov_name == "shm";
+  rc.node = shm ? std::string() : p.raw_socket.local_address();
+  std::string err;
+  p.raw = rawbench::RawPeer::open(rc, p.raw_socket.fd(), false, &err);
+  if (!p.raw) return die("raw loop: " + err);
+
+  struct Row {
+    rawbench::Workload w;
+    std::size_t size;
+    double raw, rpcie, ratio;
+  };
+  std::vector<Row> rows;
+  std::vector<std::pair<rawbench::Workload, std::size_t>> plan;
+  for (auto w : {rawbench::Workload::rma_write, rawbench::Workload::rma_read})
+    for (auto s : o.sizes) plan.emplace_back(w, s);
+  plan.emplace_back(rawbench::Workload::round_trip, 8);
+
+  for (auto [w, size] : plan) {
+    std::size_t iters = iterations_for(w, size, shm);
+    // Warm-up, untimed: connections established, caches and page tables hot.
+    for (std::uint8_t impl : {0, 1}) {
+      auto r = round_run(p, impl, w, size, std::max<std::size_t>(iters / 8, 16));
+      if (!r) return die(std::string(workload_name(w)) + " warm-up: " + r.error().describe());
+    }
+    std::vector<double> raws, rpcies, ratios;
+    for (unsigned round = 0; round < o.rounds; ++round) {
+      Round rd;
+      for (int k = 0; k < 2; ++k) {
+        std::uint8_t impl = static_cast<std::uint8_t>((round + k) % 2);  // alternate who goes first
+        auto r = round_run(p, impl, w, size, iters);
+        if (!r) return die(std::string(workload_name(w)) + ": " + r.error().describe());
+        (impl == 0 ? rd.raw : rd.rpcie) = *r;
+      }
+      double raw_v, rpcie_v;
+      if (w == rawbench::Workload::round_trip) {
+        raw_v = rd.raw / static_cast<double>(iters) * 1e6;
+        rpcie_v = rd.rpcie / static_cast<double>(iters) * 1e6;
+      } else {
+        double bytes = static_cast<double>(size) * static_cast<double>(iters);
+        raw_v = bytes / rd.raw / 1e6;
+        rpcie_v = bytes / rd.rpcie / 1e6;
+      }
+      raws.push_back(raw_v);
+      rpcies.push_back(rpcie_v);
+      ratios.push_back(rpcie_v / raw_v);
+    }
+    rows.push_back({w, size, median(raws), median(rpcies), median(ratios)});
+    if (o.output == "text") {
+      const Row& r = rows.back();
+      bool rt = w == rawbench::Workload::round_trip;
+      std::printf("%-10s %8zu %12.2f %12.2f %-5s %6.3f\n", workload_name(w), size, r.raw, r.rpcie, rt ? "us" : "MB/s",
+                  r.ratio);
+      std::fflush(stdout);
+    }
+  }
+  Command quit;
+  quit.impl = 2;
+  (void)p.control.bytes_send(std::span(reinterpret_cast<const std::uint8_t*>(&quit), sizeof quit), Deadline::after(5s));
+
+  if (o.output == "json") {
+    nlohmann::json j;
+    j["provider"] = rc.prov_name;
+    j["rounds"] = o.rounds;
+    j["results"] = nlohmann::json::array();
+    for (const auto& r : rows) {
+      bool rt = r.w == rawbench::Workload::round_trip;
+      j["results"].push_back({{"workload", workload_name(r.w)}, {"size", r.size}, {"raw", r.raw}, {"rpcie", r.rpcie},
+                              {"unit", rt ? "us" : "MB/s"}, {"ratio", r.ratio}});
+    }
+    std::printf("%s\n", j.dump(1).c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  rpcie::signals_init();
+  CLI::App app{"rpcie-bench: raw libfabric vs rpcie, side by side"};
+  Options o;
+  std::string sizes;
+  app.add_option("--provider", o.provider, "auto, tcp, shm, verbs, efa, tcp;ofi_rxm, verbs;ofi_rxm");
+  app.add_option("--rounds", o.rounds, "rounds per workload and size (>= 1; ratios are medians)")
+      ->check(CLI::Range(1u, 101u));
+  app.add_option("-o,--output", o.output, "text or json")->check(CLI::IsMember({"text", "json"}));
+  app.add_flag("--serve", o.serve, "be the target end for one initiator");
+  app.add_option("--listen", o.listen, "ADDR[:PORT] for --serve (default 127.0.0.1:0 prints the port)");
+  app.add_option("-r,--remote", o.remote, "HOST[:PORT] of a --serve peer");
+  app.add_option("--cpu", o.cpu, "pin this process to a CPU");
+  app.add_option("--sizes", sizes, "comma-separated RMA sizes (K/M suffixes)");
+  try {
+    app.parse(argc, argv);
+    if (o.serve && !o.remote.empty()) throw CLI::ValidationError("--serve and --remote exclude each other");
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (!sizes.empty()) {
+    o.sizes.clear();
+    std::size_t start = 0;
+    while (start <= sizes.size()) {
+      auto end = sizes.find(',', start);
+      if (end == std::string::npos) end = sizes.size();
+      auto v = rpcie::tools::size_parse(std::string_view(sizes).substr(start, end - start));
+      if (!v || *v > kMaxSize) {
+        std::fprintf(stderr, "rpcie-bench: error: bad size list '%s' (each 1..4M)\n", sizes.c_str());
+        return 2;
+      }
+      o.sizes.push_back(*v);
+      start = end + 1;
+    }
+  }
+  std::string why;
+  auto choice = rpcie::providers::provider_choice_resolve(o.provider, &why);
+  if (!choice) {
+    std::fprintf(stderr, "rpcie-bench: error: %s\n", why.c_str());
+    return 2;
+  }
+  if (o.cpu >= 0) rpcie::tools::cpu_pin(o.cpu);
+
+  if (!o.remote.empty()) {
+    auto addr = rpcie::address_parse(o.remote, rpcie::kDefaultPort);
+    if (!addr) return die(addr.error().describe());
+    return initiator_run(addr->first, addr->second, *choice, o);
+  }
+  auto addr = rpcie::address_parse(o.listen, 0);
+  if (!addr) return die(addr.error().describe());
+  auto listener = rpcie::Listener::open(addr->first, addr->second);
+  if (!listener) return die(listener.error().describe());
+  if (o.serve) {
+    std::fprintf(stderr, "rpcie-bench: serving on port %u\n", listener->port());
+    return target_run(*listener, *choice);
+  }
+  // Both ends here: the target in a child pinned to CPU 1, the initiator on CPU 0.
+  if (o.output == "text")
+    std::printf("%-10s %8s %12s %12s %-5s %6s\n", "workload", "size", "raw", "rpcie", "unit", "ratio");
+  std::fflush(stdout);
+  pid_t child = fork();
+  if (child < 0) return die("fork");
+  if (child == 0) {
+    rpcie::tools::cpu_pin(1);
+    _exit(target_run(*listener, *choice));
+  }
+  rpcie::tools::cpu_pin(0);
+  int rc = initiator_run("127.0.0.1", listener->port(), *choice, o);
+  // The target exits after "quit"; never wait for it forever.
+  int status = 0;
+  for (int i = 0; i < 100; ++i) {
+    if (waitpid(child, &status, WNOHANG) == child) return rc ? rc : (WIFEXITED(status) ? WEXITSTATUS(status) : 1);
+    usleep(50000);
+  }
+  kill(child, SIGKILL);
+  waitpid(child, &status, 0);
+  return rc ? rc : 1;
+}
