@@ -227,55 +227,49 @@ Result<const proto::Decoded*> Channel::message_recv(Deadline deadline) {
 }
 
 Result<void> Channel::message_send(const proto::Message& message, std::uint64_t request_id, Deadline deadline) {
+  std::uint8_t staging[kInjectStaging];
   std::size_t size = proto::message_encoded_size(message);
-  if (size > proto::kMaxMessage) return fail(EMSGSIZE, "message over the protocol's cap");
-  if (size <= fabric_->inject_size()) {
-    // Small messages go through fi_inject: no buffer to hold, no completion to reap.
-    std::uint8_t staging[kInjectStaging];
-    if (size <= sizeof staging) {
-      auto n = proto::message_encode(message, request_id, staging);
-      if (!n) return tl::unexpected(n.error());
-      for (;;) {
-        std::lock_guard g(lock_);
-        if (failure_) return tl::unexpected(*failure_);
-        ssize_t rc = fi_inject(fabric_->ep(), staging, *n, peer_);
-        if (rc == 0) {
-          ++stats_.messages_sent;
-          return {};
-        }
-        if (rc != -FI_EAGAIN) {
-          fail_locked(Error{ErrorDomain::fabric, static_cast<int>(-rc), "fi_inject"});
-          return tl::unexpected(*failure_);
-        }
-        auto p = poll_locked();
-        if (!p) return p;
-        if (deadline.expired()) return fail(ETIMEDOUT, "deadline passed posting a message");
-      }
-    }
+  if (size <= sizeof staging) {
+    auto n = proto::message_encode(message, request_id, staging);
+    if (!n) return tl::unexpected(n.error());
+    return bytes_send(std::span(staging, *n), deadline);
   }
-  auto w = wait_until([this] { return !send_free_.empty(); }, deadline, "a send buffer");
-  if (!w) return w;
+  auto bytes = proto::message_encode(message, request_id);
+  if (!bytes) return tl::unexpected(bytes.error());
+  return bytes_send(*bytes, deadline);
+}
+
+Result<void> Channel::bytes_send(std::span<const std::uint8_t> bytes, Deadline deadline) {
+  if (bytes.size() > proto::kMaxMessage) return fail(EMSGSIZE, "message over the protocol's cap");
+  const bool inject = bytes.size() <= fabric_->inject_size();
+  if (!inject) {
+    auto w = wait_until([this] { return !send_free_.empty(); }, deadline, "a send buffer");
+    if (!w) return w;
+  }
   std::lock_guard g(lock_);
-  Op* op = send_free_.back();
-  auto n = proto::message_encode(message, request_id, std::span<std::uint8_t>(op->buffer, proto::kMaxMessage));
-  if (!n) return tl::unexpected(n.error());
-  send_free_.pop_back();
-  ++sends_in_flight_;
-  op->kind = Op::Kind::send;
+  if (failure_) return tl::unexpected(*failure_);
+  Op* op = nullptr;
+  if (!inject) {
+    // Non-inject sends need their bytes until completion: copy into a registered slot.
+    op = send_free_.back();
+    send_free_.pop_back();
+    ++sends_in_flight_;
+    op->kind = Op::Kind::send;
+    std::memcpy(op->buffer, bytes.data(), bytes.size());
+  }
   for (;;) {
-    ssize_t rc = fi_send(fabric_->ep(), op->buffer, *n, message_region_->desc(), peer_, &op->context);
+    // fi_inject: small messages need no buffer to hold and no completion to reap.
+    ssize_t rc = inject ? fi_inject(fabric_->ep(), bytes.data(), bytes.size(), peer_)
+                        : fi_send(fabric_->ep(), op->buffer, bytes.size(), message_region_->desc(), peer_, &op->context);
     if (rc == 0) break;
-    if (rc != -FI_EAGAIN) {
-      completion_locked(*op, 0);
-      fail_locked(Error{ErrorDomain::fabric, static_cast<int>(-rc), "fi_send"});
+    if (rc != -FI_EAGAIN || deadline.expired()) {
+      if (op) completion_locked(*op, 0);
+      if (rc == -FI_EAGAIN) return fail(ETIMEDOUT, "deadline passed posting a message");
+      fail_locked(Error{ErrorDomain::fabric, static_cast<int>(-rc), inject ? "fi_inject" : "fi_send"});
       return tl::unexpected(*failure_);
     }
     auto p = poll_locked();
     if (!p) return p;
-    if (deadline.expired()) {
-      completion_locked(*op, 0);
-      return fail(ETIMEDOUT, "deadline passed posting a message");
-    }
   }
   ++stats_.messages_sent;
   return {};

@@ -18,6 +18,7 @@
 //  - the reader never gets stuck (no bytes taken, no frame, no error, bytes pending);
 //  - after an error, next() keeps failing, feed() takes nothing and wanted() is 0;
 //  - message_decode of a frame never crashes, and a decoded frame has the encoded size.
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>

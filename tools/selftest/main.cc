@@ -212,10 +212,21 @@ int connect(const ConnectOptions& o) {
     checks.push_back({"messages", ok, ok ? "7 sizes up to 64 KiB echoed" : detail});
   }
 
+  // 2. A malformed message over the fabric is dropped by the server; the session goes on.
+  {
+    std::vector<std::uint8_t> junk(proto::kHeaderSize + 16, 0xa5);
+    auto s = ch.bytes_send(junk, deadline());
+    std::uint8_t probe[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    if (s) s = ch.message_send(proto::Ping{probe}, 200, deadline());
+    auto r = s ? reply(200) : tl::unexpected(s.error());
+    bool ok = r && std::holds_alternative<proto::Pong>((*r)->message);
+    checks.push_back({"malformed", ok, ok ? "garbage dropped, next ping answered" : (r ? "unexpected reply" : r.error().describe())});
+  }
+
   auto remote = (*session)->peer_region(kRegionId);
   const auto& mr = (*session)->region(0);
   std::size_t span = remote ? std::min<std::size_t>(o.size, remote->length) : 0;
-  // 2. RMA write, then an ordered notification: the server's checksum of its memory must
+  // 3. RMA write, then an ordered notification: the server's checksum of its memory must
   //    equal ours — the write is visible before the message is handled.
   std::uint64_t written = 0;
   {
@@ -235,7 +246,7 @@ int connect(const ConnectOptions& o) {
                          : (rep ? fmt::format("server checksum {:016x}, ours {:016x}", rr ? rr->value : 0, written)
                                 : rep.error().describe())});
   }
-  // 3. RMA read back into cleared memory.
+  // 4. RMA read back into cleared memory.
   {
     std::memset(memory->data(), 0, span);
     Result<void> r = remote ? ch.rma_read(mr, 0, *remote, 0, span, deadline()) : tl::unexpected(remote.error());
@@ -244,7 +255,7 @@ int connect(const ConnectOptions& o) {
     bool ok = r && got == written;
     checks.push_back({"rma_read", ok, ok ? std::to_string(span) + " bytes read back" : (r ? "data differs" : r.error().describe())});
   }
-  // 4. Out-of-range RMA is refused locally with EINVAL, and the channel stays healthy.
+  // 5. Out-of-range RMA is refused locally with EINVAL, and the channel stays healthy.
   {
     auto r = remote ? ch.rma_write(mr, 0, *remote, remote->length - 4, 8, deadline()) : tl::unexpected(remote.error());
     bool ok = !r && r.error().code == EINVAL && !ch.failure();

@@ -93,6 +93,9 @@ class Channel {
   // Sends `message` so that the peer handles it only after all earlier RMA writes are visible.
   Result<void> message_send_after_writes(const proto::Message& message, std::uint64_t request_id,
                                          Deadline deadline);
+  // Sends bytes that are already one encoded message (forwarding, and tests that must put
+  // malformed input on the wire). At most proto::kMaxMessage bytes.
+  Result<void> bytes_send(std::span<const std::uint8_t> bytes, Deadline deadline);
   // Waits for the next message. The returned pointer is valid until the next
   // message_recv() on this channel. A message that fails to decode is dropped, counted and
   // reported as EPROTO; the channel stays usable.

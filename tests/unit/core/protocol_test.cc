@@ -1,0 +1,918 @@
+// The wire codec: every message type round-trips, every malformed input is rejected with
+// the documented error code (and never crashes), the encoder refuses what the decoder
+// would reject, and FrameReader reassembles length-prefixed frames from a byte stream.
+#include <atomic>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <new>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "rpcie/protocol.hpp"
+
+namespace proto = rpcie::proto;
+using proto::Message;
+using proto::MsgType;
+
+// --- Allocation tracking --------------------------------------------------------------
+// The decoder promises never to allocate more than its caps allow, whatever the peer
+// says. Replacing the global allocator lets a test see the largest single allocation made
+// while one decode runs.
+namespace {
+std::atomic<bool> g_track{false};
+std::atomic<std::size_t> g_largest{0};
+
+void* allocate(std::size_t n) {
+  if (g_track.load(std::memory_order_relaxed)) {
+    std::size_t seen = g_largest.load(std::memory_order_relaxed);
+    while (n > seen && !g_largest.compare_exchange_weak(seen, n)) {
+    }
+  }
+  void* p = std::malloc(n == 0 ? 1 : n);
+  if (p == nullptr) throw std::bad_alloc();
+  return p;
+}
+}  // namespace
+
+void* operator new(std::size_t n) { return allocate(n); }
+void* operator new[](std::size_t n) { return allocate(n); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+
+namespace {
+
+// Largest single allocation made by `f`.
+template <class F>
+std::size_t largest_allocation(F&& f) {
+  g_largest = 0;
+  g_track = true;
+  f();
+  g_track = false;
+  return g_largest.load();
+}
+
+// --- Helpers ----------------------------------------------------------------------------
+
+using Bytes = std::vector<std::uint8_t>;
+
+// Header field offsets (docs/protocol.md): magic u32, version u8, type u8, flags u16,
+// payload_length u32, reserved u32, request_id u64.
+constexpr std::size_t kOffVersion = 4;
+constexpr std::size_t kOffType = 5;
+constexpr std::size_t kOffFlags = 6;
+constexpr std::size_t kOffLength = 8;
+constexpr std::size_t kOffReserved = 12;
+
+// Little-endian appender for hand-made payloads.
+class Le {
+ public:
+  Le& u8(std::uint64_t v) { return put(v, 1); }
+  Le& u16(std::uint64_t v) { return put(v, 2); }
+  Le& u32(std::uint64_t v) { return put(v, 4); }
+  Le& u64(std::uint64_t v) { return put(v, 8); }
+  Le& text(std::string_view s) {
+    bytes.insert(bytes.end(), s.begin(), s.end());
+    return *this;
+  }
+  Le& fill(std::size_t n, std::uint8_t b) {
+    bytes.insert(bytes.end(), n, b);
+    return *this;
+  }
+  Bytes bytes;
+
+ private:
+  Le& put(std::uint64_t v, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) bytes.push_back(static_cast<std::uint8_t>(v >> (8 * i)));
+    return *this;
+  }
+};
+
+void put_u32(Bytes& b, std::size_t at, std::uint32_t v) {
+  for (std::size_t i = 0; i < 4; ++i) b[at + i] = static_cast<std::uint8_t>(v >> (8 * i));
+}
+void put_u16(Bytes& b, std::size_t at, std::uint16_t v) {
+  b[at] = static_cast<std::uint8_t>(v);
+  b[at + 1] = static_cast<std::uint8_t>(v >> 8);
+}
+
+// A message built by hand: a correct header for `type` around `payload`.
+Bytes raw(std::uint8_t type, const Bytes& payload, std::uint64_t request_id = 7) {
+  Le h;
+  h.u32(proto::kMagic).u8(proto::kVersion).u8(type).u16(0).u32(payload.size()).u32(0).u64(request_id);
+  Bytes out = h.bytes;
+  out.insert(out.end(), payload.begin(), payload.end());
+  return out;
+}
+Bytes raw(MsgType type, const Bytes& payload, std::uint64_t request_id = 7) {
+  return raw(static_cast<std::uint8_t>(type), payload, request_id);
+}
+
+Bytes encode(const Message& m, std::uint64_t request_id = 1) {
+  auto out = proto::message_encode(m, request_id);
+  REQUIRE_MESSAGE(out.has_value(), out.error().message);
+  return std::move(*out);
+}
+
+// Error code of a decode that must fail (0 if it unexpectedly succeeded).
+int decode_error(std::span<const std::uint8_t> bytes) {
+  auto d = proto::message_decode(bytes);
+  return d ? 0 : d.error().code;
+}
+
+int encode_error(const Message& m) {
+  auto out = proto::message_encode(m, 1);
+  return out ? 0 : out.error().code;
+}
+
+// Encodes, checks the size bookkeeping, decodes and checks the header; returns the decoded
+// message (its views point into `storage`).
+proto::Decoded round_trip(const Message& m, std::uint64_t request_id, Bytes& storage) {
+  const std::size_t size = proto::message_encoded_size(m);
+  storage.assign(size + 16, 0xee);
+  auto n = proto::message_encode(m, request_id, storage);
+  REQUIRE_MESSAGE(n.has_value(), n.error().message);
+  CHECK(*n == size);
+  CHECK(storage[size] == 0xee);  // nothing written past the reported size
+  storage.resize(*n);
+  auto d = proto::message_decode(storage);
+  REQUIRE_MESSAGE(d.has_value(), d.error().message);
+  CHECK(d->header.version == proto::kVersion);
+  CHECK(d->header.type == proto::message_type(m));
+  CHECK(d->header.flags == 0);
+  CHECK(d->header.payload_length == size - proto::kHeaderSize);
+  CHECK(d->header.request_id == request_id);
+  CHECK(d->message.index() == m.index());
+  return std::move(*d);
+}
+
+template <class T>
+const T& as(const proto::Decoded& d) {
+  const T* p = std::get_if<T>(&d.message);
+  REQUIRE(p != nullptr);
+  return *p;
+}
+
+bool same_bytes(std::span<const std::uint8_t> a, std::span<const std::uint8_t> b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin());
+}
+
+void check_hello_equal(const proto::Hello& got, const proto::Hello& want) {
+  CHECK(got.provider == want.provider);
+  CHECK(got.host == want.host);
+  CHECK(same_bytes(got.fabric_address, want.fabric_address));
+  CHECK(same_bytes(got.nonce, want.nonce));
+  REQUIRE(got.regions.size() == want.regions.size());
+  for (std::size_t i = 0; i < want.regions.size(); ++i) {
+    CAPTURE(i);
+    CHECK(got.regions[i].id == want.regions[i].id);
+    CHECK(got.regions[i].address == want.regions[i].address);
+    CHECK(got.regions[i].length == want.regions[i].length);
+    CHECK(got.regions[i].key == want.regions[i].key);
+  }
+}
+
+const Bytes kAddress{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+const Bytes kNonce{0xa1, 0xb2, 0xc3};
+
+proto::Hello hello_make(std::size_t regions) {
+  proto::Hello h;
+  h.provider = "tcp;ofi_rxm";
+  h.host = "node-17.example";
+  h.fabric_address = kAddress;
+  h.nonce = kNonce;
+  for (std::size_t i = 0; i < regions; ++i) {
+    h.regions.push_back({static_cast<std::uint32_t>(i + 100), 0x7f0000001000ULL + i * 0x10000,
+                         4096ULL * (i + 1), 0x8000000000000000ULL | (i * 0x0101010101ULL)});
+  }
+  return h;
+}
+
+// Hand-made hello payload: each field given explicitly so that tests can break one.
+struct HelloFields {
+  std::string provider = "tcp;ofi_rxm";
+  std::string host = "h";
+  std::size_t address_length = 8;
+  std::size_t region_count = 0;      // what the count byte says
+  std::size_t regions_present = 0;   // how many region records follow
+  std::size_t nonce_length = 0;
+};
+Bytes hello_payload(const HelloFields& f) {
+  Le p;
+  p.u8(f.provider.size()).text(f.provider);
+  p.u8(f.host.size()).text(f.host);
+  p.u16(f.address_length).fill(f.address_length, 0x5a);
+  p.u8(f.region_count);
+  for (std::size_t i = 0; i < f.regions_present; ++i) p.u32(i).u64(0x1000).u64(4096).u64(42 + i);
+  p.u8(f.nonce_length).fill(f.nonce_length, 0x11);
+  return p.bytes;
+}
+
+}  // namespace
+
+// --- Round trips ------------------------------------------------------------------------
+
+TEST_CASE("hello round-trips with every field, with no regions and with kMaxRegions regions") {
+  for (std::size_t regions : {std::size_t{0}, std::size_t{1}, proto::kMaxRegions}) {
+    CAPTURE(regions);
+    proto::Hello h = hello_make(regions);
+    Bytes storage;
+    auto d = round_trip(h, 0x1122334455667788ULL, storage);
+    check_hello_equal(as<proto::Hello>(d), h);
+  }
+}
+
+TEST_CASE("hello with an empty host and no nonce round-trips") {
+  proto::Hello h = hello_make(2);
+  h.host = "";
+  h.nonce = {};
+  Bytes storage;
+  auto d = round_trip(h, 3, storage);
+  check_hello_equal(as<proto::Hello>(d), h);
+}
+
+TEST_CASE("hello at every cap round-trips") {
+  std::string provider(proto::kMaxProviderName, 'p');
+  std::string host(proto::kMaxHostName, 'h');
+  Bytes address(proto::kMaxFabricAddress, 0xab);
+  Bytes nonce(proto::kMaxNonce, 0xcd);
+  proto::Hello h = hello_make(proto::kMaxRegions);
+  h.provider = provider;
+  h.host = host;
+  h.fabric_address = address;
+  h.nonce = nonce;
+  Bytes storage;
+  auto d = round_trip(h, 9, storage);
+  check_hello_equal(as<proto::Hello>(d), h);
+}
+
+TEST_CASE("hello_ack round-trips as hello_ack, not as hello") {
+  proto::HelloAck a;
+  static_cast<proto::Hello&>(a) = hello_make(3);
+  Bytes storage;
+  auto d = round_trip(a, 5, storage);
+  CHECK(d.header.type == MsgType::hello_ack);
+  check_hello_equal(as<proto::HelloAck>(d), a);
+}
+
+TEST_CASE("error round-trips with its code and text, including empty and maximal text") {
+  std::string longest(proto::kMaxErrorText, 'x');
+  for (std::string_view text : {std::string_view("provider mismatch: shm vs tcp"), std::string_view(),
+                                std::string_view(longest)}) {
+    CAPTURE(text.size());
+    proto::ErrorMsg e{ENODEV, text};
+    Bytes storage;
+    auto d = round_trip(e, 11, storage);
+    CHECK(as<proto::ErrorMsg>(d).code == ENODEV);
+    CHECK(as<proto::ErrorMsg>(d).text == text);
+  }
+}
+
+TEST_CASE("ping and pong round-trip empty, small and kMaxPayload-sized data") {
+  Bytes big(proto::kMaxPayload);
+  for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<std::uint8_t>(i * 31 + 7);
+  for (std::size_t size : {std::size_t{0}, std::size_t{1}, std::size_t{1000}, proto::kMaxPayload}) {
+    CAPTURE(size);
+    std::span<const std::uint8_t> data(big.data(), size);
+    Bytes s1, s2;
+    auto ping = round_trip(proto::Ping{data}, 21, s1);
+    CHECK(same_bytes(as<proto::Ping>(ping).data, data));
+    CHECK(s1.size() == proto::kHeaderSize + size);
+    auto pong = round_trip(proto::Pong{{data}}, 22, s2);
+    CHECK(same_bytes(as<proto::Pong>(pong).data, data));
+  }
+}
+
+TEST_CASE("a kMaxPayload ping is exactly kMaxMessage bytes") {
+  Bytes big(proto::kMaxPayload, 1);
+  CHECK(proto::message_encoded_size(proto::Ping{big}) == proto::kMaxMessage);
+  CHECK(encode(proto::Ping{big}).size() == proto::kMaxMessage);
+}
+
+TEST_CASE("heartbeat and goodbye round-trip") {
+  Bytes s1, s2;
+  auto hb = round_trip(proto::Heartbeat{0xfedcba9876543210ULL}, 1, s1);
+  CHECK(as<proto::Heartbeat>(hb).sequence == 0xfedcba9876543210ULL);
+  auto bye = round_trip(proto::Goodbye{}, 2, s2);
+  CHECK(bye.header.type == MsgType::goodbye);
+  CHECK(s2.size() == proto::kHeaderSize);
+}
+
+TEST_CASE("config_read and config_write round-trip at every width, up to the last register") {
+  for (std::uint8_t width : {1, 2, 4}) {
+    CAPTURE(int{width});
+    std::uint16_t last = static_cast<std::uint16_t>(proto::kConfigSpaceSize - width);
+    std::uint32_t value = width == 4 ? 0xdeadbeefU : width == 2 ? 0xbeefU : 0xefU;
+    Bytes s1, s2;
+    auto r = round_trip(proto::ConfigRead{last, width}, 40, s1);
+    CHECK(as<proto::ConfigRead>(r).offset == last);
+    CHECK(as<proto::ConfigRead>(r).width == width);
+    auto w = round_trip(proto::ConfigWrite{last, width, value}, 41, s2);
+    CHECK(as<proto::ConfigWrite>(w).offset == last);
+    CHECK(as<proto::ConfigWrite>(w).width == width);
+    CHECK(as<proto::ConfigWrite>(w).value == value);
+  }
+}
+
+TEST_CASE("mmio_read and mmio_write round-trip at every width and BAR") {
+  for (std::uint8_t width : {1, 2, 4, 8}) {
+    for (std::uint8_t bar = 0; bar <= proto::kMaxBar; ++bar) {
+      CAPTURE(int{width});
+      CAPTURE(int{bar});
+      std::uint64_t offset = 0x100000ULL * width;
+      std::uint64_t value = width == 8 ? 0x0123456789abcdefULL : (std::uint64_t{1} << (8 * width)) - 1;
+      Bytes s1, s2;
+      auto r = round_trip(proto::MmioRead{bar, width, offset}, 50, s1);
+      CHECK(as<proto::MmioRead>(r).bar == bar);
+      CHECK(as<proto::MmioRead>(r).width == width);
+      CHECK(as<proto::MmioRead>(r).offset == offset);
+      auto w = round_trip(proto::MmioWrite{bar, width, offset, value}, 51, s2);
+      CHECK(as<proto::MmioWrite>(w).bar == bar);
+      CHECK(as<proto::MmioWrite>(w).width == width);
+      CHECK(as<proto::MmioWrite>(w).offset == offset);
+      CHECK(as<proto::MmioWrite>(w).value == value);
+    }
+  }
+}
+
+TEST_CASE("read_reply, write_ack, interrupt and rma_notify round-trip") {
+  Bytes s1, s2, s3, s4, s5;
+  auto rr = round_trip(proto::ReadReply{EIO, 0xffffffffffffffffULL}, 60, s1);
+  CHECK(as<proto::ReadReply>(rr).status == EIO);
+  CHECK(as<proto::ReadReply>(rr).value == 0xffffffffffffffffULL);
+  auto wa = round_trip(proto::WriteAck{0}, 61, s2);
+  CHECK(as<proto::WriteAck>(wa).status == 0);
+  auto irq = round_trip(proto::Interrupt{proto::kMaxVector - 1, 123456789}, 62, s3);
+  CHECK(as<proto::Interrupt>(irq).vector == proto::kMaxVector - 1);
+  CHECK(as<proto::Interrupt>(irq).count == 123456789);
+  auto n = round_trip(proto::RmaNotify{3, 4096, 1 << 20, 0xcafef00dULL}, 63, s4);
+  CHECK(as<proto::RmaNotify>(n).region == 3);
+  CHECK(as<proto::RmaNotify>(n).offset == 4096);
+  CHECK(as<proto::RmaNotify>(n).length == 1 << 20);
+  CHECK(as<proto::RmaNotify>(n).checksum == 0xcafef00dULL);
+  auto wa_err = round_trip(proto::WriteAck{EACCES}, 64, s5);
+  CHECK(as<proto::WriteAck>(wa_err).status == EACCES);
+}
+
+TEST_CASE("the request id is carried unchanged, including 0 and the all-ones value") {
+  for (std::uint64_t id : {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{0x8000000000000001ULL},
+                           ~std::uint64_t{0}}) {
+    Bytes storage;
+    auto d = round_trip(proto::Heartbeat{1}, id, storage);
+    CHECK(d.header.request_id == id);
+  }
+}
+
+TEST_CASE("message_type and msg_type_name agree with the header for every message") {
+  const Message all[] = {proto::Hello{}, proto::HelloAck{}, proto::ErrorMsg{}, proto::Ping{}, proto::Pong{},
+                         proto::Heartbeat{}, proto::Goodbye{}, proto::ConfigRead{}, proto::ConfigWrite{},
+                         proto::MmioRead{}, proto::MmioWrite{}, proto::ReadReply{}, proto::WriteAck{},
+                         proto::Interrupt{}, proto::RmaNotify{}};
+  const MsgType types[] = {MsgType::hello, MsgType::hello_ack, MsgType::error, MsgType::ping, MsgType::pong,
+                           MsgType::heartbeat, MsgType::goodbye, MsgType::config_read, MsgType::config_write,
+                           MsgType::mmio_read, MsgType::mmio_write, MsgType::read_reply, MsgType::write_ack,
+                           MsgType::interrupt, MsgType::rma_notify};
+  static_assert(std::size(all) == std::variant_size_v<Message>);
+  for (std::size_t i = 0; i < std::size(all); ++i) {
+    CHECK(proto::message_type(all[i]) == types[i]);
+    CHECK(std::string_view(proto::msg_type_name(types[i])) != "unknown");
+  }
+  CHECK(std::string_view(proto::msg_type_name(static_cast<MsgType>(99))) == "unknown");
+}
+
+// --- Header rejections ----------------------------------------------------------------
+
+TEST_CASE("empty input and input shorter than a header are rejected with EPROTO") {
+  CHECK(decode_error({}) == EPROTO);
+  Bytes valid = encode(proto::Goodbye{});
+  for (std::size_t n = 1; n < proto::kHeaderSize; ++n) {
+    CAPTURE(n);
+    CHECK(decode_error(std::span(valid.data(), n)) == EPROTO);
+  }
+}
+
+TEST_CASE("input longer than kMaxMessage is rejected with EMSGSIZE") {
+  Bytes big(proto::kMaxPayload + 1, 0);
+  Bytes msg = raw(MsgType::ping, big);
+  REQUIRE(msg.size() == proto::kMaxMessage + 1);
+  CHECK(decode_error(msg) == EMSGSIZE);
+  Bytes huge(4 * proto::kMaxMessage, 0);
+  CHECK(decode_error(huge) == EMSGSIZE);
+}
+
+TEST_CASE("a bad magic is rejected with EPROTO") {
+  Bytes m = encode(proto::Goodbye{});
+  m[0] ^= 0x01;
+  CHECK(decode_error(m) == EPROTO);
+  Bytes zeros(proto::kHeaderSize, 0);
+  CHECK(decode_error(zeros) == EPROTO);
+}
+
+TEST_CASE("a version other than 1 is rejected with EPROTONOSUPPORT") {
+  for (std::uint8_t v : {0, 2, 255}) {
+    CAPTURE(int{v});
+    Bytes m = encode(proto::Heartbeat{1});
+    m[kOffVersion] = v;
+    CHECK(decode_error(m) == EPROTONOSUPPORT);
+  }
+}
+
+TEST_CASE("unknown message types are rejected with EPROTO") {
+  for (int t : {0, 8, 9, 15, 22, 31, 34, 255}) {
+    CAPTURE(t);
+    Bytes m = raw(static_cast<std::uint8_t>(t), {});
+    CHECK(decode_error(m) == EPROTO);
+    Bytes with_payload = raw(static_cast<std::uint8_t>(t), Bytes(8, 0));
+    CHECK(decode_error(with_payload) == EPROTO);
+  }
+}
+
+TEST_CASE("any header flag, including the reserved MAC bit, is rejected with EPROTO") {
+  for (std::uint16_t flags : {std::uint16_t{1}, std::uint16_t{2}, std::uint16_t{0x8000}, std::uint16_t{0xffff}}) {
+    CAPTURE(flags);
+    Bytes m = encode(proto::Heartbeat{1});
+    put_u16(m, kOffFlags, flags);
+    CHECK(decode_error(m) == EPROTO);
+  }
+}
+
+TEST_CASE("a nonzero reserved header field is rejected with EPROTO") {
+  for (std::uint32_t reserved : {1U, 0x80000000U, 0xffffffffU}) {
+    Bytes m = encode(proto::Heartbeat{1});
+    put_u32(m, kOffReserved, reserved);
+    CHECK(decode_error(m) == EPROTO);
+  }
+}
+
+TEST_CASE("a payload length that disagrees with the buffer is rejected with EPROTO both ways") {
+  Bytes m = encode(proto::Heartbeat{1});
+  put_u32(m, kOffLength, 7);  // says less than the buffer holds
+  CHECK(decode_error(m) == EPROTO);
+  put_u32(m, kOffLength, 9);  // says more than the buffer holds
+  CHECK(decode_error(m) == EPROTO);
+  put_u32(m, kOffLength, 0);
+  CHECK(decode_error(m) == EPROTO);
+  Bytes ping = encode(proto::Ping{});
+  put_u32(ping, kOffLength, 1);
+  CHECK(decode_error(ping) == EPROTO);
+}
+
+TEST_CASE("a payload length over the cap is rejected with EMSGSIZE") {
+  for (std::uint32_t length : {static_cast<std::uint32_t>(proto::kMaxPayload + 1), 0x7fffffffU, 0xffffffffU}) {
+    CAPTURE(length);
+    Bytes m = encode(proto::Ping{});
+    put_u32(m, kOffLength, length);
+    CHECK(decode_error(m) == EMSGSIZE);
+  }
+}
+
+// --- Payload rejections ----------------------------------------------------------------
+
+TEST_CASE("every truncation of a valid hello fails cleanly, with the header kept or adjusted") {
+  proto::Hello h = hello_make(3);
+  Bytes valid = encode(h, 77);
+  REQUIRE(proto::message_decode(valid).has_value());
+  for (std::size_t n = 0; n < valid.size(); ++n) {
+    CAPTURE(n);
+    Bytes prefix(valid.begin(), valid.begin() + static_cast<std::ptrdiff_t>(n));
+    // Original header: the length field no longer matches (or the header itself is cut).
+    CHECK(decode_error(prefix) == EPROTO);
+    // Header adjusted to the truncated payload: the payload parser must notice.
+    if (n >= proto::kHeaderSize) {
+      put_u32(prefix, kOffLength, static_cast<std::uint32_t>(n - proto::kHeaderSize));
+      CHECK(decode_error(prefix) == EPROTO);
+    }
+  }
+}
+
+TEST_CASE("every truncation of every fixed-size payload fails with EPROTO") {
+  const Message all[] = {proto::ErrorMsg{EIO, "abc"}, proto::Heartbeat{1},       proto::ConfigRead{4, 4},
+                         proto::ConfigWrite{4, 4, 1}, proto::MmioRead{1, 8, 8},  proto::MmioWrite{1, 8, 8, 1},
+                         proto::ReadReply{0, 1},      proto::WriteAck{0},        proto::Interrupt{1, 1},
+                         proto::RmaNotify{1, 2, 3, 4}};
+  for (const Message& m : all) {
+    CAPTURE(proto::msg_type_name(proto::message_type(m)));
+    Bytes valid = encode(m);
+    for (std::size_t n = proto::kHeaderSize; n < valid.size(); ++n) {
+      CAPTURE(n);
+      Bytes prefix(valid.begin(), valid.begin() + static_cast<std::ptrdiff_t>(n));
+      put_u32(prefix, kOffLength, static_cast<std::uint32_t>(n - proto::kHeaderSize));
+      CHECK(decode_error(prefix) == EPROTO);
+    }
+  }
+}
+
+TEST_CASE("trailing bytes after a fixed-size payload are rejected with EPROTO") {
+  const Message all[] = {proto::Heartbeat{1},         proto::Goodbye{},           proto::ConfigRead{4, 4},
+                         proto::ConfigWrite{4, 4, 1}, proto::MmioRead{1, 8, 8},   proto::MmioWrite{1, 8, 8, 1},
+                         proto::ReadReply{0, 1},      proto::WriteAck{0},         proto::Interrupt{1, 1},
+                         proto::RmaNotify{1, 2, 3, 4}, proto::ErrorMsg{EIO, "x"}, proto::Hello{hello_make(1)}};
+  for (const Message& m : all) {
+    CAPTURE(proto::msg_type_name(proto::message_type(m)));
+    Bytes b = encode(m);
+    b.push_back(0);
+    put_u32(b, kOffLength, static_cast<std::uint32_t>(b.size() - proto::kHeaderSize));
+    CHECK(decode_error(b) == EPROTO);
+  }
+}
+
+TEST_CASE("config accesses with a width other than 1, 2 or 4 are rejected with EPROTO") {
+  for (int width : {0, 3, 5, 8, 255}) {
+    CAPTURE(width);
+    CHECK(decode_error(raw(MsgType::config_read, Le().u16(0).u8(width).bytes)) == EPROTO);
+    CHECK(decode_error(raw(MsgType::config_write, Le().u16(0).u8(width).u32(0).bytes)) == EPROTO);
+  }
+}
+
+TEST_CASE("config accesses misaligned or past the 4096-byte space are rejected with EPROTO") {
+  // Misaligned.
+  CHECK(decode_error(raw(MsgType::config_read, Le().u16(2).u8(4).bytes)) == EPROTO);
+  CHECK(decode_error(raw(MsgType::config_read, Le().u16(1).u8(2).bytes)) == EPROTO);
+  CHECK(decode_error(raw(MsgType::config_write, Le().u16(6).u8(4).u32(0).bytes)) == EPROTO);
+  // Past the end.
+  CHECK(decode_error(raw(MsgType::config_read, Le().u16(4096).u8(1).bytes)) == EPROTO);
+  CHECK(decode_error(raw(MsgType::config_read, Le().u16(4096).u8(4).bytes)) == EPROTO);
+  CHECK(decode_error(raw(MsgType::config_read, Le().u16(0xfffc).u8(4).bytes)) == EPROTO);
+  CHECK(decode_error(raw(MsgType::config_write, Le().u16(4096).u8(2).u32(0).bytes)) == EPROTO);
+  // The last register of each width is fine.
+  CHECK(decode_error(raw(MsgType::config_read, Le().u16(4095).u8(1).bytes)) == 0);
+  CHECK(decode_error(raw(MsgType::config_read, Le().u16(4094).u8(2).bytes)) == 0);
+  CHECK(decode_error(raw(MsgType::config_read, Le().u16(4092).u8(4).bytes)) == 0);
+}
+
+TEST_CASE("mmio accesses with a bad width, BAR 6 or up, or a misaligned offset are rejected with EPROTO") {
+  for (int width : {0, 3, 5, 16}) {
+    CAPTURE(width);
+    CHECK(decode_error(raw(MsgType::mmio_read, Le().u8(0).u8(width).u64(0).bytes)) == EPROTO);
+    CHECK(decode_error(raw(MsgType::mmio_write, Le().u8(0).u8(width).u64(0).u64(0).bytes)) == EPROTO);
+  }
+  for (int bar : {6, 7, 255}) {
+    CAPTURE(bar);
+    CHECK(decode_error(raw(MsgType::mmio_read, Le().u8(bar).u8(4).u64(0).bytes)) == EPROTO);
+    CHECK(decode_error(raw(MsgType::mmio_write, Le().u8(bar).u8(4).u64(0).u64(0).bytes)) == EPROTO);
+  }
+  CHECK(decode_error(raw(MsgType::mmio_read, Le().u8(0).u8(8).u64(4).bytes)) == EPROTO);
+  CHECK(decode_error(raw(MsgType::mmio_read, Le().u8(0).u8(2).u64(1).bytes)) == EPROTO);
+  CHECK(decode_error(raw(MsgType::mmio_write, Le().u8(0).u8(4).u64(2).u64(0).bytes)) == EPROTO);
+  // BAR 5 with an aligned offset is fine.
+  CHECK(decode_error(raw(MsgType::mmio_read, Le().u8(5).u8(8).u64(0x1000).bytes)) == 0);
+}
+
+TEST_CASE("write values that do not fit the access width are rejected with EPROTO") {
+  CHECK(decode_error(raw(MsgType::config_write, Le().u16(0).u8(1).u32(0x100).bytes)) == EPROTO);
+  CHECK(decode_error(raw(MsgType::config_write, Le().u16(0).u8(2).u32(0x10000).bytes)) == EPROTO);
+  CHECK(decode_error(raw(MsgType::mmio_write, Le().u8(0).u8(1).u64(0).u64(0x100).bytes)) == EPROTO);
+  CHECK(decode_error(raw(MsgType::mmio_write, Le().u8(0).u8(2).u64(0).u64(0x10000).bytes)) == EPROTO);
+  CHECK(decode_error(raw(MsgType::mmio_write, Le().u8(0).u8(4).u64(0).u64(0x100000000ULL).bytes)) == EPROTO);
+  // The largest value of each width is fine.
+  CHECK(decode_error(raw(MsgType::config_write, Le().u16(0).u8(1).u32(0xff).bytes)) == 0);
+  CHECK(decode_error(raw(MsgType::mmio_write, Le().u8(0).u8(4).u64(0).u64(0xffffffffULL).bytes)) == 0);
+  CHECK(decode_error(raw(MsgType::mmio_write, Le().u8(0).u8(8).u64(0).u64(~0ULL).bytes)) == 0);
+}
+
+TEST_CASE("an interrupt vector at or above kMaxVector is rejected with EPROTO") {
+  CHECK(decode_error(raw(MsgType::interrupt, Le().u16(proto::kMaxVector).u64(1).bytes)) == EPROTO);
+  CHECK(decode_error(raw(MsgType::interrupt, Le().u16(0xffff).u64(1).bytes)) == EPROTO);
+  CHECK(decode_error(raw(MsgType::interrupt, Le().u16(proto::kMaxVector - 1).u64(1).bytes)) == 0);
+}
+
+TEST_CASE("a hello listing more than kMaxRegions regions is rejected with EPROTO") {
+  HelloFields f;
+  f.region_count = proto::kMaxRegions + 1;
+  f.regions_present = proto::kMaxRegions + 1;
+  CHECK(decode_error(raw(MsgType::hello, hello_payload(f))) == EPROTO);
+  CHECK(decode_error(raw(MsgType::hello_ack, hello_payload(f))) == EPROTO);
+  f.region_count = proto::kMaxRegions;
+  f.regions_present = proto::kMaxRegions;
+  CHECK(decode_error(raw(MsgType::hello, hello_payload(f))) == 0);
+}
+
+TEST_CASE("a hello claiming 255 regions is rejected without allocating room for them") {
+  HelloFields f;
+  f.region_count = 255;
+  f.regions_present = 0;
+  Bytes m = raw(MsgType::hello, hello_payload(f));
+  int code = -1;
+  std::size_t largest = largest_allocation([&] { code = decode_error(m); });
+  CHECK(code == EPROTO);
+  // 255 descriptors would be 255 * 32 bytes; the decoder may allocate its error text but
+  // never room for more than kMaxRegions descriptors.
+  CHECK(largest <= proto::kMaxRegions * sizeof(proto::RegionDescriptor));
+  f.regions_present = 255;  // all present: still refused by the cap
+  Bytes full = raw(MsgType::hello, hello_payload(f));
+  largest = largest_allocation([&] { code = decode_error(full); });
+  CHECK(code == EPROTO);
+  CHECK(largest <= proto::kMaxRegions * sizeof(proto::RegionDescriptor));
+}
+
+TEST_CASE("a hello with an empty provider or an empty fabric address is rejected with EPROTO") {
+  HelloFields empty_provider;
+  empty_provider.provider = "";
+  CHECK(decode_error(raw(MsgType::hello, hello_payload(empty_provider))) == EPROTO);
+  HelloFields empty_address;
+  empty_address.address_length = 0;
+  CHECK(decode_error(raw(MsgType::hello, hello_payload(empty_address))) == EPROTO);
+  CHECK(decode_error(raw(MsgType::hello_ack, hello_payload(empty_address))) == EPROTO);
+}
+
+TEST_CASE("a hello with over-long provider, fabric address or nonce is rejected with EPROTO") {
+  HelloFields provider;
+  provider.provider = std::string(proto::kMaxProviderName + 1, 'p');
+  CHECK(decode_error(raw(MsgType::hello, hello_payload(provider))) == EPROTO);
+  HelloFields address;
+  address.address_length = proto::kMaxFabricAddress + 1;
+  CHECK(decode_error(raw(MsgType::hello, hello_payload(address))) == EPROTO);
+  HelloFields nonce;
+  nonce.nonce_length = proto::kMaxNonce + 1;
+  CHECK(decode_error(raw(MsgType::hello, hello_payload(nonce))) == EPROTO);
+  // Each at its cap is fine; the host is capped by its one-byte length.
+  HelloFields caps;
+  caps.provider = std::string(proto::kMaxProviderName, 'p');
+  caps.host = std::string(proto::kMaxHostName, 'h');
+  caps.address_length = proto::kMaxFabricAddress;
+  caps.nonce_length = proto::kMaxNonce;
+  CHECK(decode_error(raw(MsgType::hello, hello_payload(caps))) == 0);
+}
+
+TEST_CASE("a hello whose length fields point past the payload is rejected with EPROTO") {
+  Bytes p = hello_payload(HelloFields{});
+  p[0] = 255;  // provider length far beyond the payload
+  CHECK(decode_error(raw(MsgType::hello, p)) == EPROTO);
+  Bytes q = hello_payload(HelloFields{});
+  std::size_t address_length_at = 1 + 11 + 1 + 1;  // provider "tcp;ofi_rxm", host "h"
+  q[address_length_at] = 0xff;
+  q[address_length_at + 1] = 0xff;
+  CHECK(decode_error(raw(MsgType::hello, q)) == EPROTO);
+}
+
+TEST_CASE("an error message with text over kMaxErrorText or a non-positive code is rejected with EPROTO") {
+  std::string text(proto::kMaxErrorText + 1, 'e');
+  CHECK(decode_error(raw(MsgType::error, Le().u32(EIO).u16(text.size()).text(text).bytes)) == EPROTO);
+  CHECK(decode_error(raw(MsgType::error, Le().u32(0).u16(2).text("no").bytes)) == EPROTO);
+  CHECK(decode_error(raw(MsgType::error, Le().u32(0xffffffffU).u16(2).text("no").bytes)) == EPROTO);
+  // Text length claiming more than is there.
+  CHECK(decode_error(raw(MsgType::error, Le().u32(EIO).u16(10).text("short").bytes)) == EPROTO);
+}
+
+TEST_CASE("a negative status in read_reply or write_ack is rejected with EPROTO") {
+  CHECK(decode_error(raw(MsgType::read_reply, Le().u32(0xffffffffU).u64(0).bytes)) == EPROTO);
+  CHECK(decode_error(raw(MsgType::read_reply, Le().u32(0x80000000U).u64(0).bytes)) == EPROTO);
+  CHECK(decode_error(raw(MsgType::write_ack, Le().u32(0xfffffffbU).bytes)) == EPROTO);
+}
+
+TEST_CASE("random corruption of valid messages never crashes the decoder") {
+  // A deterministic xorshift so a failure reproduces.
+  std::uint64_t state = 0x9e3779b97f4a7c15ULL;
+  auto next = [&] {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return state;
+  };
+  const Message seeds[] = {proto::Hello{hello_make(4)}, proto::ErrorMsg{EIO, "text"}, proto::MmioWrite{1, 8, 8, 9},
+                           proto::RmaNotify{1, 2, 3, 4}, proto::ConfigWrite{8, 4, 5}};
+  std::size_t decoded = 0;
+  for (const Message& seed : seeds) {
+    Bytes valid = encode(seed);
+    for (int round = 0; round < 2000; ++round) {
+      Bytes b = valid;
+      int flips = 1 + static_cast<int>(next() % 4);
+      for (int i = 0; i < flips; ++i) b[next() % b.size()] = static_cast<std::uint8_t>(next());
+      if (next() % 4 == 0) b.resize(next() % (b.size() + 1));
+      if (proto::message_decode(b)) ++decoded;
+    }
+  }
+  CHECK(decoded < 5 * 2000);  // something was rejected; the point is that nothing crashed
+}
+
+// --- Encoder refusals -------------------------------------------------------------------
+
+TEST_CASE("the encoder refuses messages the decoder would reject with EINVAL") {
+  std::string long_provider(proto::kMaxProviderName + 1, 'p');
+  std::string long_host(proto::kMaxHostName + 1, 'h');
+  Bytes long_address(proto::kMaxFabricAddress + 1, 1);
+  Bytes long_nonce(proto::kMaxNonce + 1, 1);
+  std::string long_text(proto::kMaxErrorText + 1, 'e');
+  Bytes too_big(proto::kMaxPayload + 1, 0);
+
+  proto::Hello h = hello_make(1);
+  h.provider = "";
+  CHECK(encode_error(h) == EINVAL);
+  h = hello_make(1);
+  h.provider = long_provider;
+  CHECK(encode_error(h) == EINVAL);
+  h = hello_make(1);
+  h.host = long_host;
+  CHECK(encode_error(h) == EINVAL);
+  h = hello_make(1);
+  h.fabric_address = {};
+  CHECK(encode_error(h) == EINVAL);
+  h = hello_make(1);
+  h.fabric_address = long_address;
+  CHECK(encode_error(h) == EINVAL);
+  h = hello_make(1);
+  h.nonce = long_nonce;
+  CHECK(encode_error(h) == EINVAL);
+  h = hello_make(proto::kMaxRegions + 1);
+  CHECK(encode_error(h) == EINVAL);
+  proto::HelloAck ack;
+  static_cast<proto::Hello&>(ack) = hello_make(proto::kMaxRegions + 1);
+  CHECK(encode_error(ack) == EINVAL);
+
+  CHECK(encode_error(proto::ErrorMsg{0, "x"}) == EINVAL);
+  CHECK(encode_error(proto::ErrorMsg{-5, "x"}) == EINVAL);
+  CHECK(encode_error(proto::ErrorMsg{EIO, long_text}) == EINVAL);
+  CHECK(encode_error(proto::Ping{too_big}) == EINVAL);
+  CHECK(encode_error(proto::Pong{{too_big}}) == EINVAL);
+  CHECK(encode_error(proto::ConfigRead{0, 3}) == EINVAL);
+  CHECK(encode_error(proto::ConfigRead{0, 8}) == EINVAL);
+  CHECK(encode_error(proto::ConfigRead{2, 4}) == EINVAL);
+  CHECK(encode_error(proto::ConfigRead{4096, 1}) == EINVAL);
+  CHECK(encode_error(proto::ConfigWrite{0, 1, 0x100}) == EINVAL);
+  CHECK(encode_error(proto::MmioRead{6, 4, 0}) == EINVAL);
+  CHECK(encode_error(proto::MmioRead{0, 16, 0}) == EINVAL);
+  CHECK(encode_error(proto::MmioRead{0, 3, 0}) == EINVAL);
+  CHECK(encode_error(proto::MmioRead{0, 8, 4}) == EINVAL);
+  CHECK(encode_error(proto::MmioWrite{0, 2, 0, 0x10000}) == EINVAL);
+  CHECK(encode_error(proto::ReadReply{-1, 0}) == EINVAL);
+  CHECK(encode_error(proto::WriteAck{-1}) == EINVAL);
+  CHECK(encode_error(proto::Interrupt{proto::kMaxVector, 0}) == EINVAL);
+}
+
+TEST_CASE("the encoder refuses an output buffer one byte too small with EMSGSIZE") {
+  const Message all[] = {proto::Hello{hello_make(2)}, proto::ErrorMsg{EIO, "abc"}, proto::Goodbye{},
+                         proto::Heartbeat{1}, proto::MmioWrite{1, 8, 8, 1}};
+  for (const Message& m : all) {
+    CAPTURE(proto::msg_type_name(proto::message_type(m)));
+    std::size_t size = proto::message_encoded_size(m);
+    Bytes out(size - 1, 0xee);
+    auto n = proto::message_encode(m, 1, out);
+    REQUIRE_FALSE(n.has_value());
+    CHECK(n.error().code == EMSGSIZE);
+    CHECK(std::all_of(out.begin(), out.end(), [](std::uint8_t b) { return b == 0xee; }));
+    Bytes none;
+    auto z = proto::message_encode(m, 1, none);
+    REQUIRE_FALSE(z.has_value());
+    CHECK(z.error().code == EMSGSIZE);
+  }
+}
+
+// --- Checksum ---------------------------------------------------------------------------
+
+TEST_CASE("checksum_fnv1a matches the published FNV-1a 64 vectors") {
+  CHECK(proto::checksum_fnv1a({}) == 0xcbf29ce484222325ULL);
+  const std::uint8_t a[] = {'a'};
+  CHECK(proto::checksum_fnv1a(a) == 0xaf63dc4c8601ec8cULL);
+  const std::string foobar = "foobar";
+  CHECK(proto::checksum_fnv1a({reinterpret_cast<const std::uint8_t*>(foobar.data()), foobar.size()}) ==
+        0x85944171f73967e8ULL);
+}
+
+TEST_CASE("checksum_fnv1a chains: hashing in two parts with the first result as seed equals one pass") {
+  Bytes data(1000);
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<std::uint8_t>(i);
+  std::span<const std::uint8_t> all(data);
+  std::uint64_t first = proto::checksum_fnv1a(all.first(400));
+  CHECK(proto::checksum_fnv1a(all.subspan(400), first) == proto::checksum_fnv1a(all));
+}
+
+// --- FrameReader ------------------------------------------------------------------------
+
+namespace {
+
+Bytes frame_of(const Bytes& message) {
+  Bytes f = Le().u32(message.size()).bytes;
+  f.insert(f.end(), message.begin(), message.end());
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("FrameReader delivers a whole frame fed at once") {
+  Bytes msg = encode(proto::Heartbeat{42}, 9);
+  Bytes frame = frame_of(msg);
+  proto::FrameReader reader;
+  CHECK(reader.wanted() == proto::kFramePrefix);
+  CHECK(reader.feed(frame) == frame.size());
+  CHECK(reader.wanted() == 0);
+  auto got = reader.next();
+  REQUIRE(got.has_value());
+  CHECK(same_bytes(*got, msg));
+  auto d = proto::message_decode(*got);
+  REQUIRE(d.has_value());
+  CHECK(as<proto::Heartbeat>(*d).sequence == 42);
+}
+
+TEST_CASE("FrameReader delivers a frame fed one byte at a time, asking for exactly what is missing") {
+  Bytes payload(300, 0x33);
+  Bytes msg = encode(proto::Ping{payload});
+  Bytes frame = frame_of(msg);
+  proto::FrameReader reader;
+  for (std::size_t i = 0; i < frame.size(); ++i) {
+    CAPTURE(i);
+    std::size_t expected_wanted = i < proto::kFramePrefix ? proto::kFramePrefix - i : frame.size() - i;
+    CHECK(reader.wanted() == expected_wanted);
+    auto before = reader.next();
+    REQUIRE(before.has_value());
+    CHECK(before->empty());
+    CHECK(reader.feed(std::span(&frame[i], 1)) == 1);
+  }
+  auto got = reader.next();
+  REQUIRE(got.has_value());
+  CHECK(same_bytes(*got, msg));
+}
+
+TEST_CASE("FrameReader stops after one frame so two back-to-back frames come out one by one") {
+  Bytes m1 = encode(proto::Heartbeat{1}, 1);
+  Bytes m2 = encode(proto::Ping{Bytes(100, 7)}, 2);
+  Bytes stream = frame_of(m1);
+  Bytes f2 = frame_of(m2);
+  stream.insert(stream.end(), f2.begin(), f2.end());
+
+  proto::FrameReader reader;
+  std::size_t used = reader.feed(stream);
+  CHECK(used == proto::kFramePrefix + m1.size());
+  CHECK(reader.feed(std::span(stream).subspan(used)) == 0);  // holds a whole frame: takes nothing more
+  auto first = reader.next();
+  REQUIRE(first.has_value());
+  CHECK(same_bytes(*first, m1));
+  CHECK(reader.feed(std::span(stream).subspan(used)) == f2.size());
+  auto second = reader.next();
+  REQUIRE(second.has_value());
+  CHECK(same_bytes(*second, m2));
+  // Nothing more until more bytes arrive.
+  CHECK(reader.feed({}) == 0);
+  auto none = reader.next();
+  REQUIRE(none.has_value());
+  CHECK(none->empty());
+  CHECK(reader.wanted() == proto::kFramePrefix);
+}
+
+TEST_CASE("FrameReader accepts a frame of exactly kMaxMessage bytes") {
+  Bytes msg = encode(proto::Ping{Bytes(proto::kMaxPayload, 0x42)});
+  REQUIRE(msg.size() == proto::kMaxMessage);
+  Bytes frame = frame_of(msg);
+  proto::FrameReader reader;
+  CHECK(reader.feed(frame) == frame.size());
+  auto got = reader.next();
+  REQUIRE(got.has_value());
+  CHECK(got->size() == proto::kMaxMessage);
+}
+
+TEST_CASE("FrameReader fails with EMSGSIZE on a length prefix over kMaxMessage and stays failed") {
+  for (std::uint32_t length : {static_cast<std::uint32_t>(proto::kMaxMessage + 1), 0xffffffffU}) {
+    CAPTURE(length);
+    proto::FrameReader reader;
+    Bytes stream = Le().u32(length).fill(64, 0).bytes;
+    CHECK(reader.feed(stream) == proto::kFramePrefix);  // takes the prefix, nothing of the body
+    CHECK(reader.wanted() == 0);
+    auto r = reader.next();
+    REQUIRE_FALSE(r.has_value());
+    CHECK(r.error().code == EMSGSIZE);
+    // Unusable from now on, even when offered a good frame.
+    Bytes good = frame_of(encode(proto::Goodbye{}));
+    CHECK(reader.feed(good) == 0);
+    CHECK(reader.wanted() == 0);
+    CHECK_FALSE(reader.next().has_value());
+    CHECK_FALSE(reader.next().has_value());
+  }
+}
+
+TEST_CASE("FrameReader fails with EPROTO on a length prefix smaller than a header, before the body arrives") {
+  for (std::uint32_t length : {0U, 1U, static_cast<std::uint32_t>(proto::kHeaderSize - 1)}) {
+    CAPTURE(length);
+    proto::FrameReader reader;
+    Bytes prefix = Le().u32(length).bytes;
+    CHECK(reader.feed(prefix) == proto::kFramePrefix);
+    auto r = reader.next();
+    REQUIRE_FALSE(r.has_value());
+    CHECK(r.error().code == EPROTO);
+    CHECK_FALSE(reader.next().has_value());
+  }
+}
+
+TEST_CASE("FrameReader reports wanted() through prefix, partial body and completion") {
+  Bytes msg = encode(proto::Ping{Bytes(1000, 1)});
+  Bytes frame = frame_of(msg);
+  proto::FrameReader reader;
+  CHECK(reader.wanted() == 4);
+  CHECK(reader.feed(std::span(frame).first(3)) == 3);
+  CHECK(reader.wanted() == 1);
+  CHECK(reader.feed(std::span(frame).subspan(3, 1)) == 1);
+  CHECK(reader.wanted() == msg.size());
+  CHECK(reader.feed(std::span(frame).subspan(4, 500)) == 500);
+  CHECK(reader.wanted() == msg.size() - 500);
+  CHECK(reader.feed(std::span(frame).subspan(504)) == msg.size() - 500);
+  CHECK(reader.wanted() == 0);
+  auto got = reader.next();
+  REQUIRE(got.has_value());
+  CHECK(got->size() == msg.size());
+}
