@@ -148,7 +148,7 @@ Result<void> Channel::poll_locked() {
       fail_locked(Error{ErrorDomain::fabric, static_cast<int>(-n), "fi_cq_read"});
       return tl::unexpected(*failure_);
     }
-    last_activity_ = Deadline::Clock::now();
+    completions_ += static_cast<std::uint64_t>(n);
     for (ssize_t i = 0; i < n; ++i) completion_locked(*static_cast<Op*>(entries[i].op_context), entries[i].len);
     if (static_cast<std::size_t>(n) < kCqBatch) return {};
   }
@@ -159,51 +159,60 @@ Result<void> Channel::progress() {
   return poll_locked();
 }
 
-void Channel::idle_sleep(Deadline deadline, int& idle_round) {
+bool Channel::idle_sleep(Deadline deadline, int& idle_round) {
   // Called without the lock. Sleep on the CQ wait fd when the provider has one; otherwise
-  // back off exponentially up to backoff_max.
+  // back off exponentially up to backoff_max. Returns true when it saw work pending.
   if (fabric_->wait_fd() >= 0) {
-    if (fabric_->cq_trywait()) {
-      pollfd p{fabric_->wait_fd(), POLLIN, 0};
-      int ms = std::min(deadline.remaining_ms(), 50);
-      ::poll(&p, 1, ms);
-    }
-    return;
+    if (!fabric_->cq_trywait()) return true;
+    pollfd p{fabric_->wait_fd(), POLLIN, 0};
+    return ::poll(&p, 1, std::min(deadline.remaining_ms(), 50)) > 0;
   }
   auto sleep = std::chrono::microseconds(1) * (1 << std::min(idle_round, 16));
   sleep = std::min(sleep, options_.backoff_max);
   sleep = std::min(sleep, std::chrono::duration_cast<std::chrono::microseconds>(deadline.remaining()));
   ++idle_round;
   std::this_thread::sleep_for(sleep);
+  return false;
 }
 
-bool Channel::spinning() const {
-  // Spin while completions arrived recently: the next one is probably close.
-  std::lock_guard g(lock_);
-  return Deadline::Clock::now() < last_activity_ + options_.spin;
+template <class Ready>
+Result<bool> Channel::poll_until(Ready&& ready, Deadline deadline) {
+  // Busy-poll while there is activity (completions, or the wait fd reporting work) within
+  // the last options_.spin; sleep otherwise. The clock is read every 64 polls only, to keep
+  // the spin itself cheap.
+  auto spin_end = Deadline::Clock::now() + options_.spin;
+  std::uint64_t seen = 0;
+  int idle_round = 0;
+  for (unsigned i = 1;; ++i) {
+    std::uint64_t completions;
+    {
+      std::lock_guard g(lock_);
+      auto r = poll_locked();
+      if (!r) return tl::unexpected(r.error());
+      if (ready()) return true;
+      completions = completions_;
+    }
+    if (completions != seen) {
+      seen = completions;
+      i = 0;  // re-read the clock on the next round to restart the spin window
+      idle_round = 0;
+      continue;
+    }
+    if (i % 64 != 1) continue;
+    auto now = Deadline::Clock::now();
+    if (now >= deadline.when()) return false;
+    if (i == 1) spin_end = now + options_.spin;  // after activity
+    if (now < spin_end) continue;
+    if (idle_sleep(deadline, idle_round)) spin_end = Deadline::Clock::now() + options_.spin;
+  }
 }
 
 template <class Ready>
 Result<void> Channel::wait_until(Ready&& ready, Deadline deadline, const char* what) {
-  {
-    std::lock_guard g(lock_);
-    last_activity_ = Deadline::Clock::now();  // a new wait starts with a spin
-  }
-  int idle_round = 0;
-  for (;;) {
-    {
-      std::lock_guard g(lock_);
-      auto r = poll_locked();
-      if (!r) return r;
-      if (ready()) return {};
-    }
-    if (deadline.expired()) return fail(ETIMEDOUT, std::string("deadline passed waiting for ") + what);
-    if (spinning()) {
-      idle_round = 0;
-      continue;
-    }
-    idle_sleep(deadline, idle_round);
-  }
+  auto r = poll_until(std::forward<Ready>(ready), deadline);
+  if (!r) return tl::unexpected(r.error());
+  if (!*r) return fail(ETIMEDOUT, std::string("deadline passed waiting for ") + what);
+  return {};
 }
 
 Result<const proto::Decoded*> Channel::message_recv(Deadline deadline) {
@@ -364,19 +373,8 @@ Result<void> Channel::rma_flush(Deadline deadline) {
 }
 
 Result<void> Channel::progress_idle(Deadline deadline) {
-  int idle_round = 0;
-  while (!deadline.expired()) {
-    {
-      std::lock_guard g(lock_);
-      auto r = poll_locked();
-      if (!r) return r;
-    }
-    if (spinning()) {
-      idle_round = 0;
-      continue;
-    }
-    idle_sleep(deadline, idle_round);
-  }
+  auto r = poll_until([] { return false; }, deadline);
+  if (!r) return tl::unexpected(r.error());
   return {};
 }
 

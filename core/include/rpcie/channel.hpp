@@ -134,8 +134,9 @@ class Channel {
   void fail_locked(Error e);
   template <class Ready>
   Result<void> wait_until(Ready&& ready, Deadline deadline, const char* what);
-  void idle_sleep(Deadline deadline, int& idle_round);
-  bool spinning() const;
+  bool idle_sleep(Deadline deadline, int& idle_round);
+  template <class Ready>
+  Result<bool> poll_until(Ready&& ready, Deadline deadline);
 
   std::unique_ptr<Fabric> fabric_;
   fi_addr_t peer_ = FI_ADDR_UNSPEC;
@@ -156,7 +157,7 @@ class Channel {
   std::size_t sends_in_flight_ = 0;
   std::optional<Error> failure_;
   ChannelStats stats_;
-  Deadline::Clock::time_point last_activity_{};
+  std::uint64_t completions_ = 0;  // CQ entries seen: activity for the spin heuristic
 };
 
 // Drives a Channel's progress from a thread of its own, for a side that is only the target

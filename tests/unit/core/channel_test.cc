@@ -1,0 +1,456 @@
+// A Channel between two real Sessions over tcp;ofi_rxm on 127.0.0.1, in one process (the
+// server side runs in a thread): message order, RMA write/read with verification at the
+// other side, chunking, bounds, deadlines, a vanished peer, and ProgressThread shutdown.
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "rpcie/bootstrap.hpp"
+#include "rpcie/channel.hpp"
+#include "rpcie/memory.hpp"
+#include "rpcie/protocol.hpp"
+#include "rpcie/providers/provider.hpp"
+#include "rpcie/session.hpp"
+
+using namespace std::chrono_literals;
+namespace proto = rpcie::proto;
+namespace providers = rpcie::providers;
+using rpcie::Channel;
+using rpcie::ChannelOptions;
+using rpcie::Deadline;
+using rpcie::HostBuffer;
+using rpcie::Listener;
+using rpcie::ProgressThread;
+using rpcie::RemoteRegion;
+using rpcie::Session;
+using rpcie::SessionOptions;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Bytes = std::vector<std::uint8_t>;
+
+constexpr std::uint32_t kServerRegion = 1;
+constexpr std::uint32_t kClientRegion = 2;
+
+std::chrono::milliseconds since(Clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+}
+
+// Two connected Sessions, each offering one region of `size` bytes. Sessions go before the
+// memory they registered.
+struct Pair {
+  std::optional<HostBuffer> server_mem;
+  std::optional<HostBuffer> client_mem;
+  std::unique_ptr<Session> server;
+  std::unique_ptr<Session> client;
+  RemoteRegion server_region;  // the server's region as the client addresses it
+  RemoteRegion client_region;  // the client's region as the server addresses it
+
+  Channel& cc() { return client->channel(); }
+  Channel& sc() { return server->channel(); }
+};
+
+std::unique_ptr<Pair> pair_open(std::size_t size, ChannelOptions client_channel = {},
+                                ChannelOptions server_channel = {}) {
+  rpcie::signals_init();
+  auto p = std::make_unique<Pair>();
+  auto sm = HostBuffer::create(size);
+  auto cm = HostBuffer::create(size);
+  REQUIRE(sm.has_value());
+  REQUIRE(cm.has_value());
+  p->server_mem.emplace(std::move(*sm));
+  p->client_mem.emplace(std::move(*cm));
+
+  auto listener = Listener::open("127.0.0.1", 0);
+  REQUIRE_MESSAGE(listener.has_value(), listener.error().describe());
+  SessionOptions server_options;
+  server_options.provider = providers::ProviderChoice{false, providers::ProviderKind::tcp};
+  server_options.channel = server_channel;
+  SessionOptions client_options = server_options;
+  client_options.channel = client_channel;
+  const rpcie::LocalRegion server_regions[] = {{kServerRegion, p->server_mem->data(), size}};
+  const rpcie::LocalRegion client_regions[] = {{kClientRegion, p->client_mem->data(), size}};
+
+  std::optional<rpcie::Result<std::unique_ptr<Session>>> accepted;
+  std::thread server([&] {
+    auto sock = listener->accept(Deadline::after(5s));
+    if (!sock) {
+      accepted.emplace(tl::unexpected(sock.error()));
+      return;
+    }
+    accepted.emplace(Session::accept(std::move(*sock), server_options, server_regions, Deadline::after(5s)));
+  });
+  auto client = Session::connect("127.0.0.1", listener->port(), client_options, client_regions, Deadline::after(5s));
+  server.join();
+  REQUIRE_MESSAGE(client.has_value(), client.error().describe());
+  REQUIRE(accepted.has_value());
+  REQUIRE_MESSAGE(accepted->has_value(), accepted->error().describe());
+  p->client = std::move(*client);
+  p->server = std::move(**accepted);
+  auto sr = p->client->peer_region(kServerRegion);
+  auto cr = p->server->peer_region(kClientRegion);
+  REQUIRE(sr.has_value());
+  REQUIRE(cr.has_value());
+  p->server_region = *sr;
+  p->client_region = *cr;
+  return p;
+}
+
+void pattern_fill(std::uint8_t* p, std::size_t n, std::uint32_t seed) {
+  std::uint32_t x = seed * 2654435761U + 1;
+  for (std::size_t i = 0; i < n; ++i) {
+    x = x * 1103515245U + 12345U;
+    p[i] = static_cast<std::uint8_t>(x >> 16);
+  }
+}
+
+std::uint64_t checksum(const std::uint8_t* p, std::size_t n) { return proto::checksum_fnv1a({p, n}); }
+
+// Keeps `channel` progressing (so that what it has posted goes out) until `done` is set or
+// the deadline passes.
+void progress_until(Channel& channel, const std::atomic<bool>& done, Deadline deadline) {
+  while (!done.load() && !deadline.expired()) {
+    if (!channel.progress_idle(Deadline::after(5ms))) return;
+  }
+}
+
+}  // namespace
+
+TEST_CASE("messages of every size arrive at the peer complete and in send order") {
+  auto p = pair_open(4096);
+  const std::size_t sizes[] = {0, 1, 64, 400, 3000, 20000, proto::kMaxPayload};
+  constexpr std::uint64_t kCount = 100;
+  Bytes source(proto::kMaxPayload);
+  pattern_fill(source.data(), source.size(), 99);
+
+  std::vector<std::uint64_t> ids;
+  std::vector<std::string> problems;
+  std::atomic<bool> client_done{false};
+  std::thread server([&] {
+    for (std::uint64_t i = 1; i <= kCount; ++i) {
+      auto m = p->sc().message_recv(Deadline::after(5s));
+      if (!m) {
+        problems.push_back("recv " + std::to_string(i) + ": " + m.error().describe());
+        return;
+      }
+      const proto::Decoded& d = **m;
+      ids.push_back(d.header.request_id);
+      const auto* ping = std::get_if<proto::Ping>(&d.message);
+      const std::size_t want = sizes[(d.header.request_id - 1) % std::size(sizes)];
+      if (ping == nullptr || ping->data.size() != want ||
+          !std::equal(ping->data.begin(), ping->data.end(), source.begin()))
+        problems.push_back("message " + std::to_string(d.header.request_id) + " damaged");
+    }
+    auto sent = p->sc().message_send(proto::Pong{}, 1000, Deadline::after(5s));
+    if (!sent) problems.push_back("pong: " + sent.error().describe());
+    progress_until(p->sc(), client_done, Deadline::after(8s));
+  });
+
+  bool sends_ok = true;
+  for (std::uint64_t i = 1; i <= kCount; ++i) {
+    std::span<const std::uint8_t> data(source.data(), sizes[(i - 1) % std::size(sizes)]);
+    auto r = p->cc().message_send(proto::Ping{data}, i, Deadline::after(5s));
+    if (!r) {
+      sends_ok = false;
+      MESSAGE("send " << i << ": " << r.error().describe());
+      break;
+    }
+  }
+  auto pong = p->cc().message_recv(Deadline::after(8s));
+  client_done = true;
+  server.join();
+
+  CHECK(sends_ok);
+  REQUIRE_MESSAGE(pong.has_value(), pong.error().describe());
+  CHECK((*pong)->header.type == proto::MsgType::pong);
+  CHECK((*pong)->header.request_id == 1000);
+  for (const auto& problem : problems) FAIL_CHECK(problem);
+  REQUIRE(ids.size() == kCount);
+  for (std::uint64_t i = 0; i < kCount; ++i) CHECK(ids[i] == i + 1);
+  CHECK(p->cc().stats().messages_sent == kCount);
+  CHECK(p->sc().stats().messages_received == kCount);
+  CHECK(p->cc().stats().messages_received == 1);
+}
+
+TEST_CASE("an rma_write is visible at the peer when the message sent after it arrives") {
+  constexpr std::size_t kSize = 1 << 20;
+  auto p = pair_open(kSize);
+  struct Round {
+    std::size_t offset;
+    std::size_t length;
+  };
+  const Round rounds[] = {{0, 8}, {0, 4096}, {100, 70000}, {0, kSize}, {kSize - 4096, 4096}, {12345, 500000}};
+
+  std::vector<std::string> problems;
+  std::atomic<bool> client_done{false};
+  std::thread server([&] {
+    for (std::size_t i = 0; i < std::size(rounds); ++i) {
+      auto m = p->sc().message_recv(Deadline::after(5s));
+      if (!m) {
+        problems.push_back("recv: " + m.error().describe());
+        return;
+      }
+      const auto* n = std::get_if<proto::RmaNotify>(&(*m)->message);
+      std::int32_t status = 0;
+      if (n == nullptr || n->region != kServerRegion || n->offset + n->length > kSize) {
+        problems.push_back("unexpected message");
+        status = EPROTO;
+      } else if (checksum(p->server_mem->data() + n->offset, n->length) != n->checksum) {
+        problems.push_back("round " + std::to_string(i) + ": data not visible when the notify arrived");
+        status = EIO;
+      }
+      auto sent = p->sc().message_send(proto::WriteAck{status}, (*m)->header.request_id, Deadline::after(5s));
+      if (!sent) problems.push_back("ack: " + sent.error().describe());
+    }
+    progress_until(p->sc(), client_done, Deadline::after(8s));
+  });
+
+  const rpcie::MemoryRegion& local = p->client->region(0);
+  for (std::size_t i = 0; i < std::size(rounds); ++i) {
+    CAPTURE(i);
+    const Round& r = rounds[i];
+    pattern_fill(p->client_mem->data() + r.offset, r.length, static_cast<std::uint32_t>(i + 1));
+    auto w = p->cc().rma_write(local, r.offset, p->server_region, r.offset, r.length, Deadline::after(5s));
+    REQUIRE_MESSAGE(w.has_value(), w.error().describe());
+    proto::RmaNotify notify{kServerRegion, r.offset, r.length, checksum(p->client_mem->data() + r.offset, r.length)};
+    auto s = p->cc().message_send_after_writes(notify, 500 + i, Deadline::after(5s));
+    REQUIRE_MESSAGE(s.has_value(), s.error().describe());
+    auto ack = p->cc().message_recv(Deadline::after(5s));
+    REQUIRE_MESSAGE(ack.has_value(), ack.error().describe());
+    CHECK((*ack)->header.request_id == 500 + i);
+    const auto* a = std::get_if<proto::WriteAck>(&(*ack)->message);
+    REQUIRE(a != nullptr);
+    CHECK(a->status == 0);
+  }
+  auto flushed = p->cc().rma_flush(Deadline::after(5s));
+  client_done = true;
+  server.join();
+  CHECK(flushed.has_value());
+  for (const auto& problem : problems) FAIL_CHECK(problem);
+}
+
+TEST_CASE("an rma_read brings the peer's bytes, at any offset") {
+  constexpr std::size_t kSize = 256 * 1024;
+  auto p = pair_open(kSize);
+  pattern_fill(p->server_mem->data(), kSize, 7);
+  ProgressThread server_progress(p->sc());  // the server is only a target here
+
+  const rpcie::MemoryRegion& local = p->client->region(0);
+  auto r = p->cc().rma_read(local, 0, p->server_region, 0, kSize, Deadline::after(5s));
+  REQUIRE_MESSAGE(r.has_value(), r.error().describe());
+  auto f = p->cc().rma_flush(Deadline::after(5s));
+  REQUIRE_MESSAGE(f.has_value(), f.error().describe());
+  CHECK(std::equal(p->client_mem->data(), p->client_mem->data() + kSize, p->server_mem->data()));
+
+  std::fill(p->client_mem->data(), p->client_mem->data() + kSize, std::uint8_t{0});
+  auto r2 = p->cc().rma_read(local, 1000, p->server_region, 50001, 9999, Deadline::after(5s));
+  REQUIRE(r2.has_value());
+  REQUIRE(p->cc().rma_flush(Deadline::after(5s)).has_value());
+  CHECK(std::equal(p->client_mem->data() + 1000, p->client_mem->data() + 1000 + 9999,
+                   p->server_mem->data() + 50001));
+  CHECK(p->client_mem->data()[999] == 0);
+  CHECK(p->client_mem->data()[1000 + 9999] == 0);
+  CHECK(p->cc().rma_in_flight() == 0);
+  CHECK(p->cc().stats().bytes_read == kSize + 9999);
+}
+
+TEST_CASE("with max_transfer 4096 a 1 MiB write goes out as 256 chunks and arrives whole") {
+  constexpr std::size_t kSize = 1 << 20;
+  ChannelOptions options;
+  options.max_transfer = 4096;
+  auto p = pair_open(kSize, options);
+  CHECK(p->cc().max_transfer() == 4096);
+  pattern_fill(p->client_mem->data(), kSize, 3);
+
+  std::optional<bool> match;
+  std::atomic<bool> client_done{false};
+  std::thread server([&] {
+    auto m = p->sc().message_recv(Deadline::after(8s));
+    if (m) {
+      const auto* n = std::get_if<proto::RmaNotify>(&(*m)->message);
+      match = n != nullptr && checksum(p->server_mem->data(), kSize) == n->checksum;
+      (void)p->sc().message_send(proto::WriteAck{0}, 1, Deadline::after(5s));
+    }
+    progress_until(p->sc(), client_done, Deadline::after(8s));
+  });
+
+  auto w = p->cc().rma_write(p->client->region(0), 0, p->server_region, 0, kSize, Deadline::after(8s));
+  CHECK_MESSAGE(w.has_value(), (w ? std::string() : w.error().describe()));
+  auto stats = p->cc().stats();
+  CHECK(stats.rma_writes == 256);
+  CHECK(stats.bytes_written == kSize);
+  auto s = p->cc().message_send_after_writes(proto::RmaNotify{kServerRegion, 0, kSize, checksum(p->client_mem->data(), kSize)},
+                                             1, Deadline::after(8s));
+  CHECK(s.has_value());
+  auto ack = p->cc().message_recv(Deadline::after(8s));
+  CHECK(ack.has_value());
+  CHECK(p->cc().rma_flush(Deadline::after(5s)).has_value());
+  client_done = true;
+  server.join();
+  REQUIRE(match.has_value());
+  CHECK(*match);
+
+  // Reads are split the same way.
+  ProgressThread server_progress(p->sc());
+  auto r = p->cc().rma_read(p->client->region(0), 0, p->server_region, 0, 10000, Deadline::after(5s));
+  REQUIRE(r.has_value());
+  CHECK(p->cc().stats().rma_reads == 3);  // 4096 + 4096 + 1808
+  CHECK(p->cc().rma_flush(Deadline::after(5s)).has_value());
+}
+
+TEST_CASE("rma ranges outside the local or the remote region fail with EINVAL and post nothing") {
+  constexpr std::size_t kSize = 8192;
+  auto p = pair_open(kSize);
+  const rpcie::MemoryRegion& local = p->client->region(0);
+  const RemoteRegion& remote = p->server_region;
+  REQUIRE(remote.length == kSize);
+  struct Case {
+    const char* what;
+    std::size_t local_offset;
+    std::uint64_t remote_offset;
+    std::size_t length;
+  };
+  const Case cases[] = {
+      {"local overrun by one byte", 1, 0, kSize},
+      {"local offset past the end", kSize + 1, 0, 0},
+      {"local offset + length wraps", 16, 0, ~std::size_t{0} - 8},
+      {"remote overrun by one byte", 0, 1, kSize},
+      {"remote offset past the end", 0, kSize + 1, 0},
+      {"remote offset + length wraps", 0, ~std::uint64_t{0} - 8, 16},
+      {"both overrun", 4096, 4096, 4097},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.what);
+    auto w = p->cc().rma_write(local, c.local_offset, remote, c.remote_offset, c.length, Deadline::after(1s));
+    REQUIRE_FALSE(w.has_value());
+    CHECK(w.error().code == EINVAL);
+    auto r = p->cc().rma_read(local, c.local_offset, remote, c.remote_offset, c.length, Deadline::after(1s));
+    REQUIRE_FALSE(r.has_value());
+    CHECK(r.error().code == EINVAL);
+  }
+  CHECK(p->cc().stats().rma_writes == 0);
+  CHECK(p->cc().stats().rma_reads == 0);
+  CHECK(p->cc().rma_in_flight() == 0);
+  CHECK_FALSE(p->cc().failure().has_value());  // argument errors do not fail the channel
+  // Exactly the whole region is fine, and so is an empty transfer at the very end.
+  ProgressThread server_progress(p->sc());
+  CHECK(p->cc().rma_write(local, 0, remote, 0, kSize, Deadline::after(2s)).has_value());
+  CHECK(p->cc().rma_write(local, kSize, remote, kSize, 0, Deadline::after(2s)).has_value());
+  CHECK(p->cc().rma_flush(Deadline::after(5s)).has_value());
+}
+
+TEST_CASE("message_recv with nothing sent fails with ETIMEDOUT at the deadline") {
+  auto p = pair_open(4096);
+  auto start = Clock::now();
+  auto m = p->cc().message_recv(Deadline::after(100ms));
+  auto elapsed = since(start);
+  REQUIRE_FALSE(m.has_value());
+  CHECK(m.error().code == ETIMEDOUT);
+  CHECK(elapsed >= 100ms);
+  CHECK(elapsed < 2s);
+  CHECK_FALSE(p->cc().failure().has_value());  // a timeout does not fail the channel
+
+  auto server_start = Clock::now();
+  auto sm = p->sc().message_recv(Deadline::after(50ms));
+  REQUIRE_FALSE(sm.has_value());
+  CHECK(sm.error().code == ETIMEDOUT);
+  CHECK(since(server_start) >= 50ms);
+}
+
+TEST_CASE("rma_flush with nothing in flight succeeds at once") {
+  auto p = pair_open(4096);
+  auto start = Clock::now();
+  CHECK(p->cc().rma_flush(Deadline::after(2s)).has_value());
+  CHECK(since(start) < 500ms);
+}
+
+TEST_CASE("after the peer's Session is gone, write + flush fails instead of reporting success") {
+  constexpr std::size_t kSize = 64 * 1024;
+  auto p = pair_open(kSize);
+  const rpcie::MemoryRegion& local = p->client->region(0);
+  {
+    // The connection works before the peer goes away.
+    ProgressThread server_progress(p->sc());
+    REQUIRE(p->cc().rma_write(local, 0, p->server_region, 0, 4096, Deadline::after(2s)).has_value());
+    REQUIRE(p->cc().rma_flush(Deadline::after(5s)).has_value());
+  }
+  p->server.reset();  // endpoint closed, keys revoked, bootstrap socket closed
+
+  const auto start = Clock::now();
+  int successes = 0;
+  std::optional<rpcie::Error> error;
+  while (!error && since(start) < 9s) {
+    auto w = p->cc().rma_write(local, 0, p->server_region, 0, 4096, Deadline::after(2s));
+    if (!w) {
+      error = w.error();
+      break;
+    }
+    auto f = p->cc().rma_flush(Deadline::after(2s));
+    if (!f) {
+      error = f.error();
+      break;
+    }
+    ++successes;  // a flush reported complete data that no peer received
+  }
+  const auto elapsed = since(start);
+  MESSAGE("first error after " << elapsed.count() << " ms, after " << successes
+                               << " successful flushes: " << (error ? error->describe() : std::string("none")));
+  REQUIRE(error.has_value());
+  CHECK(elapsed < 10s);
+  if (error->code != ETIMEDOUT) {
+    // A real failure is sticky: every later operation reports it too.
+    CHECK(p->cc().failure().has_value());
+    CHECK_FALSE(p->cc().rma_flush(Deadline::after(100ms)).has_value());
+    CHECK_FALSE(p->cc().message_send(proto::Heartbeat{1}, 1, Deadline::after(100ms)).has_value());
+  }
+}
+
+TEST_CASE("after the peer's Session is gone, no write + flush is ever reported complete" *
+          doctest::may_fail()) {
+  constexpr std::size_t kSize = 64 * 1024;
+  auto p = pair_open(kSize);
+  const rpcie::MemoryRegion& local = p->client->region(0);
+  {
+    ProgressThread server_progress(p->sc());
+    REQUIRE(p->cc().rma_write(local, 0, p->server_region, 0, 4096, Deadline::after(2s)).has_value());
+    REQUIRE(p->cc().rma_flush(Deadline::after(5s)).has_value());
+  }
+  p->server.reset();
+
+  auto w = p->cc().rma_write(local, 0, p->server_region, 0, 4096, Deadline::after(2s));
+  bool reported_complete = false;
+  if (w) reported_complete = p->cc().rma_flush(Deadline::after(3s)).has_value();
+  CHECK_FALSE(reported_complete);
+}
+
+TEST_CASE("a ProgressThread starts and stops within 200 ms") {
+  auto p = pair_open(4096);
+  auto start = Clock::now();
+  {
+    ProgressThread t(p->sc());
+    std::this_thread::sleep_for(30ms);
+    auto stop = Clock::now();
+    // destruction happens at the end of this scope
+    (void)stop;
+  }
+  CHECK(since(start) < 30ms + 200ms);
+
+  // Destruction alone, after it has settled into idle sleeps.
+  auto t = std::make_unique<ProgressThread>(p->cc());
+  std::this_thread::sleep_for(100ms);
+  auto stop = Clock::now();
+  t.reset();
+  CHECK(since(stop) < 200ms);
+}
