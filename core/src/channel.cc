@@ -44,7 +44,7 @@ Result<std::unique_ptr<Channel>> Channel::create(std::unique_ptr<Fabric> fabric,
   c->options_ = options;
   c->max_transfer_ = c->fabric_->max_msg_size();
   if (options.max_transfer) c->max_transfer_ = std::min(c->max_transfer_, options.max_transfer);
-  c->delivery_complete_ = !c->fabric_->order_saw();
+  c->delivery_complete_ = options.delivery_complete_force || !c->fabric_->order_saw();
 
   // One registered block holds every message slot: receives first, then sends.
   std::size_t slots = options.recv_depth + options.send_buffers;
@@ -226,9 +226,11 @@ Result<const proto::Decoded*> Channel::message_recv(Deadline deadline) {
   if (!repost) return tl::unexpected(repost.error());
   auto d = proto::message_decode(last_message_);
   if (!d) {
+    // Whatever the decoder's reason (EMSGSIZE, EPROTONOSUPPORT, ...), to the caller this is
+    // one dropped message: EPROTO, with the reason in the text.
     ++stats_.messages_rejected;
     RPCIE_LOG_ONCE(LogLevel::warn, "channel", "dropping malformed message: {}", d.error().describe());
-    return tl::unexpected(d.error());
+    return fail(EPROTO, "malformed message dropped: " + d.error().message);
   }
   ++stats_.messages_received;
   last_decoded_ = std::move(*d);

@@ -392,6 +392,7 @@ FrameReader::FrameReader() : buffer_(kFramePrefix + kMaxMessage) {}
 
 std::size_t FrameReader::wanted() const noexcept {
   if (failed_) return 0;
+  if (delivered_) return kFramePrefix;  // the next feed() starts a new frame
   if (filled_ < kFramePrefix) return kFramePrefix - filled_;
   std::uint32_t len = prefix_length();
   if (len > kMaxMessage) return 0;
@@ -415,7 +416,7 @@ std::size_t FrameReader::feed(std::span<const std::uint8_t> data) noexcept {
   return used;
 }
 
-Result<std::span<const std::uint8_t>> FrameReader::next() noexcept {
+Result<std::span<const std::uint8_t>> FrameReader::next() {
   if (failed_) return fail(EPROTO, "frame stream already failed");
   if (delivered_) return std::span<const std::uint8_t>{};
   if (filled_ < kFramePrefix) return std::span<const std::uint8_t>{};

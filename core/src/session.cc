@@ -102,10 +102,17 @@ Result<std::unique_ptr<Session>> Session::accept(Socket socket, const SessionOpt
   std::unique_ptr<Session> s(new Session());
   s->socket_ = std::move(socket);
   auto first = s->socket_.message_recv(deadline);
-  if (!first) return tl::unexpected(first.error());
+  if (!first) {
+    // Tell a peer that speaks another version or sends garbage why, if it still listens.
+    int code = first.error().code;
+    if (code == EPROTO || code == EPROTONOSUPPORT || code == EMSGSIZE)
+      (void)s->socket_.message_send(proto::ErrorMsg{code, first.error().message.substr(0, proto::kMaxErrorText)}, 0,
+                                    Deadline::after(std::chrono::milliseconds(200)).min(deadline));
+    return tl::unexpected(first.error());
+  }
   auto* hello = std::get_if<proto::Hello>(&first->decoded.message);
   if (!hello) {
-    (void)s->socket_.message_send(proto::ErrorMsg{EPROTO, "expected hello"}, 0, deadline);
+    (void)s->socket_.message_send(proto::ErrorMsg{EPROTO, "expected hello"}, first->decoded.header.request_id, deadline);
     return fail(EPROTO, std::string("expected hello, got ") + proto::msg_type_name(first->decoded.header.type));
   }
   s->peer_ = hello_copy(*hello);

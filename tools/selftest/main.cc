@@ -144,6 +144,7 @@ struct ConnectOptions {
   std::string provider;
   std::size_t size = 8u << 20;
   std::size_t max_transfer = 0;
+  bool no_saw = false;
   std::string output = "text";
 };
 
@@ -174,6 +175,7 @@ int connect(const ConnectOptions& o) {
   SessionOptions so;
   so.provider = *choice;
   so.channel.max_transfer = o.max_transfer;
+  so.channel.delivery_complete_force = o.no_saw;
   auto session = Session::connect(addr->first, addr->second, so, std::span(&region, 1), Deadline::after(10s));
   if (!session) {
     std::fprintf(stderr, "rpcie-selftest: error: %s\n", session.error().describe().c_str());
@@ -273,11 +275,13 @@ int connect(const ConnectOptions& o) {
     j["provider"] = (*session)->peer().provider;
     j["ok"] = all;
     j["rma_chunks"] = stats.rma_writes + stats.rma_reads;
+    j["ordering"] = ch.delivery_complete() ? "delivery_complete" : "saw";
     for (const auto& c : checks) j["checks"].push_back({{"name", c.name}, {"ok", c.ok}, {"detail", c.detail}});
     std::printf("%s\n", j.dump().c_str());
   } else {
-    std::printf("provider %s, %llu rma chunks (max transfer %zu)\n", (*session)->peer().provider.c_str(),
-                static_cast<unsigned long long>(stats.rma_writes + stats.rma_reads), ch.max_transfer());
+    std::printf("provider %s, %llu rma chunks (max transfer %zu), write-then-message ordering by %s\n",
+                (*session)->peer().provider.c_str(), static_cast<unsigned long long>(stats.rma_writes + stats.rma_reads),
+                ch.max_transfer(), ch.delivery_complete() ? "delivery-complete" : "FI_ORDER_SAW");
     for (const auto& c : checks) std::printf("%-4s %-10s %s\n", c.ok ? "ok" : "FAIL", c.name.c_str(), c.detail.c_str());
   }
   return all ? 0 : 1;
@@ -305,6 +309,7 @@ int main(int argc, char** argv) {
   connect_cmd->add_option("--provider", co.provider, "auto, tcp, shm, verbs, efa, tcp;ofi_rxm, verbs;ofi_rxm");
   connect_cmd->add_option("--size", size_text, "bytes moved by RMA (K/M/G suffixes; default 8M)");
   connect_cmd->add_option("--max-transfer", max_text, "split RMA into chunks of at most this size");
+  connect_cmd->add_flag("--no-saw", co.no_saw, "order write-then-notify by delivery-complete writes, not FI_ORDER_SAW");
   connect_cmd->add_option("-o,--output", co.output, "text or json")->check(CLI::IsMember({"text", "json"}));
   try {
     app.parse(argc, argv);

@@ -61,6 +61,9 @@ struct ChannelOptions {
   std::size_t recv_depth = 32;    // receive buffers kept posted
   std::size_t send_buffers = 16;  // message sends in flight (inject-sized sends need none)
   std::size_t max_transfer = 0;   // split RMA above this size; 0: provider's max_msg_size
+  // Order write-then-message by delivery-complete writes even when the provider grants
+  // FI_ORDER_SAW (the path efa takes); for tests and for providers whose SAW is suspect.
+  bool delivery_complete_force = false;
   std::chrono::microseconds spin{2000};
   std::chrono::microseconds backoff_max{100};
 };
@@ -86,6 +89,8 @@ class Channel {
   Fabric& fabric() const noexcept { return *fabric_; }
   fi_addr_t peer() const noexcept { return peer_; }
   std::size_t max_transfer() const noexcept { return max_transfer_; }
+  // True when write-then-message ordering waits for delivery-complete writes (no SAW).
+  bool delivery_complete() const noexcept { return delivery_complete_; }
 
   // Sends one message. Returns once it is posted (its bytes are copied); delivery order is
   // send order.

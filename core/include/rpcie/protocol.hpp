@@ -88,7 +88,8 @@ struct Hello {
   std::string_view host;                     // sender's host name (same-host detection)
   std::span<const std::uint8_t> fabric_address;
   std::vector<RegionDescriptor> regions;     // at most kMaxRegions
-  std::span<const std::uint8_t> nonce;       // reserved for mutual authentication
+  std::span<const std::uint8_t> nonce;       // sender's challenge for mutual authentication
+                                             // (at most kMaxNonce; ignored by peers without it)
 };
 struct HelloAck : Hello {};
 
@@ -192,7 +193,7 @@ class FrameReader {
   // A whole frame if one is ready (valid until the next feed()/next()), nullopt-like empty
   // span if more bytes are needed, or an error (EMSGSIZE / EPROTO) for a bad length prefix;
   // after an error the stream is unusable.
-  Result<std::span<const std::uint8_t>> next() noexcept;
+  Result<std::span<const std::uint8_t>> next();
   // Bytes wanted before the current frame is complete (for exact reads).
   std::size_t wanted() const noexcept;
 

@@ -128,60 +128,118 @@ void progress_until(Channel& channel, const std::atomic<bool>& done, Deadline de
 
 }  // namespace
 
-TEST_CASE("messages of every size arrive at the peer complete and in send order") {
+namespace {
+
+// Sends `count` pings with request ids 1..count from the client, cycling through `sizes`;
+// the server thread receives them all, checks each payload, and answers with one pong.
+struct Exchange {
+  bool sends_ok = true;
+  bool pong_ok = false;
+  std::vector<std::uint64_t> ids;  // in the order the server's message_recv returned them
+  std::vector<std::string> problems;
+  rpcie::ChannelStats client_stats;
+  rpcie::ChannelStats server_stats;
+};
+
+Exchange exchange(std::span<const std::size_t> sizes, std::uint64_t count) {
   auto p = pair_open(4096);
-  const std::size_t sizes[] = {0, 1, 64, 400, 3000, 20000, proto::kMaxPayload};
-  constexpr std::uint64_t kCount = 100;
+  Exchange x;
   Bytes source(proto::kMaxPayload);
   pattern_fill(source.data(), source.size(), 99);
+  auto size_of = [&](std::uint64_t id) { return sizes[(id - 1) % sizes.size()]; };
 
-  std::vector<std::uint64_t> ids;
-  std::vector<std::string> problems;
   std::atomic<bool> client_done{false};
   std::thread server([&] {
-    for (std::uint64_t i = 1; i <= kCount; ++i) {
+    for (std::uint64_t i = 1; i <= count; ++i) {
       auto m = p->sc().message_recv(Deadline::after(5s));
       if (!m) {
-        problems.push_back("recv " + std::to_string(i) + ": " + m.error().describe());
+        x.problems.push_back("recv " + std::to_string(i) + ": " + m.error().describe());
         return;
       }
       const proto::Decoded& d = **m;
-      ids.push_back(d.header.request_id);
+      x.ids.push_back(d.header.request_id);
       const auto* ping = std::get_if<proto::Ping>(&d.message);
-      const std::size_t want = sizes[(d.header.request_id - 1) % std::size(sizes)];
-      if (ping == nullptr || ping->data.size() != want ||
+      const std::uint64_t id = d.header.request_id;
+      if (id < 1 || id > count || ping == nullptr || ping->data.size() != size_of(id) ||
           !std::equal(ping->data.begin(), ping->data.end(), source.begin()))
-        problems.push_back("message " + std::to_string(d.header.request_id) + " damaged");
+        x.problems.push_back("message " + std::to_string(id) + " damaged");
     }
     auto sent = p->sc().message_send(proto::Pong{}, 1000, Deadline::after(5s));
-    if (!sent) problems.push_back("pong: " + sent.error().describe());
+    if (!sent) x.problems.push_back("pong: " + sent.error().describe());
     progress_until(p->sc(), client_done, Deadline::after(8s));
   });
 
-  bool sends_ok = true;
-  for (std::uint64_t i = 1; i <= kCount; ++i) {
-    std::span<const std::uint8_t> data(source.data(), sizes[(i - 1) % std::size(sizes)]);
-    auto r = p->cc().message_send(proto::Ping{data}, i, Deadline::after(5s));
+  for (std::uint64_t i = 1; i <= count; ++i) {
+    auto r = p->cc().message_send(proto::Ping{std::span(source).first(size_of(i))}, i, Deadline::after(5s));
     if (!r) {
-      sends_ok = false;
-      MESSAGE("send " << i << ": " << r.error().describe());
+      x.sends_ok = false;
+      x.problems.push_back("send " + std::to_string(i) + ": " + r.error().describe());
       break;
     }
   }
   auto pong = p->cc().message_recv(Deadline::after(8s));
   client_done = true;
   server.join();
+  x.pong_ok = pong && (*pong)->header.type == proto::MsgType::pong && (*pong)->header.request_id == 1000;
+  x.client_stats = p->cc().stats();
+  x.server_stats = p->sc().stats();
+  return x;
+}
 
-  CHECK(sends_ok);
-  REQUIRE_MESSAGE(pong.has_value(), pong.error().describe());
-  CHECK((*pong)->header.type == proto::MsgType::pong);
-  CHECK((*pong)->header.request_id == 1000);
-  for (const auto& problem : problems) FAIL_CHECK(problem);
-  REQUIRE(ids.size() == kCount);
-  for (std::uint64_t i = 0; i < kCount; ++i) CHECK(ids[i] == i + 1);
-  CHECK(p->cc().stats().messages_sent == kCount);
-  CHECK(p->sc().stats().messages_received == kCount);
-  CHECK(p->cc().stats().messages_received == 1);
+std::string id_list(const std::vector<std::uint64_t>& ids) {
+  std::string out;
+  for (auto id : ids) out += std::to_string(id) + " ";
+  return out;
+}
+
+// Below rxm's eager limit (16 KiB by default), above it (rxm's SAR and rendezvous
+// protocols), and the protocol maximum.
+constexpr std::size_t kMixedSizes[] = {0, 1, 64, 400, 3000, 20000, proto::kMaxPayload};
+constexpr std::size_t kSmallSizes[] = {0, 1, 24, 64, 400, 1000, 3000, 8000};
+
+}  // namespace
+
+TEST_CASE("messages of every size up to kMaxPayload all arrive at the peer intact") {
+  Exchange x = exchange(kMixedSizes, 100);
+  CHECK(x.sends_ok);
+  CHECK(x.pong_ok);
+  for (const auto& problem : x.problems) FAIL_CHECK(problem);
+  std::vector<std::uint64_t> sorted = x.ids;
+  std::sort(sorted.begin(), sorted.end());
+  REQUIRE(sorted.size() == 100);
+  for (std::uint64_t i = 0; i < 100; ++i) CHECK(sorted[i] == i + 1);
+  CHECK(x.client_stats.messages_sent == 100);
+  CHECK(x.server_stats.messages_received == 100);
+  CHECK(x.server_stats.messages_rejected == 0);
+  CHECK(x.client_stats.messages_received == 1);
+}
+
+TEST_CASE("small messages arrive at the peer in send order") {
+  Exchange x = exchange(kSmallSizes, 100);
+  CHECK(x.sends_ok);
+  CHECK(x.pong_ok);
+  for (const auto& problem : x.problems) FAIL_CHECK(problem);
+  REQUIRE(x.ids.size() == 100);
+  CAPTURE(id_list(x.ids));
+  bool in_order = true;
+  for (std::uint64_t i = 0; i < 100; ++i) in_order = in_order && x.ids[i] == i + 1;
+  CHECK(in_order);
+}
+
+// Known bug (see the test report): Channel::message_recv hands out receives in CQ
+// completion order, and tcp;ofi_rxm (comp_order FI_ORDER_NONE) completes a large
+// (SAR/rendezvous) receive after smaller messages sent later, although the contract
+// promises send order.
+TEST_CASE("messages of mixed sizes, above and below rxm's eager limit, arrive in send order" *
+          doctest::may_fail()) {
+  Exchange x = exchange(kMixedSizes, 100);
+  CHECK(x.sends_ok);
+  for (const auto& problem : x.problems) FAIL_CHECK(problem);
+  REQUIRE(x.ids.size() == 100);
+  CAPTURE(id_list(x.ids));
+  bool in_order = true;
+  for (std::uint64_t i = 0; i < 100; ++i) in_order = in_order && x.ids[i] == i + 1;
+  CHECK(in_order);
 }
 
 TEST_CASE("an rma_write is visible at the peer when the message sent after it arrives") {
@@ -376,7 +434,7 @@ TEST_CASE("rma_flush with nothing in flight succeeds at once") {
   CHECK(since(start) < 500ms);
 }
 
-TEST_CASE("after the peer's Session is gone, write + flush fails instead of reporting success") {
+TEST_CASE("after the peer's Session is gone, write + flush fails with an error within a bounded time") {
   constexpr std::size_t kSize = 64 * 1024;
   auto p = pair_open(kSize);
   const rpcie::MemoryRegion& local = p->client->region(0);
@@ -417,6 +475,9 @@ TEST_CASE("after the peer's Session is gone, write + flush fails instead of repo
   }
 }
 
+// Known bug (see the test report): with FI_ORDER_SAW granted (tcp;ofi_rxm) the Channel posts
+// RMA writes without FI_DELIVERY_COMPLETE, so rma_flush() reports success once the bytes
+// are handed to the local socket, even when the peer's endpoint is already closed.
 TEST_CASE("after the peer's Session is gone, no write + flush is ever reported complete" *
           doctest::may_fail()) {
   constexpr std::size_t kSize = 64 * 1024;

@@ -64,10 +64,9 @@ std::size_t largest_allocation(F&& f) {
 
 using Bytes = std::vector<std::uint8_t>;
 
-// Header field offsets (docs/protocol.md): magic u32, version u8, type u8, flags u16,
+// Header field offsets (docs/protocol.md): magic u32, version u8, type u8 (at 5), flags u16,
 // payload_length u32, reserved u32, request_id u64.
 constexpr std::size_t kOffVersion = 4;
-constexpr std::size_t kOffType = 5;
 constexpr std::size_t kOffFlags = 6;
 constexpr std::size_t kOffLength = 8;
 constexpr std::size_t kOffReserved = 12;
@@ -611,6 +610,13 @@ TEST_CASE("a hello claiming 255 regions is rejected without allocating room for 
   largest = largest_allocation([&] { code = decode_error(full); });
   CHECK(code == EPROTO);
   CHECK(largest <= proto::kMaxRegions * sizeof(proto::RegionDescriptor));
+  // The tracker does see the decoder's allocations: a valid hello at the cap reserves them.
+  f.region_count = proto::kMaxRegions;
+  f.regions_present = proto::kMaxRegions;
+  Bytes at_cap = raw(MsgType::hello, hello_payload(f));
+  largest = largest_allocation([&] { code = decode_error(at_cap); });
+  CHECK(code == 0);
+  CHECK(largest >= proto::kMaxRegions * sizeof(proto::RegionDescriptor));
 }
 
 TEST_CASE("a hello with an empty provider or an empty fabric address is rejected with EPROTO") {
