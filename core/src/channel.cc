@@ -24,6 +24,7 @@ struct Channel::Op {
   enum class Kind : std::uint8_t { send, recv, rma } kind = Kind::send;
   std::uint8_t* buffer = nullptr;  // send/recv: this op's slot in message_memory_
   std::size_t bytes = 0;           // rma: chunk length
+  std::uint64_t seq = 0;           // recv: position in posting order
   bool is_write = false;
 };
 
@@ -56,6 +57,7 @@ Result<std::unique_ptr<Channel>> Channel::create(std::unique_ptr<Fabric> fabric,
   if (!region) return tl::unexpected(region.error());
   c->message_region_.emplace(std::move(*region));
   c->last_message_.reserve(proto::kMaxMessage);
+  c->recv_done_.assign(options.recv_depth, {nullptr, 0});
 
   for (std::size_t i = 0; i < slots + options.window; ++i) {
     auto op = std::make_unique<Op>();
@@ -86,6 +88,7 @@ Channel::~Channel() {
 
 Result<void> Channel::recv_post_locked(Op& op) {
   op.kind = Op::Kind::recv;
+  op.seq = recv_posted_seq_++;
   for (;;) {
     ssize_t rc = fi_recv(fabric_->ep(), op.buffer, proto::kMaxMessage, message_region_->desc(), FI_ADDR_UNSPEC,
                          &op.context);
@@ -106,7 +109,10 @@ void Channel::fail_locked(Error e) {
 void Channel::completion_locked(Op& op, std::size_t length) {
   switch (op.kind) {
     case Op::Kind::recv:
-      received_.emplace_back(&op, length);
+      // rxm reports completions in any order (comp_order NONE: a rendezvous-sized message
+      // completes after smaller ones sent later), but with FI_ORDER_SAS messages are matched
+      // to receives in posting order. Delivering by posting order restores send order.
+      recv_done_[op.seq % recv_done_.size()] = {&op, length};
       break;
     case Op::Kind::send:
       --sends_in_flight_;
@@ -207,6 +213,21 @@ Result<bool> Channel::poll_until(Ready&& ready, Deadline deadline) {
   }
 }
 
+Result<Channel::Op*> Channel::slot_take(std::unique_lock<std::mutex>& held, std::vector<Op*>& pool, Deadline deadline,
+                                        const char* what) {
+  // The pool is re-checked under the lock after every wait: another thread may have taken
+  // the slot that freed up.
+  while (pool.empty()) {
+    held.unlock();
+    auto w = wait_until([&pool] { return !pool.empty(); }, deadline, what);
+    held.lock();
+    if (!w) return tl::unexpected(w.error());
+  }
+  Op* op = pool.back();
+  pool.pop_back();
+  return op;
+}
+
 template <class Ready>
 Result<void> Channel::wait_until(Ready&& ready, Deadline deadline, const char* what) {
   auto r = poll_until(std::forward<Ready>(ready), deadline);
@@ -216,11 +237,16 @@ Result<void> Channel::wait_until(Ready&& ready, Deadline deadline, const char* w
 }
 
 Result<const proto::Decoded*> Channel::message_recv(Deadline deadline) {
-  auto w = wait_until([this] { return !received_.empty(); }, deadline, "a message");
-  if (!w) return tl::unexpected(w.error());
-  std::lock_guard g(lock_);
-  auto [op, len] = received_.front();
-  received_.pop_front();
+  auto next_ready = [this] { return recv_done_[recv_next_seq_ % recv_done_.size()].first != nullptr; };
+  std::unique_lock g(lock_);
+  while (!next_ready()) {  // re-checked under the lock: another thread may have taken it
+    g.unlock();
+    auto w = wait_until(next_ready, deadline, "a message");
+    g.lock();
+    if (!w) return tl::unexpected(w.error());
+  }
+  auto [op, len] = std::exchange(recv_done_[recv_next_seq_ % recv_done_.size()], {nullptr, 0});
+  ++recv_next_seq_;
   last_message_.assign(op->buffer, op->buffer + std::min(len, proto::kMaxMessage));
   auto repost = recv_post_locked(*op);
   if (!repost) return tl::unexpected(repost.error());
@@ -253,17 +279,14 @@ Result<void> Channel::message_send(const proto::Message& message, std::uint64_t 
 Result<void> Channel::bytes_send(std::span<const std::uint8_t> bytes, Deadline deadline) {
   if (bytes.size() > proto::kMaxMessage) return fail(EMSGSIZE, "message over the protocol's cap");
   const bool inject = bytes.size() <= fabric_->inject_size();
-  if (!inject) {
-    auto w = wait_until([this] { return !send_free_.empty(); }, deadline, "a send buffer");
-    if (!w) return w;
-  }
-  std::lock_guard g(lock_);
+  std::unique_lock g(lock_);
   if (failure_) return tl::unexpected(*failure_);
   Op* op = nullptr;
   if (!inject) {
     // Non-inject sends need their bytes until completion: copy into a registered slot.
-    op = send_free_.back();
-    send_free_.pop_back();
+    auto slot = slot_take(g, send_free_, deadline, "a send buffer");
+    if (!slot) return tl::unexpected(slot.error());
+    op = *slot;
     ++sends_in_flight_;
     op->kind = Op::Kind::send;
     std::memcpy(op->buffer, bytes.data(), bytes.size());
@@ -298,18 +321,20 @@ Result<void> Channel::message_send_after_writes(const proto::Message& message, s
 }
 
 Result<void> Channel::rma_write(const MemoryRegion& local, std::size_t local_offset, const RemoteRegion& remote,
-                                std::uint64_t remote_offset, std::size_t length, Deadline deadline) {
-  return rma_post(RmaKind::write, local, local_offset, remote, remote_offset, length, deadline);
+                                std::uint64_t remote_offset, std::size_t length, Deadline deadline,
+                                WriteCompletion completion) {
+  return rma_post(RmaKind::write, local, local_offset, remote, remote_offset, length, deadline,
+                  delivery_complete_ || completion == WriteCompletion::delivered);
 }
 
 Result<void> Channel::rma_read(const MemoryRegion& local, std::size_t local_offset, const RemoteRegion& remote,
                                std::uint64_t remote_offset, std::size_t length, Deadline deadline) {
-  return rma_post(RmaKind::read, local, local_offset, remote, remote_offset, length, deadline);
+  return rma_post(RmaKind::read, local, local_offset, remote, remote_offset, length, deadline, false);
 }
 
 Result<void> Channel::rma_post(RmaKind kind, const MemoryRegion& local, std::size_t local_offset,
                                const RemoteRegion& remote, std::uint64_t remote_offset, std::size_t length,
-                               Deadline deadline) {
+                               Deadline deadline, bool delivered) {
   if (local_offset > local.length() || length > local.length() - local_offset)
     return fail(EINVAL, "rma range outside the local region");
   if (remote_offset > remote.length || length > remote.length - remote_offset)
@@ -319,15 +344,10 @@ Result<void> Channel::rma_post(RmaKind kind, const MemoryRegion& local, std::siz
   while (done < length) {
     std::size_t chunk = std::min(length - done, max_transfer_);
     std::unique_lock g(lock_);
-    if (rma_free_.empty()) {
-      g.unlock();
-      auto w = wait_until([this] { return !rma_free_.empty(); }, deadline, "an rma window slot");
-      if (!w) return w;
-      g.lock();
-    }
     if (failure_) return tl::unexpected(*failure_);
-    Op* op = rma_free_.back();
-    rma_free_.pop_back();
+    auto slot = slot_take(g, rma_free_, deadline, "an rma window slot");
+    if (!slot) return tl::unexpected(slot.error());
+    Op* op = *slot;
     ++rma_in_flight_;
     op->bytes = chunk;
     op->is_write = write;
@@ -342,7 +362,7 @@ Result<void> Channel::rma_post(RmaKind kind, const MemoryRegion& local, std::siz
     msg.rma_iov = &rma_iov;
     msg.rma_iov_count = 1;
     msg.context = &op->context;
-    const std::uint64_t flags = FI_COMPLETION | (write && delivery_complete_ ? FI_DELIVERY_COMPLETE : 0);
+    const std::uint64_t flags = FI_COMPLETION | (delivered ? FI_DELIVERY_COMPLETE : 0);
     for (;;) {
       ssize_t rc = write ? fi_writemsg(fabric_->ep(), &msg, flags) : fi_readmsg(fabric_->ep(), &msg, flags);
       if (rc == 0) break;

@@ -46,6 +46,7 @@ struct Options {
   std::string listen = "127.0.0.1:0";
   std::string remote;
   int cpu = -1;
+  bool delivery_complete = false;
   std::vector<std::size_t> sizes{8, 4096, 65536, 1u << 20, 4u << 20};
 };
 
@@ -91,10 +92,13 @@ struct Peers {
   std::unique_ptr<Session> session;
 };
 
+bool g_delivery_complete = false;
+
 SessionOptions session_options(providers::ProviderChoice choice) {
   SessionOptions so;
   so.provider = choice;
   so.channel.window = kWindow;
+  so.channel.delivery_complete_force = g_delivery_complete;
   return so;
 }
 
@@ -335,6 +339,7 @@ int main(int argc, char** argv) {
   app.add_option("--listen", o.listen, "ADDR[:PORT] for --serve (default 127.0.0.1:0 prints the port)");
   app.add_option("-r,--remote", o.remote, "HOST[:PORT] of a --serve peer");
   app.add_option("--cpu", o.cpu, "pin this process to a CPU");
+  app.add_flag("--delivery-complete", o.delivery_complete, "rpcie writes complete only when delivered at the target");
   app.add_option("--sizes", sizes, "comma-separated RMA sizes (K/M suffixes)");
   try {
     app.parse(argc, argv);
@@ -364,6 +369,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (o.cpu >= 0) rpcie::tools::cpu_pin(o.cpu);
+  g_delivery_complete = o.delivery_complete;
 
   if (!o.remote.empty()) {
     auto addr = rpcie::address_parse(o.remote, rpcie::kDefaultPort);

@@ -21,6 +21,16 @@
 //  - RMA operations of one call are split into chunks of at most max_transfer bytes (the
 //    provider's max_msg_size unless set lower); rma_flush() waits for all of them.
 //
+// Completion of writes — what rma_flush() promises:
+//  - WriteCompletion::posted (default): like a PCIe posted write. The write is complete when
+//    the provider has taken it (transmit complete); if the link dies before the target
+//    performs it, it is lost and the channel fails: the next operation returns the error,
+//    never a silent success. A later message_send_after_writes() is ordered behind it, and
+//    a reply to that message proves delivery (as an MMIO read flushes posted writes).
+//  - WriteCompletion::delivered: the write completes only once it is visible at the target
+//    (FI_DELIVERY_COMPLETE). For data whose loss must be reported at flush time (fsync).
+//  Without FI_ORDER_SAW every write is delivered-complete.
+//
 // Flow control: at most `window` RMA chunks and `send_buffers` messages are in flight; a
 // post that finds the window full polls the CQ until a slot frees or the deadline passes.
 //
@@ -32,7 +42,6 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -47,6 +56,8 @@
 #include "rpcie/result.hpp"
 
 namespace rpcie {
+
+enum class WriteCompletion { posted, delivered };
 
 // A peer's region as this side addresses it.
 struct RemoteRegion {
@@ -110,7 +121,8 @@ class Channel {
   // remote_offset. Bounds are checked against both regions (EINVAL). Returns once every
   // chunk is posted; use rma_flush() to wait for completion.
   Result<void> rma_write(const MemoryRegion& local, std::size_t local_offset, const RemoteRegion& remote,
-                         std::uint64_t remote_offset, std::size_t length, Deadline deadline);
+                         std::uint64_t remote_offset, std::size_t length, Deadline deadline,
+                         WriteCompletion completion = WriteCompletion::posted);
   Result<void> rma_read(const MemoryRegion& local, std::size_t local_offset, const RemoteRegion& remote,
                         std::uint64_t remote_offset, std::size_t length, Deadline deadline);
   // Waits until every RMA chunk posted so far has completed.
@@ -132,8 +144,10 @@ class Channel {
   enum class RmaKind { write, read };
   Channel() = default;
   Result<void> rma_post(RmaKind kind, const MemoryRegion& local, std::size_t local_offset, const RemoteRegion& remote,
-                        std::uint64_t remote_offset, std::size_t length, Deadline deadline);
+                        std::uint64_t remote_offset, std::size_t length, Deadline deadline, bool delivered);
   Result<void> recv_post_locked(Op& op);
+  Result<Op*> slot_take(std::unique_lock<std::mutex>& held, std::vector<Op*>& pool, Deadline deadline,
+                        const char* what);
   Result<void> poll_locked();
   void completion_locked(Op& op, std::size_t length);
   void fail_locked(Error e);
@@ -155,7 +169,10 @@ class Channel {
   std::vector<std::unique_ptr<Op>> ops_;       // owns every Op; contexts point into them
   std::vector<Op*> send_free_;
   std::vector<Op*> rma_free_;
-  std::deque<std::pair<Op*, std::size_t>> received_;  // completed receives, in order
+  // Completed receives by posting order (ring of recv_depth), delivered in that order.
+  std::vector<std::pair<Op*, std::size_t>> recv_done_;
+  std::uint64_t recv_posted_seq_ = 0;
+  std::uint64_t recv_next_seq_ = 0;
   std::vector<std::uint8_t> last_message_;
   proto::Decoded last_decoded_;
   std::size_t rma_in_flight_ = 0;

@@ -376,6 +376,7 @@ TEST_CASE("one peer stalling its handshake does not block another peer's full co
   server.join();
   auto handshake = since(start);
   const bool stalled_still_waiting = !stalled_done.load();
+  stalled.join();  // before any REQUIRE can leave the test
 
   REQUIRE_MESSAGE(client.has_value(), client.error().describe());
   REQUIRE(good_server.has_value());
@@ -385,7 +386,6 @@ TEST_CASE("one peer stalling its handshake does not block another peer's full co
   CHECK((*client)->peer().provider == "tcp;ofi_rxm");
   CHECK((**good_server)->peer().provider == "tcp;ofi_rxm");
 
-  stalled.join();
   REQUIRE(stalled_result.has_value());
   REQUIRE_FALSE(stalled_result->has_value());
   CHECK(stalled_result->error().code == ETIMEDOUT);
