@@ -73,8 +73,11 @@ void send_raw(Socket& s, const Bytes& bytes) {
 Bytes frame_of(const proto::Message& m, std::uint64_t request_id = 1) {
   auto enc = proto::message_encode(m, request_id);
   REQUIRE(enc.has_value());
-  Bytes f = le32(static_cast<std::uint32_t>(enc->size()));
-  f.insert(f.end(), enc->begin(), enc->end());
+  // Sized up front: g++ 12 -O3 misreads insert() after a 4-byte vector (-Warray-bounds).
+  Bytes f(proto::kFramePrefix + enc->size());
+  Bytes prefix = le32(static_cast<std::uint32_t>(enc->size()));
+  std::copy(prefix.begin(), prefix.end(), f.begin());
+  std::copy(enc->begin(), enc->end(), f.begin() + proto::kFramePrefix);
   return f;
 }
 
@@ -303,8 +306,9 @@ TEST_CASE("Session::accept fails promptly, not at the deadline, when the peer se
   }
   SUBCASE("a well-framed message of garbage") {
     TcpPair p = tcp_pair();
-    Bytes garbage = le32(32);
-    garbage.insert(garbage.end(), 32, 0x42);
+    Bytes garbage(4 + 32, 0x42);
+    Bytes prefix = le32(32);
+    std::copy(prefix.begin(), prefix.end(), garbage.begin());
     send_raw(p.client, garbage);
     auto start = Clock::now();
     auto s = Session::accept(std::move(p.server), tcp_options(), {}, Deadline::after(5s));
