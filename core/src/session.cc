@@ -35,10 +35,12 @@ Session::~Session() {
   pending_fabric_.reset();
 }
 
-Result<void> Session::fabric_setup(const providers::ProviderAdapter& adapter, std::span<const LocalRegion> regions) {
+Result<void> Session::fabric_setup(const providers::ProviderAdapter& adapter, std::span<const LocalRegion> regions,
+                                   bool cq_wait_fd) {
   FabricOptions fo;
   fo.adapter = &adapter;
   fo.node = socket_.local_address();
+  fo.cq_wait_fd = cq_wait_fd;
   auto f = Fabric::open(fo);
   if (!f) return tl::unexpected(f.error());
   pending_fabric_ = std::move(*f);
@@ -71,7 +73,7 @@ Result<std::unique_ptr<Session>> Session::connect(const std::string& host, std::
   s->socket_ = std::move(*sock);
   auto adapter = provider_pick_client(options.provider, address_is_loopback(s->socket_.peer_address()));
   if (!adapter) return tl::unexpected(adapter.error());
-  auto setup = s->fabric_setup(**adapter, regions);
+  auto setup = s->fabric_setup(**adapter, regions, options.cq_wait_fd);
   if (!setup) return tl::unexpected(setup.error());
 
   PeerHello local = s->hello_local();
@@ -134,7 +136,7 @@ Result<std::unique_ptr<Session>> Session::accept(Socket socket, const SessionOpt
     return fail(EPROTO, refusal);
   }
 
-  auto setup = s->fabric_setup(*adapter, regions);
+  auto setup = s->fabric_setup(*adapter, regions, options.cq_wait_fd);
   if (!setup) {
     (void)s->socket_.message_send(proto::ErrorMsg{setup.error().to_errno(), "server fabric setup failed"},
                                   first->decoded.header.request_id, deadline);

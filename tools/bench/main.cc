@@ -9,8 +9,9 @@
 // rounds, alternating which implementation goes first; the reported ratio rpcie/raw is the
 // median of the per-round ratios, the raw and rpcie columns the medians of each.
 //
-// Connections (all from the initiator): a control socket (commands and round barriers), the
-// raw loop's own socket (raw_loop.cc uses no rpcie code), and the rpcie bootstrap.
+// Connections (all from the initiator): a control socket (commands and round barriers), two
+// rpcie sessions (RMA rounds; round trips), and the raw loop's own socket (raw_loop.cc uses
+// no rpcie code).
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -47,6 +48,7 @@ struct Options {
   std::string remote;
   int cpu = -1;
   bool delivery_complete = false;
+  bool verbose = false;
   std::vector<std::size_t> sizes{8, 4096, 65536, 1u << 20, 4u << 20};
 };
 
@@ -88,8 +90,9 @@ struct Peers {
   Socket control;
   Socket raw_socket;
   std::unique_ptr<rawbench::RawPeer> raw;
-  std::optional<HostBuffer> memory;  // before session: outlives its registration
-  std::unique_ptr<Session> session;
+  std::optional<HostBuffer> memory;  // before the sessions: outlives their registrations
+  std::unique_ptr<Session> session;     // RMA rounds
+  std::unique_ptr<Session> session_rt;  // round trips
 };
 
 bool g_delivery_complete = false;
@@ -116,9 +119,20 @@ int target_run(Listener& listener, providers::ProviderChoice choice) {
   LocalRegion region{0, p.memory->data(), p.memory->size()};
   auto bs = accept();
   if (!bs) return die("bootstrap connection: " + bs.error().describe());
-  auto session = Session::accept(std::move(*bs), session_options(choice), std::span(&region, 1), Deadline::after(30s));
+  // For RMA rounds the target is only an RMA target: a ProgressThread sleeps on the CQ wait
+  // fd when idle, as a device-side attachment would. Round trips are request/response,
+  // latency-bound: that session spins and backs off instead (a CQ wait fd costs ~1 us per
+  // message on tcp;ofi_rxm; see FabricOptions::cq_wait_fd).
+  SessionOptions so = session_options(choice);
+  so.cq_wait_fd = true;
+  auto session = Session::accept(std::move(*bs), so, std::span(&region, 1), Deadline::after(30s));
   if (!session) return die("rpcie handshake: " + session.error().describe());
   p.session = std::move(*session);
+  auto bs_rt = accept();
+  if (!bs_rt) return die("bootstrap connection: " + bs_rt.error().describe());
+  auto session_rt = Session::accept(std::move(*bs_rt), session_options(choice), {}, Deadline::after(30s));
+  if (!session_rt) return die("rpcie handshake: " + session_rt.error().describe());
+  p.session_rt = std::move(*session_rt);
   auto rs = accept();
   if (!rs) return die("raw connection: " + rs.error().describe());
   p.raw_socket = std::move(*rs);
@@ -131,6 +145,7 @@ int target_run(Listener& listener, providers::ProviderChoice choice) {
   if (!p.raw) return die("raw loop: " + err);
 
   Channel& ch = p.session->channel();
+  Channel& ch_rt = p.session_rt->channel();
   for (;;) {
     Command cmd;
     auto r = p.control.bytes_recv(std::span(reinterpret_cast<std::uint8_t*>(&cmd), sizeof cmd), Deadline::after(120s));
@@ -144,9 +159,9 @@ int target_run(Listener& listener, providers::ProviderChoice choice) {
       ok = p.raw->serve(w, cmd.size, cmd.iterations, &why);
     } else if (w == rawbench::Workload::round_trip) {
       for (std::uint64_t i = 0; ok && i < cmd.iterations; ++i) {
-        auto m = ch.message_recv(Deadline::after(30s));
+        auto m = ch_rt.message_recv(Deadline::after(30s));
         auto* ping = m ? std::get_if<proto::Ping>(&(*m)->message) : nullptr;
-        ok = ping && ch.message_send(proto::Pong{{ping->data}}, (*m)->header.request_id, Deadline::after(30s));
+        ok = ping && ch_rt.message_send(proto::Pong{{ping->data}}, (*m)->header.request_id, Deadline::after(30s));
         if (!ok) why = m ? "bad message" : m.error().describe();
       }
     } else {
@@ -169,11 +184,14 @@ struct Round {
   double rpcie = 0;
 };
 
-std::size_t iterations_for(rawbench::Workload w, std::size_t size, bool shm) {
-  if (w == rawbench::Workload::round_trip) return shm ? 40000 : 5000;
-  std::size_t budget = shm ? (512u << 20) : (256u << 20);
-  return std::clamp<std::size_t>(budget / size, 64, 20000);
+// A first guess for the warm-up; the timed rounds are then sized from the raw warm-up so
+// that each takes about kRoundSeconds (short rounds on a noisy 2-core VM are mostly noise).
+std::size_t iterations_guess(rawbench::Workload w, std::size_t size) {
+  if (w == rawbench::Workload::round_trip) return 2000;
+  return std::clamp<std::size_t>((32u << 20) / size, 16, 4000);
 }
+constexpr double kRoundSeconds = 0.2;
+constexpr unsigned kSlices = 4;
 
 // Runs one round of one implementation; returns seconds.
 Result<double> round_run(Peers& p, std::uint8_t impl, rawbench::Workload w, std::size_t size, std::size_t iterations) {
@@ -192,7 +210,7 @@ Result<double> round_run(Peers& p, std::uint8_t impl, rawbench::Workload w, std:
     seconds = p.raw->run(w, size, iterations, &err);
     if (seconds < 0) return fail(EIO, "raw loop: " + err);
   } else {
-    Channel& ch = p.session->channel();
+    Channel& ch = w == rawbench::Workload::round_trip ? p.session_rt->channel() : p.session->channel();
     const MemoryRegion& mr = p.session->region(0);
     auto remote = p.session->peer_region(0);
     if (!remote) return tl::unexpected(remote.error());
@@ -245,13 +263,15 @@ int initiator_run(const std::string& host, std::uint16_t port, providers::Provid
   auto session = Session::connect(host, port, session_options(choice), std::span(&region, 1), Deadline::after(30s));
   if (!session) return die("rpcie handshake: " + session.error().describe());
   p.session = std::move(*session);
+  auto session_rt = Session::connect(host, port, session_options(choice), {}, Deadline::after(30s));
+  if (!session_rt) return die("rpcie handshake: " + session_rt.error().describe());
+  p.session_rt = std::move(*session_rt);
   auto rs = Socket::connect(host, port, Deadline::after(10s));
   if (!rs) return die("raw connection: " + rs.error().describe());
   p.raw_socket = std::move(*rs);
   rawbench::RawConfig rc;
   rc.prov_name = p.session->peer().provider;
-  const bool shm = rc.prov_name == "shm";
-  rc.node = shm ? std::string() : p.raw_socket.local_address();
+  rc.node = rc.prov_name == "shm" ? std::string() : p.raw_socket.local_address();
   std::string err;
   p.raw = rawbench::RawPeer::open(rc, p.raw_socket.fd(), false, &err);
   if (!p.raw) return die("raw loop: " + err);
@@ -268,21 +288,31 @@ int initiator_run(const std::string& host, std::uint16_t port, providers::Provid
   plan.emplace_back(rawbench::Workload::round_trip, 8);
 
   for (auto [w, size] : plan) {
-    std::size_t iters = iterations_for(w, size, shm);
-    // Warm-up, untimed: connections established, caches and page tables hot.
+    // Warm-up, untimed: connections established, caches and page tables hot; the raw
+    // warm-up's speed sizes the timed rounds (same iteration count for both).
+    std::size_t guess = iterations_guess(w, size);
+    double raw_warm = 0;
     for (std::uint8_t impl : {0, 1}) {
-      auto r = round_run(p, impl, w, size, std::max<std::size_t>(iters / 8, 16));
+      auto r = round_run(p, impl, w, size, guess);
       if (!r) return die(std::string(workload_name(w)) + " warm-up: " + r.error().describe());
+      if (impl == 0) raw_warm = *r;
     }
+    std::size_t iters = std::clamp<std::size_t>(
+        static_cast<std::size_t>(static_cast<double>(guess) * kRoundSeconds / std::max(raw_warm, 1e-6)), 16, 2000000);
     std::vector<double> raws, rpcies, ratios;
     for (unsigned round = 0; round < o.rounds; ++round) {
+      // A round is kSlices short slices, alternating raw and rpcie (and who goes first):
+      // loopback tcp switches between fast and slow phases lasting a good part of a second,
+      // and fine interleaving makes both implementations see the same phases.
       Round rd;
-      for (int k = 0; k < 2; ++k) {
-        std::uint8_t impl = static_cast<std::uint8_t>((round + k) % 2);  // alternate who goes first
-        auto r = round_run(p, impl, w, size, iters);
+      std::size_t slice = std::max<std::size_t>(iters / kSlices, 1);
+      for (unsigned k = 0; k < 2 * kSlices; ++k) {
+        std::uint8_t impl = static_cast<std::uint8_t>((round + k) % 2);
+        auto r = round_run(p, impl, w, size, slice);
         if (!r) return die(std::string(workload_name(w)) + ": " + r.error().describe());
-        (impl == 0 ? rd.raw : rd.rpcie) = *r;
+        (impl == 0 ? rd.raw : rd.rpcie) += *r;
       }
+      iters = slice * kSlices;
       double raw_v, rpcie_v;
       if (w == rawbench::Workload::round_trip) {
         raw_v = rd.raw / static_cast<double>(iters) * 1e6;
@@ -292,6 +322,9 @@ int initiator_run(const std::string& host, std::uint16_t port, providers::Provid
         raw_v = bytes / rd.raw / 1e6;
         rpcie_v = bytes / rd.rpcie / 1e6;
       }
+      if (o.verbose)
+        std::fprintf(stderr, "  %s %zu round %u: raw %.2f rpcie %.2f ratio %.3f\n", workload_name(w), size, round, raw_v,
+                     rpcie_v, rpcie_v / raw_v);
       raws.push_back(raw_v);
       rpcies.push_back(rpcie_v);
       ratios.push_back(rpcie_v / raw_v);
@@ -339,6 +372,7 @@ int main(int argc, char** argv) {
   app.add_option("--listen", o.listen, "ADDR[:PORT] for --serve (default 127.0.0.1:0 prints the port)");
   app.add_option("-r,--remote", o.remote, "HOST[:PORT] of a --serve peer");
   app.add_option("--cpu", o.cpu, "pin this process to a CPU");
+  app.add_flag("-v,--verbose", o.verbose, "print every round to stderr");
   app.add_flag("--delivery-complete", o.delivery_complete, "rpcie writes complete only when delivered at the target");
   app.add_option("--sizes", sizes, "comma-separated RMA sizes (K/M suffixes)");
   try {

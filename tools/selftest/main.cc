@@ -50,6 +50,7 @@ bool session_serve(Socket socket, const ServeOptions& o, providers::ProviderChoi
   LocalRegion region{kRegionId, memory->data(), memory->size()};
   SessionOptions so;
   so.provider = choice;
+  so.cq_wait_fd = true;  // a server idles between requests: sleep in poll(2)
   auto session = Session::accept(std::move(socket), so, std::span(&region, 1),
                                  Deadline::after(std::chrono::duration_cast<Deadline::Clock::duration>(
                                      std::chrono::duration<double>(o.handshake_timeout))));

@@ -9,8 +9,8 @@
 //
 // Progress: providers here (tcp, rxm, shm) progress data only when the CQ is polled. The
 // thread that waits for something polls the CQ itself (no hand-off on the latency path):
-// it spins for `spin` and then sleeps on the CQ wait fd, or, without one (shm 1.17), backs
-// off from 1 us to `backoff_max`.
+// it spins while completions keep coming (within `spin`) and then sleeps on the CQ wait fd
+// (FabricOptions::cq_wait_fd), or, without one, backs off from 1 us to `backoff_max`.
 //
 // Ordering:
 //  - Messages are delivered in send order (FI_ORDER_SAS, which every adapter requires).
@@ -76,7 +76,7 @@ struct ChannelOptions {
   // FI_ORDER_SAW (the path efa takes); for tests and for providers whose SAW is suspect.
   bool delivery_complete_force = false;
   std::chrono::microseconds spin{2000};
-  std::chrono::microseconds backoff_max{100};
+  std::chrono::microseconds backoff_max{1000};
 };
 
 struct ChannelStats {

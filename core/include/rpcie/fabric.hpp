@@ -33,6 +33,11 @@ struct FabricOptions {
   const providers::ProviderAdapter* adapter = nullptr;  // required
   std::string node;             // local IP of the bootstrap socket (used if the adapter binds by address)
   std::size_t cq_size = 1024;
+  // Give the CQ a wait fd (where the provider has one) so that an idle thread can sleep in
+  // poll(2). Costs the provider a signal per completion (~1 us per message on tcp;ofi_rxm),
+  // so sides that mostly spin (latency-bound request/response) leave it off and back off
+  // with sleeps instead; a side that is only an RMA target (ProgressThread) turns it on.
+  bool cq_wait_fd = false;
 };
 
 class Fabric {

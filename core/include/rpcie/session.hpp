@@ -40,6 +40,7 @@ struct LocalRegion {
 struct SessionOptions {
   providers::ProviderChoice provider;  // auto unless set
   ChannelOptions channel;
+  bool cq_wait_fd = false;  // see FabricOptions::cq_wait_fd
 };
 
 class Session {
@@ -61,7 +62,8 @@ class Session {
 
  private:
   Session() = default;
-  Result<void> fabric_setup(const providers::ProviderAdapter& adapter, std::span<const LocalRegion> regions);
+  Result<void> fabric_setup(const providers::ProviderAdapter& adapter, std::span<const LocalRegion> regions,
+                            bool cq_wait_fd);
   PeerHello hello_local() const;
 
   Socket socket_;
