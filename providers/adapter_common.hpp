@@ -46,10 +46,11 @@ inline void hints_fill_common(fi_info& hints, const ProviderAdapter& adapter, bo
     // av_type and progress stay unspecified: the core opens the AV itself and drives
     // progress manually, which also works when a provider makes it automatic.
   }
-  if (ask_saw) {
-    if (hints.tx_attr != nullptr) hints.tx_attr->msg_order = FI_ORDER_SAW;
-    if (hints.rx_attr != nullptr) hints.rx_attr->msg_order = FI_ORDER_SAW;
-  }
+  // Send-after-send ordering always: the core delivers messages in send order and relies on
+  // receives being matched in posting order (every provider here has it, efa included).
+  const std::uint64_t order = FI_ORDER_SAS | (ask_saw ? FI_ORDER_SAW : 0);
+  if (hints.tx_attr != nullptr) hints.tx_attr->msg_order = order;
+  if (hints.rx_attr != nullptr) hints.rx_attr->msg_order = order;
   if (hints.fabric_attr != nullptr) {
     // fi_freeinfo frees prov_name, hence malloc'd memory. On allocation failure the
     // hints simply do not filter by provider; info_accept still vets the results.
@@ -58,10 +59,11 @@ inline void hints_fill_common(fi_info& hints, const ProviderAdapter& adapter, bo
   }
 }
 
-// An RDM endpoint that can at least send messages: the minimum the core can work with
-// (missing FI_RMA is fine, the core then emulates one-sided operations over messages).
+// An RDM endpoint with messages and one-sided RMA: the minimum the core works with (where
+// the hardware lacks RMA, as on some EFA devices, libfabric emulates it and still grants FI_RMA).
 inline bool info_accept_common(const fi_info& info) noexcept {
-  return info.ep_attr != nullptr && info.ep_attr->type == FI_EP_RDM && (info.caps & FI_MSG) != 0;
+  return info.ep_attr != nullptr && info.ep_attr->type == FI_EP_RDM && (info.caps & FI_MSG) != 0 &&
+         (info.caps & FI_RMA) != 0;
 }
 
 inline std::size_t inject_size_capped(const fi_info& info, std::size_t cap) noexcept {

@@ -48,6 +48,9 @@ Result<std::unique_ptr<Fabric>> Fabric::open(const FabricOptions& options) {
   }
   if (!chosen) return fail(ENODEV, "provider " + std::string(adapter.fabric_name()) + " offers no usable endpoint");
 
+  // The channel's in-order delivery rests on send-after-send ordering (adapters ask for it).
+  if (!chosen->tx_attr || !(chosen->tx_attr->msg_order & FI_ORDER_SAS))
+    return fail(ENOTSUP, "provider " + std::string(adapter.fabric_name()) + " does not order messages (FI_ORDER_SAS)");
   std::unique_ptr<Fabric> f(new Fabric());
   f->adapter_ = &adapter;
   f->info_ = fi_dupinfo(chosen);

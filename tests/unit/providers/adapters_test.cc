@@ -149,18 +149,18 @@ TEST_CASE("every adapter fills hints for an RDM endpoint with messages and one-s
   }
 }
 
-TEST_CASE("hints ask for send-after-write ordering on tcp, shm and verbs but not on efa") {
+TEST_CASE("hints ask for send-after-send ordering everywhere and send-after-write on all but efa") {
   for (const ProviderAdapter* adapter : kNonEfa) {
     CAPTURE(adapter->name());
     InfoPtr hints = info_make();
     adapter->hints_fill(*hints);
-    CHECK(hints->tx_attr->msg_order == FI_ORDER_SAW);
-    CHECK(hints->rx_attr->msg_order == FI_ORDER_SAW);
+    CHECK(hints->tx_attr->msg_order == (FI_ORDER_SAS | FI_ORDER_SAW));
+    CHECK(hints->rx_attr->msg_order == (FI_ORDER_SAS | FI_ORDER_SAW));
   }
   InfoPtr hints = info_make();
   efa().hints_fill(*hints);
-  CHECK(hints->tx_attr->msg_order == 0);
-  CHECK(hints->rx_attr->msg_order == 0);
+  CHECK(hints->tx_attr->msg_order == FI_ORDER_SAS);
+  CHECK(hints->rx_attr->msg_order == FI_ORDER_SAS);
 }
 
 TEST_CASE("hints_fill replaces a provider name that is already there") {
@@ -184,15 +184,15 @@ TEST_CASE("mr_mode_accepted covers what each provider may require and never FI_M
 TEST_CASE("efa accepts its -rdm domains and rejects -dgrm domains") {
   CHECK(efa().info_accept(*info_rdm_make(FI_MSG | FI_RMA, "rdmap0s31-rdm")));
   CHECK(efa().info_accept(*info_rdm_make(FI_MSG | FI_RMA, "efa_0-rdm")));
-  CHECK_FALSE(efa().info_accept(*info_rdm_make(FI_MSG, "rdmap0s31-dgrm")));
-  CHECK(efa().info_accept(*info_rdm_make(FI_MSG)));  // no domain name: nothing to hold against it
+  CHECK_FALSE(efa().info_accept(*info_rdm_make(FI_MSG | FI_RMA, "rdmap0s31-dgrm")));
+  CHECK(efa().info_accept(*info_rdm_make(FI_MSG | FI_RMA)));  // no domain name: nothing to hold against it
 }
 
 TEST_CASE("every adapter rejects endpoints other than RDM and infos without messages") {
   for (const ProviderAdapter* adapter : provider_registry()) {
     CAPTURE(adapter->name());
     CHECK(adapter->info_accept(*info_rdm_make()));
-    CHECK(adapter->info_accept(*info_rdm_make(FI_MSG)));  // no FI_RMA: the core emulates it
+    CHECK_FALSE(adapter->info_accept(*info_rdm_make(FI_MSG)));  // no FI_RMA: nothing for the core
     InfoPtr dgram = info_rdm_make();
     dgram->ep_attr->type = FI_EP_DGRAM;
     CHECK_FALSE(adapter->info_accept(*dgram));
