@@ -182,15 +182,19 @@ bool Channel::idle_sleep(Deadline deadline, int& idle_round) {
 }
 
 template <class Ready>
-Result<bool> Channel::poll_until(Ready&& ready, Deadline deadline) {
+Result<bool> Channel::poll_until(Ready&& ready, Deadline deadline, bool target_only) {
   // Busy-poll while there is activity (completions, or the wait fd reporting work) within
   // the last options_.spin; sleep otherwise. The clock is read every 64 polls only, to keep
-  // the spin itself cheap.
+  // the spin itself cheap. A side that is only an RMA target sees no completions while the
+  // peer's reads and writes stream through it, so there a poll that took long (the
+  // provider moved data inside it) counts as activity too.
+  constexpr auto kBusyPoll = std::chrono::microseconds(2);
   auto spin_end = Deadline::Clock::now() + options_.spin;
   std::uint64_t seen = 0;
   int idle_round = 0;
   for (unsigned i = 1;; ++i) {
     std::uint64_t completions;
+    auto t0 = target_only ? Deadline::Clock::now() : Deadline::Clock::time_point{};
     {
       std::lock_guard g(lock_);
       auto r = poll_locked();
@@ -198,7 +202,8 @@ Result<bool> Channel::poll_until(Ready&& ready, Deadline deadline) {
       if (ready()) return true;
       completions = completions_;
     }
-    if (completions != seen) {
+    bool busy = target_only && Deadline::Clock::now() - t0 > kBusyPoll;
+    if (completions != seen || busy) {
       seen = completions;
       i = 0;  // re-read the clock on the next round to restart the spin window
       idle_round = 0;
@@ -230,7 +235,7 @@ Result<Channel::Op*> Channel::slot_take(std::unique_lock<std::mutex>& held, std:
 
 template <class Ready>
 Result<void> Channel::wait_until(Ready&& ready, Deadline deadline, const char* what) {
-  auto r = poll_until(std::forward<Ready>(ready), deadline);
+  auto r = poll_until(std::forward<Ready>(ready), deadline, false);
   if (!r) return tl::unexpected(r.error());
   if (!*r) return fail(ETIMEDOUT, std::string("deadline passed waiting for ") + what);
   return {};
@@ -395,7 +400,7 @@ Result<void> Channel::rma_flush(Deadline deadline) {
 }
 
 Result<void> Channel::progress_idle(Deadline deadline) {
-  auto r = poll_until([] { return false; }, deadline);
+  auto r = poll_until([] { return false; }, deadline, true);
   if (!r) return tl::unexpected(r.error());
   return {};
 }

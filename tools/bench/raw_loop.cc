@@ -379,6 +379,8 @@ bool RawPeer::Impl::setup(std::string* err) {
 
   tx_ctx.resize(window);
   rx_ctx.resize(kRxDepth);
+  tx_free.reserve(window);  // never reallocates on the data path
+  rx_pending.reserve(kRxDepth);
   for (auto& c : tx_ctx) {
     c.is_rx = false;
     tx_free.push_back(&c);
@@ -521,11 +523,20 @@ long RawPeer::Impl::poll_cq(std::string* err) {
   }
   // Re-post consumed receive slots right away so the peer's next message (sent
   // only after our reply) always finds a posted buffer.
+  // In place (no temporary vector): this runs once per ping-pong message and a
+  // heap allocation here showed up as ~0.1 us per shm round trip.
   if (!rx_pending.empty()) {
-    std::vector<OpCtx*> todo;
-    todo.swap(rx_pending);
-    for (OpCtx* c : todo)
-      if (!post_rx(c, err)) return -1;
+    std::size_t keep = 0;
+    for (OpCtx* c : rx_pending) {
+      ssize_t ret = fi_recv(ep, rx_slot(c->slot), slot_size, msg_desc, kAnyAddr, c);
+      if (ret == -FI_EAGAIN) {
+        rx_pending[keep++] = c;  // retried on the next poll
+      } else if (ret) {
+        *err = fi_error("fi_recv", ret);
+        return -1;
+      }
+    }
+    rx_pending.resize(keep);
   }
   return static_cast<long>(n);
 }
