@@ -183,8 +183,10 @@ class Channel {
 };
 
 // Drives a Channel's progress from a thread of its own, for a side that is only the target
-// of one-sided RMA (nobody else polls its CQ). Sleeps on the CQ wait fd when idle. Stops and
-// joins on destruction (within ~50 ms). The Channel must outlive it.
+// of one-sided RMA (nobody else polls its CQ). It spins while data moves (completions, or
+// polls in which the provider did work) and, once idle for `spin`, sleeps on the CQ wait fd
+// if the fabric has one (FabricOptions::cq_wait_fd) or backs off up to `backoff_max`.
+// Stops and joins on destruction (within ~50 ms). The Channel must outlive it.
 class ProgressThread {
  public:
   explicit ProgressThread(Channel& channel);
