@@ -280,9 +280,10 @@ int connect(const ConnectOptions& o) {
     for (const auto& c : checks) j["checks"].push_back({{"name", c.name}, {"ok", c.ok}, {"detail", c.detail}});
     std::printf("%s\n", j.dump().c_str());
   } else {
-    std::printf("provider %s, %llu rma chunks (max transfer %zu), write-then-message ordering by %s\n",
+    std::string max = ch.max_transfer() >= (std::size_t{1} << 62) ? "unlimited" : std::to_string(ch.max_transfer());
+    std::printf("provider %s, %llu rma chunks (max transfer %s), write-then-message ordering by %s\n",
                 (*session)->peer().provider.c_str(), static_cast<unsigned long long>(stats.rma_writes + stats.rma_reads),
-                ch.max_transfer(), ch.delivery_complete() ? "delivery-complete" : "FI_ORDER_SAW");
+                max.c_str(), ch.delivery_complete() ? "delivery-complete" : "FI_ORDER_SAW");
     for (const auto& c : checks) std::printf("%-4s %-10s %s\n", c.ok ? "ok" : "FAIL", c.name.c_str(), c.detail.c_str());
   }
   return all ? 0 : 1;
