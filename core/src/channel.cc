@@ -182,19 +182,20 @@ bool Channel::idle_sleep(Deadline deadline, int& idle_round) {
 }
 
 template <class Ready>
-Result<bool> Channel::poll_until(Ready&& ready, Deadline deadline, bool target_only) {
-  // Busy-poll while there is activity (completions, or the wait fd reporting work) within
-  // the last options_.spin; sleep otherwise. The clock is read every 64 polls only, to keep
-  // the spin itself cheap. A side that is only an RMA target sees no completions while the
-  // peer's reads and writes stream through it, so there a poll that took long (the
-  // provider moved data inside it) counts as activity too.
+Result<bool> Channel::poll_until(Ready&& ready, Deadline deadline) {
+  // Busy-poll while there is activity within the last options_.spin; sleep otherwise.
+  // Activity is a completion, the wait fd reporting work, or a poll that took long: with
+  // manual progress the provider moves data inside fi_cq_read, so a transfer in flight (a
+  // large write being pushed out, or a peer's reads and writes streaming through a pure RMA
+  // target) keeps the poller busy even when no completion is due yet. Backing off then
+  // would stall the transfer itself.
   constexpr auto kBusyPoll = std::chrono::microseconds(2);
   auto spin_end = Deadline::Clock::now() + options_.spin;
   std::uint64_t seen = 0;
   int idle_round = 0;
-  for (unsigned i = 1;; ++i) {
+  for (;;) {
     std::uint64_t completions;
-    auto t0 = target_only ? Deadline::Clock::now() : Deadline::Clock::time_point{};
+    auto t0 = Deadline::Clock::now();
     {
       std::lock_guard g(lock_);
       auto r = poll_locked();
@@ -202,17 +203,13 @@ Result<bool> Channel::poll_until(Ready&& ready, Deadline deadline, bool target_o
       if (ready()) return true;
       completions = completions_;
     }
-    bool busy = target_only && Deadline::Clock::now() - t0 > kBusyPoll;
-    if (completions != seen || busy) {
-      seen = completions;
-      i = 0;  // re-read the clock on the next round to restart the spin window
-      idle_round = 0;
-      continue;
-    }
-    if (i % 64 != 1) continue;
     auto now = Deadline::Clock::now();
+    if (completions != seen || now - t0 > kBusyPoll) {
+      seen = completions;
+      spin_end = now + options_.spin;
+      idle_round = 0;
+    }
     if (now >= deadline.when()) return false;
-    if (i == 1) spin_end = now + options_.spin;  // after activity
     if (now < spin_end) continue;
     if (idle_sleep(deadline, idle_round)) spin_end = Deadline::Clock::now() + options_.spin;
   }
@@ -235,7 +232,7 @@ Result<Channel::Op*> Channel::slot_take(std::unique_lock<std::mutex>& held, std:
 
 template <class Ready>
 Result<void> Channel::wait_until(Ready&& ready, Deadline deadline, const char* what) {
-  auto r = poll_until(std::forward<Ready>(ready), deadline, false);
+  auto r = poll_until(std::forward<Ready>(ready), deadline);
   if (!r) return tl::unexpected(r.error());
   if (!*r) return fail(ETIMEDOUT, std::string("deadline passed waiting for ") + what);
   return {};
@@ -400,7 +397,7 @@ Result<void> Channel::rma_flush(Deadline deadline) {
 }
 
 Result<void> Channel::progress_idle(Deadline deadline) {
-  auto r = poll_until([] { return false; }, deadline, true);
+  auto r = poll_until([] { return false; }, deadline);
   if (!r) return tl::unexpected(r.error());
   return {};
 }

@@ -155,7 +155,7 @@ class Channel {
   Result<void> wait_until(Ready&& ready, Deadline deadline, const char* what);
   bool idle_sleep(Deadline deadline, int& idle_round);
   template <class Ready>
-  Result<bool> poll_until(Ready&& ready, Deadline deadline, bool target_only);
+  Result<bool> poll_until(Ready&& ready, Deadline deadline);
 
   std::unique_ptr<Fabric> fabric_;
   fi_addr_t peer_ = FI_ADDR_UNSPEC;
