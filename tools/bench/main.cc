@@ -49,7 +49,7 @@ struct Options {
   int cpu = -1;
   bool delivery_complete = false;
   bool verbose = false;
-  bool target_wait_fd = false;
+  bool target_no_wait_fd = false;
   std::vector<std::size_t> sizes{8, 4096, 65536, 1u << 20, 4u << 20};
 };
 
@@ -97,7 +97,7 @@ struct Peers {
 };
 
 bool g_delivery_complete = false;
-bool g_target_wait_fd = false;
+bool g_target_no_wait_fd = false;
 
 SessionOptions session_options(providers::ProviderChoice choice) {
   SessionOptions so;
@@ -122,11 +122,11 @@ int target_run(Listener& listener, providers::ProviderChoice choice) {
   auto bs = accept();
   if (!bs) return die("bootstrap connection: " + bs.error().describe());
   // For RMA rounds the target is only an RMA target, driven by a ProgressThread as a
-  // device-side attachment would be. By default its CQ has no wait fd (spin while data
-  // moves, then back off): a wait fd makes tcp;ofi_rxm signal it on every completion, which
-  // measured 5-25 % slower (docs/performance.md); --target-wait-fd measures that variant.
+  // device-side attachment would be; it sleeps on the CQ wait fd when idle (unless
+  // --target-no-wait-fd). Round trips are request/response, latency-bound, and use a
+  // session of their own without a wait fd (FabricOptions::cq_wait_fd explains the cost).
   SessionOptions so = session_options(choice);
-  so.cq_wait_fd = g_target_wait_fd;
+  so.cq_wait_fd = !g_target_no_wait_fd;
   auto session = Session::accept(std::move(*bs), so, std::span(&region, 1), Deadline::after(30s));
   if (!session) return die("rpcie handshake: " + session.error().describe());
   p.session = std::move(*session);
@@ -375,7 +375,8 @@ int main(int argc, char** argv) {
   app.add_option("-r,--remote", o.remote, "HOST[:PORT] of a --serve peer");
   app.add_option("--cpu", o.cpu, "pin this process to a CPU");
   app.add_flag("-v,--verbose", o.verbose, "print every round to stderr");
-  app.add_flag("--target-wait-fd", o.target_wait_fd, "the rpcie target's CQ gets a wait fd (sleeps in poll when idle)");
+  app.add_flag("--target-no-wait-fd", o.target_no_wait_fd,
+               "the rpcie RMA target's CQ gets no wait fd (backs off with sleeps when idle)");
   app.add_flag("--delivery-complete", o.delivery_complete, "rpcie writes complete only when delivered at the target");
   app.add_option("--sizes", sizes, "comma-separated RMA sizes (K/M suffixes)");
   try {
@@ -407,7 +408,7 @@ int main(int argc, char** argv) {
   }
   if (o.cpu >= 0) rpcie::tools::cpu_pin(o.cpu);
   g_delivery_complete = o.delivery_complete;
-  g_target_wait_fd = o.target_wait_fd;
+  g_target_no_wait_fd = o.target_no_wait_fd;
 
   if (!o.remote.empty()) {
     auto addr = rpcie::address_parse(o.remote, rpcie::kDefaultPort);

@@ -35,10 +35,10 @@ struct FabricOptions {
   std::size_t cq_size = 1024;
   // Give the CQ a wait fd (where the provider has one) so that an idle thread can sleep in
   // poll(2) instead of backing off with sleeps of up to ChannelOptions::backoff_max. The
-  // provider then signals it on completions: measured on tcp;ofi_rxm 1.17, ~1 us per
-  // message and 5-25 % of RMA throughput at a ProgressThread target (docs/performance.md).
-  // Off by default; worth it where many attachments sit idle and wake-up latency matters
-  // less than idle CPU.
+  // provider then signals it on completions: measured on tcp;ofi_rxm 1.17, a round trip
+  // with wait fds on both ends ran 11-17 % slower. So latency-bound request/response
+  // sessions leave it off; a side driven by a ProgressThread (only an RMA target, idle for
+  // long stretches) turns it on.
   bool cq_wait_fd = false;
 };
 
