@@ -1,7 +1,6 @@
 #include "rpcie/channel.hpp"
 
 #include <poll.h>
-#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -79,8 +78,10 @@ Result<std::unique_ptr<Channel>> Channel::create(std::unique_ptr<Fabric> fabric,
 }
 
 Channel::~Channel() {
-  // Closing the endpoint (in ~Fabric) cancels what is posted; the region and buffers must
-  // stay valid until then, so they are released after the fabric.
+  // The endpoint goes first: closing it cancels what is posted, so that no operation still
+  // references the message region or buffers when they are released; the domain (in
+  // ~Fabric) can only close once its regions are.
+  if (fabric_) fabric_->ep_close();
   message_region_.reset();
   fabric_.reset();
   message_memory_.reset();
@@ -93,7 +94,11 @@ Result<void> Channel::recv_post_locked(Op& op) {
     ssize_t rc = fi_recv(fabric_->ep(), op.buffer, proto::kMaxMessage, message_region_->desc(), FI_ADDR_UNSPEC,
                          &op.context);
     if (rc == 0) return {};
-    if (rc != -FI_EAGAIN) return fail_fabric(rc, "fi_recv");
+    if (rc != -FI_EAGAIN) {
+      // A receive slot that is not posted would hold up every later message: fail now.
+      fail_locked(Error{ErrorDomain::fabric, static_cast<int>(-rc), "fi_recv"});
+      return tl::unexpected(*failure_);
+    }
     auto p = poll_locked();
     if (!p) return p;
   }

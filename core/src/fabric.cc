@@ -118,9 +118,14 @@ Result<std::unique_ptr<Fabric>> Fabric::open(const FabricOptions& options) {
   return f;
 }
 
+void Fabric::ep_close() noexcept {
+  if (ep_) fi_close(&ep_->fid);
+  ep_ = nullptr;
+}
+
 Fabric::~Fabric() {
   // Reverse order of creation; the endpoint first so that nothing references the rest.
-  if (ep_) fi_close(&ep_->fid);
+  ep_close();
   if (av_) fi_close(&av_->fid);
   if (cq_) fi_close(&cq_->fid);
   if (domain_) fi_close(&domain_->fid);

@@ -75,6 +75,9 @@ class Fabric {
   int wait_fd() const noexcept { return wait_fd_; }
   // fi_trywait on the CQ: true if it is safe to block on wait_fd().
   bool cq_trywait() noexcept;
+  // Closes the endpoint ahead of the rest (cancelling what is posted), so that its owner can
+  // release memory regions before the domain closes. Idempotent; ep() is null afterwards.
+  void ep_close() noexcept;
 
  private:
   Fabric() = default;
