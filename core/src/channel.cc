@@ -194,7 +194,11 @@ Result<bool> Channel::poll_until(Ready&& ready, Deadline deadline) {
   // large write being pushed out, or a peer's reads and writes streaming through a pure RMA
   // target) keeps the poller busy even when no completion is due yet. Backing off then
   // would stall the transfer itself.
+  // A poll longer than kBusyPollMax was most likely preempted rather than busy: without
+  // the bound, a poller sharing its CPU would take its own preemption for activity and
+  // never back off.
   constexpr auto kBusyPoll = std::chrono::microseconds(2);
+  constexpr auto kBusyPollMax = std::chrono::microseconds(200);
   auto spin_end = Deadline::Clock::now() + options_.spin;
   std::uint64_t seen = 0;
   int idle_round = 0;
@@ -209,7 +213,8 @@ Result<bool> Channel::poll_until(Ready&& ready, Deadline deadline) {
       completions = completions_;
     }
     auto now = Deadline::Clock::now();
-    if (completions != seen || now - t0 > kBusyPoll) {
+    const auto took = now - t0;
+    if (completions != seen || (took > kBusyPoll && took < kBusyPollMax)) {
       seen = completions;
       spin_end = now + options_.spin;
       idle_round = 0;
