@@ -187,22 +187,22 @@ bool Channel::idle_sleep(Deadline deadline, int& idle_round) {
 }
 
 template <class Ready>
-Result<bool> Channel::poll_until(Ready&& ready, Deadline deadline) {
-  // Busy-poll while there is activity within the last options_.spin; sleep otherwise.
-  // Activity is a completion, the wait fd reporting work, or a poll that took long: with
-  // manual progress the provider moves data inside fi_cq_read, so a transfer in flight (a
-  // large write being pushed out, or a peer's reads and writes streaming through a pure RMA
-  // target) keeps the poller busy even when no completion is due yet. Backing off then
-  // would stall the transfer itself.
-  // A poll longer than kBusyPollMax was most likely preempted rather than busy: without
-  // the bound, a poller sharing its CPU would take its own preemption for activity and
-  // never back off.
+Result<bool> Channel::poll_until(Ready&& ready, Deadline deadline, Deadline::Clock::time_point spin_end) {
+  // Busy-poll while there is activity; once a spin window (options_.spin) passes without
+  // any, sleep. Activity is a completion, the wait fd reporting work, or enough polls in
+  // which the provider moved data: with manual progress, data moves inside fi_cq_read, so a
+  // transfer in flight (a large write being pushed out, a peer's reads and writes streaming
+  // through a pure RMA target) keeps the poller busy before any completion is due, and
+  // backing off would stall the transfer itself. One slow poll proves nothing (an idle
+  // fi_cq_read on tcp takes 0.35 us at the median but over 4 us once in a thousand, and a
+  // preempted one takes milliseconds), so a window counts as active only with many.
   constexpr auto kBusyPoll = std::chrono::microseconds(2);
   constexpr auto kBusyPollMax = std::chrono::microseconds(200);
-  auto spin_end = Deadline::Clock::now() + options_.spin;
+  constexpr unsigned kBusyPollsActive = 32;
   std::uint64_t seen = 0;
+  unsigned busy = 0;
   int idle_round = 0;
-  for (;;) {
+  for (bool first = true;; first = false) {
     std::uint64_t completions;
     auto t0 = Deadline::Clock::now();
     {
@@ -214,15 +214,28 @@ Result<bool> Channel::poll_until(Ready&& ready, Deadline deadline) {
     }
     auto now = Deadline::Clock::now();
     const auto took = now - t0;
-    if (completions != seen || (took > kBusyPoll && took < kBusyPollMax)) {
+    if (first) {
+      seen = completions;
+    } else if (completions != seen) {
       seen = completions;
       spin_end = now + options_.spin;
+      busy = 0;
       idle_round = 0;
+    } else if (took > kBusyPoll && took < kBusyPollMax) {
+      ++busy;
     }
-    if (now >= deadline.when()) return false;
+    if (now >= deadline.when()) break;
     if (now < spin_end) continue;
+    if (busy >= kBusyPollsActive) {
+      spin_end = now + options_.spin;
+      busy = 0;
+      continue;
+    }
+    busy = 0;
     if (idle_sleep(deadline, idle_round)) spin_end = Deadline::Clock::now() + options_.spin;
   }
+  activity_until_.store(spin_end.time_since_epoch().count(), std::memory_order_relaxed);
+  return false;
 }
 
 Result<Channel::Op*> Channel::slot_take(std::unique_lock<std::mutex>& held, std::vector<Op*>& pool, Deadline deadline,
@@ -242,7 +255,8 @@ Result<Channel::Op*> Channel::slot_take(std::unique_lock<std::mutex>& held, std:
 
 template <class Ready>
 Result<void> Channel::wait_until(Ready&& ready, Deadline deadline, const char* what) {
-  auto r = poll_until(std::forward<Ready>(ready), deadline);
+  // A new wait starts with a spin: what it waits for is usually close.
+  auto r = poll_until(std::forward<Ready>(ready), deadline, Deadline::Clock::now() + options_.spin);
   if (!r) return tl::unexpected(r.error());
   if (!*r) return fail(ETIMEDOUT, std::string("deadline passed waiting for ") + what);
   return {};
@@ -407,7 +421,10 @@ Result<void> Channel::rma_flush(Deadline deadline) {
 }
 
 Result<void> Channel::progress_idle(Deadline deadline) {
-  auto r = poll_until([] { return false; }, deadline);
+  // Carry the spin window over from the previous call: a ProgressThread calls this in short
+  // slices, and restarting the spin each time would keep an idle thread spinning.
+  Deadline::Clock::time_point spin_end{Deadline::Clock::duration(activity_until_.load(std::memory_order_relaxed))};
+  auto r = poll_until([] { return false; }, deadline, spin_end);
   if (!r) return tl::unexpected(r.error());
   return {};
 }

@@ -39,6 +39,7 @@
 // one return the error (EIO-class) — an operation is never reported complete when it was not.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -155,7 +156,7 @@ class Channel {
   Result<void> wait_until(Ready&& ready, Deadline deadline, const char* what);
   bool idle_sleep(Deadline deadline, int& idle_round);
   template <class Ready>
-  Result<bool> poll_until(Ready&& ready, Deadline deadline);
+  Result<bool> poll_until(Ready&& ready, Deadline deadline, Deadline::Clock::time_point spin_end);
 
   std::unique_ptr<Fabric> fabric_;
   fi_addr_t peer_ = FI_ADDR_UNSPEC;
@@ -180,6 +181,8 @@ class Channel {
   std::optional<Error> failure_;
   ChannelStats stats_;
   std::uint64_t completions_ = 0;  // CQ entries seen: activity for the spin heuristic
+  // End of the spin window when progress_idle() last returned (steady_clock ticks).
+  std::atomic<Deadline::Clock::rep> activity_until_{0};
 };
 
 // Drives a Channel's progress from a thread of its own, for a side that is only the target
