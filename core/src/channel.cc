@@ -74,6 +74,7 @@ Result<std::unique_ptr<Channel>> Channel::create(std::unique_ptr<Fabric> fabric,
     auto r = c->recv_post_locked(*c->ops_[i]);
     if (!r) return tl::unexpected(r.error());
   }
+  c->busy_poll_calibrate_locked();
   return c;
 }
 
@@ -102,6 +103,21 @@ Result<void> Channel::recv_post_locked(Op& op) {
     auto p = poll_locked();
     if (!p) return p;
   }
+}
+
+void Channel::busy_poll_calibrate_locked() {
+  // What an idle poll of this CQ costs, near its worst: four times the 99.9th percentile of
+  // 2000 polls (nothing can be pending yet), at least 2 us and at most 50 us.
+  constexpr std::size_t kPolls = 2000;
+  std::vector<Deadline::Clock::duration> took(kPolls);
+  for (auto& t : took) {
+    auto t0 = Deadline::Clock::now();
+    (void)poll_locked();
+    t = Deadline::Clock::now() - t0;
+  }
+  std::nth_element(took.begin(), took.begin() + kPolls * 999 / 1000, took.end());
+  busy_poll_ = std::clamp<Deadline::Clock::duration>(4 * took[kPolls * 999 / 1000], std::chrono::microseconds(2),
+                                                     std::chrono::microseconds(50));
 }
 
 void Channel::fail_locked(Error e) {
@@ -188,19 +204,16 @@ bool Channel::idle_sleep(Deadline deadline, int& idle_round) {
 
 template <class Ready>
 Result<bool> Channel::poll_until(Ready&& ready, Deadline deadline, Deadline::Clock::time_point spin_end) {
-  // Busy-poll while there is activity; once a spin window (options_.spin) passes without
-  // any, sleep. Activity is a completion, the wait fd reporting work, or enough polls in
-  // which the provider moved data: with manual progress, data moves inside fi_cq_read, so a
-  // transfer in flight (a large write being pushed out, a peer's reads and writes streaming
-  // through a pure RMA target) keeps the poller busy before any completion is due, and
-  // backing off would stall the transfer itself. One slow poll proves nothing (an idle
-  // fi_cq_read on tcp takes 0.35 us at the median but over 4 us once in a thousand, and a
-  // preempted one takes milliseconds), so a window counts as active only with many.
-  constexpr auto kBusyPoll = std::chrono::microseconds(2);
+  // Busy-poll while there is activity within the last options_.spin; sleep otherwise.
+  // Activity is a completion, the wait fd reporting work, or a slow poll: with manual
+  // progress the provider moves data inside fi_cq_read, so a transfer in flight (a large
+  // write being pushed out, a peer's reads and writes streaming through a pure RMA target)
+  // keeps the poller busy before any completion is due, and backing off would stall the
+  // transfer itself. "Slow" is relative to what an idle poll of this CQ costs (busy_poll_,
+  // calibrated at creation: tcp's idle fi_cq_read takes 0.35 us at the median but over 4 us
+  // once in a thousand); a poll longer than kBusyPollMax was preempted, not busy.
   constexpr auto kBusyPollMax = std::chrono::microseconds(200);
-  constexpr unsigned kBusyPollsActive = 32;
   std::uint64_t seen = 0;
-  unsigned busy = 0;
   int idle_round = 0;
   for (bool first = true;; first = false) {
     std::uint64_t completions;
@@ -216,22 +229,13 @@ Result<bool> Channel::poll_until(Ready&& ready, Deadline deadline, Deadline::Clo
     const auto took = now - t0;
     if (first) {
       seen = completions;
-    } else if (completions != seen) {
+    } else if (completions != seen || (took > busy_poll_ && took < kBusyPollMax)) {
       seen = completions;
       spin_end = now + options_.spin;
-      busy = 0;
       idle_round = 0;
-    } else if (took > kBusyPoll && took < kBusyPollMax) {
-      ++busy;
     }
     if (now >= deadline.when()) break;
     if (now < spin_end) continue;
-    if (busy >= kBusyPollsActive) {
-      spin_end = now + options_.spin;
-      busy = 0;
-      continue;
-    }
-    busy = 0;
     if (idle_sleep(deadline, idle_round)) spin_end = Deadline::Clock::now() + options_.spin;
   }
   activity_until_.store(spin_end.time_since_epoch().count(), std::memory_order_relaxed);

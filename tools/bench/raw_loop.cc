@@ -339,6 +339,9 @@ bool RawPeer::Impl::setup(std::string* err) {
   }
   if ((ret = fi_enable(ep))) {
     *err = fi_error("fi_enable", ret);
+    // shm names its region after the source address, so two processes given
+    // the same node collide here.
+    if (ret == -FI_EBUSY && node) *err += " (same node on both peers? leave node empty for shm)";
     return false;
   }
 
@@ -462,6 +465,12 @@ bool RawPeer::Impl::exchange(Clock::time_point deadline, std::string* err) {
   if (std::string(peer_prov.begin(), peer_prov.end()) != prov) {
     *err = "address exchange: peer picked provider '" +
            std::string(peer_prov.begin(), peer_prov.end()) + "', we picked '" + prov + "'";
+    return false;
+  }
+  if (peer_addr == addr) {
+    // Happens with shm when both sides pass the same node: each would then
+    // silently talk to itself and the numbers would be meaningless.
+    *err = "address exchange: peer has our own endpoint address (same node for shm?)";
     return false;
   }
   ret = fi_av_insert(av, peer_addr.data(), 1, &peer, 0, nullptr);

@@ -17,6 +17,7 @@ enum class Workload { rma_write, rma_read, round_trip };
 struct RawConfig {
   std::string prov_name;   // fi_info prov_name, e.g. "tcp;ofi_rxm" or "shm"
   std::string node;        // local IPv4 address to bind (FI_SOURCE) or empty (shm)
+                           // (shm must get empty: a shared node is a shared region name)
   std::size_t max_size = 4u << 20;  // largest transfer; buffers sized from it
   std::size_t window = 64;          // operations in flight (fi_rma_bw default)
   // Upper bound on open()'s address exchange and on each run()/serve() call, so a

@@ -152,6 +152,7 @@ class Channel {
   Result<void> poll_locked();
   void completion_locked(Op& op, std::size_t length);
   void fail_locked(Error e);
+  void busy_poll_calibrate_locked();
   template <class Ready>
   Result<void> wait_until(Ready&& ready, Deadline deadline, const char* what);
   bool idle_sleep(Deadline deadline, int& idle_round);
@@ -181,6 +182,7 @@ class Channel {
   std::optional<Error> failure_;
   ChannelStats stats_;
   std::uint64_t completions_ = 0;  // CQ entries seen: activity for the spin heuristic
+  Deadline::Clock::duration busy_poll_ = std::chrono::microseconds(2);  // a poll slower moved data
   // End of the spin window when progress_idle() last returned (steady_clock ticks).
   std::atomic<Deadline::Clock::rep> activity_until_{0};
 };
