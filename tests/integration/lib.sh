@@ -30,7 +30,7 @@ wait_file() {
   done
 }
 
-# start_server OUTVAR PORTFILE CMD...: runs CMD in the background, records its pid.
+# start_bg CMD...: runs CMD in the background; its pid goes to LAST_PID and is killed on exit.
 start_bg() {
   "$@" &
   PIDS+=($!)

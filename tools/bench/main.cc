@@ -94,6 +94,14 @@ struct Peers {
   std::optional<HostBuffer> memory;  // before the sessions: outlives their registrations
   std::unique_ptr<Session> session;     // RMA rounds
   std::unique_ptr<Session> session_rt;  // round trips
+
+  // The kMaxSize buffer each end offers for RMA, and the region that describes it.
+  Result<LocalRegion> region_open() {
+    auto m = HostBuffer::create(kMaxSize);
+    if (!m) return tl::unexpected(m.error());
+    memory.emplace(std::move(*m));
+    return LocalRegion{0, memory->data(), memory->size()};
+  }
 };
 
 bool g_delivery_complete = false;
@@ -115,10 +123,8 @@ int target_run(Listener& listener, providers::ProviderChoice choice) {
   auto c = accept();
   if (!c) return die("control connection: " + c.error().describe());
   p.control = std::move(*c);
-  auto memory = HostBuffer::create(kMaxSize);
-  if (!memory) return die(memory.error().describe());
-  p.memory.emplace(std::move(*memory));
-  LocalRegion region{0, p.memory->data(), p.memory->size()};
+  auto region = p.region_open();
+  if (!region) return die(region.error().describe());
   auto bs = accept();
   if (!bs) return die("bootstrap connection: " + bs.error().describe());
   // For RMA rounds the target is only an RMA target, driven by a ProgressThread as a
@@ -127,7 +133,7 @@ int target_run(Listener& listener, providers::ProviderChoice choice) {
   // session of their own without a wait fd (FabricOptions::cq_wait_fd explains the cost).
   SessionOptions so = session_options(choice);
   so.cq_wait_fd = !g_target_no_wait_fd;
-  auto session = Session::accept(std::move(*bs), so, std::span(&region, 1), Deadline::after(30s));
+  auto session = Session::accept(std::move(*bs), so, std::span(&*region, 1), Deadline::after(30s));
   if (!session) return die("rpcie handshake: " + session.error().describe());
   p.session = std::move(*session);
   auto bs_rt = accept();
@@ -258,11 +264,9 @@ int initiator_run(const std::string& host, std::uint16_t port, providers::Provid
   auto c = Socket::connect(host, port, Deadline::after(10s));
   if (!c) return die("control connection: " + c.error().describe());
   p.control = std::move(*c);
-  auto memory = HostBuffer::create(kMaxSize);
-  if (!memory) return die(memory.error().describe());
-  p.memory.emplace(std::move(*memory));
-  LocalRegion region{0, p.memory->data(), p.memory->size()};
-  auto session = Session::connect(host, port, session_options(choice), std::span(&region, 1), Deadline::after(30s));
+  auto region = p.region_open();
+  if (!region) return die(region.error().describe());
+  auto session = Session::connect(host, port, session_options(choice), std::span(&*region, 1), Deadline::after(30s));
   if (!session) return die("rpcie handshake: " + session.error().describe());
   p.session = std::move(*session);
   auto session_rt = Session::connect(host, port, session_options(choice), {}, Deadline::after(30s));
