@@ -10,9 +10,6 @@
 
 namespace rpcie::tools {
 
-// "64K", "4M", "1G", "123" -> bytes; nullopt if malformed or zero.
-std::optional<std::size_t> size_parse(std::string_view text);
-
 // SIGINT/SIGTERM set this flag (installed by stop_signals_install()).
 extern std::atomic<bool> g_stop;
 void stop_signals_install();

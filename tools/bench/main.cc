@@ -29,6 +29,7 @@
 #include "raw_loop.hpp"
 #include "rpcie/log.hpp"
 #include "rpcie/session.hpp"
+#include "rpcie/units.hpp"
 
 namespace {
 
@@ -395,7 +396,7 @@ int main(int argc, char** argv) {
     while (start <= sizes.size()) {
       auto end = sizes.find(',', start);
       if (end == std::string::npos) end = sizes.size();
-      auto v = rpcie::tools::size_parse(std::string_view(sizes).substr(start, end - start));
+      auto v = rpcie::size_parse(std::string_view(sizes).substr(start, end - start));
       if (!v || *v > kMaxSize) {
         std::fprintf(stderr, "rpcie-bench: error: bad size list '%s' (each 1..4M)\n", sizes.c_str());
         return 2;

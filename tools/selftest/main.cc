@@ -21,6 +21,7 @@
 #include "../common.hpp"
 #include "rpcie/log.hpp"
 #include "rpcie/session.hpp"
+#include "rpcie/units.hpp"
 
 namespace {
 
@@ -320,7 +321,7 @@ int main(int argc, char** argv) {
   }
   auto sized = [](const std::string& text, std::size_t& out) {
     if (text.empty()) return true;
-    auto v = rpcie::tools::size_parse(text);
+    auto v = rpcie::size_parse(text);
     if (!v) {
       std::fprintf(stderr, "rpcie-selftest: error: bad size '%s'\n", text.c_str());
       return false;

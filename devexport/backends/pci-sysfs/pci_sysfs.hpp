@@ -1,0 +1,9 @@
+// pci-sysfs backend (placeholder until the real one lands).
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include "backend.hpp"
+namespace rpcie::dev {
+Result<std::unique_ptr<Backend>> pci_sysfs_create(const std::map<std::string, std::string>& params);
+}
