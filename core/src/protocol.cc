@@ -96,6 +96,33 @@ bool mmio_valid(std::uint8_t bar, std::uint8_t width, std::uint64_t offset) {
   return bar <= kMaxBar && width_valid(width, true) && offset % width == 0;
 }
 
+bool auth_bytes_valid(std::span<const std::uint8_t> b) { return b.size() == kAuthBytes; }
+bool name_valid(std::string_view n, std::size_t cap) { return !n.empty() && n.size() <= cap; }
+
+constexpr std::size_t kBarInfoSize = 1 + 1 + 1 + 8;
+std::size_t entry_size(const ExportEntry& e) {
+  return 1 + e.name.size() + 1 + e.backend.size() + 1 + e.holder.size() + 2 + 2 + 4 + 2 + 2 + 1 + 1 + 1 + 2 + 1 +
+         e.bars.size() * kBarInfoSize;
+}
+bool entry_valid(const ExportEntry& e) {
+  if (!name_valid(e.name, kMaxNameText) || !name_valid(e.backend, kMaxBackendName) || e.holder.size() > kMaxNameText)
+    return false;
+  if (e.class_code > 0xffffff || e.vectors > kMaxVector || (e.flags & ~kExportFlagsKnown) != 0) return false;
+  if (e.state != ExportState::free && e.state != ExportState::attached) return false;
+  if (e.bars.size() > kMaxBarRegions) return false;
+  unsigned seen = 0;
+  for (const auto& b : e.bars) {
+    if (b.bar > kMaxBar || (seen & (1u << b.bar)) != 0) return false;
+    seen |= 1u << b.bar;
+    if (b.kind != BarKind::registers && b.kind != BarKind::memory && b.kind != BarKind::io) return false;
+    if ((b.flags & ~kBarFlagsKnown) != 0 || b.size == 0) return false;
+  }
+  return true;
+}
+bool bar_transfer_valid(const BarCommit& c) {
+  return c.bar <= kMaxBar && c.length > 0 && c.offset + c.length >= c.offset && c.bounce_offset + c.length >= c.bounce_offset;
+}
+
 struct PayloadSize {
   std::size_t operator()(const Hello& h) const { return hello_size(h); }
   std::size_t operator()(const ErrorMsg& e) const { return 4 + 2 + e.text.size(); }
@@ -110,6 +137,19 @@ struct PayloadSize {
   std::size_t operator()(const WriteAck&) const { return 4; }
   std::size_t operator()(const Interrupt&) const { return 2 + 8; }
   std::size_t operator()(const RmaNotify&) const { return 4 + 8 + 8 + 8; }
+  std::size_t operator()(const AuthHello& a) const { return 1 + a.client.size() + a.nonce.size(); }
+  std::size_t operator()(const AuthChallenge& a) const { return a.nonce.size() + a.proof.size(); }
+  std::size_t operator()(const AuthProof& a) const { return a.proof.size(); }
+  std::size_t operator()(const AuthOk&) const { return 0; }
+  std::size_t operator()(const ListRequest&) const { return 0; }
+  std::size_t operator()(const ListReply& l) const {
+    std::size_t n = 2;
+    for (const auto& e : l.exports) n += entry_size(e);
+    return n;
+  }
+  std::size_t operator()(const AttachRequest& a) const { return 1 + a.export_name.size() + 8; }
+  std::size_t operator()(const AttachReply& a) const { return entry_size(a.info) + 4 + 8; }
+  std::size_t operator()(const BarCommit&) const { return 1 + 8 + 8 + 8; }
 };
 
 // Whether the encoder may emit `m` (the decoder's rules, applied before sending).
@@ -127,6 +167,20 @@ struct Valid {
   bool operator()(const WriteAck& w) const { return w.status >= 0; }
   bool operator()(const Interrupt& i) const { return i.vector < kMaxVector; }
   bool operator()(const RmaNotify&) const { return true; }
+  bool operator()(const AuthHello& a) const { return name_valid(a.client, kMaxNameText) && auth_bytes_valid(a.nonce); }
+  bool operator()(const AuthChallenge& a) const { return auth_bytes_valid(a.nonce) && auth_bytes_valid(a.proof); }
+  bool operator()(const AuthProof& a) const { return auth_bytes_valid(a.proof); }
+  bool operator()(const AuthOk&) const { return true; }
+  bool operator()(const ListRequest&) const { return true; }
+  bool operator()(const ListReply& l) const {
+    if (l.exports.size() > kMaxExports) return false;
+    for (const auto& e : l.exports)
+      if (!entry_valid(e)) return false;
+    return true;
+  }
+  bool operator()(const AttachRequest& a) const { return name_valid(a.export_name, kMaxNameText); }
+  bool operator()(const AttachReply& a) const { return entry_valid(a.info); }
+  bool operator()(const BarCommit& c) const { return bar_transfer_valid(c); }
 };
 
 struct Encode {
@@ -164,7 +218,90 @@ struct Encode {
   void operator()(const WriteAck& a) const { w.uint(static_cast<std::uint32_t>(a.status)); }
   void operator()(const Interrupt& i) const { w.uint(i.vector); w.uint(i.count); }
   void operator()(const RmaNotify& n) const { w.uint(n.region); w.uint(n.offset); w.uint(n.length); w.uint(n.checksum); }
+  void operator()(const AuthHello& a) const {
+    w.uint<std::uint8_t>(static_cast<std::uint8_t>(a.client.size()));
+    w.text(a.client);
+    w.blob(a.nonce);
+  }
+  void operator()(const AuthChallenge& a) const { w.blob(a.nonce); w.blob(a.proof); }
+  void operator()(const AuthProof& a) const { w.blob(a.proof); }
+  void operator()(const AuthOk&) const {}
+  void operator()(const ListRequest&) const {}
+  void operator()(const ListReply& l) const {
+    w.uint<std::uint16_t>(static_cast<std::uint16_t>(l.exports.size()));
+    for (const auto& e : l.exports) entry(e);
+  }
+  void operator()(const AttachRequest& a) const {
+    w.uint<std::uint8_t>(static_cast<std::uint8_t>(a.export_name.size()));
+    w.text(a.export_name);
+    w.uint(a.window_size);
+  }
+  void operator()(const AttachReply& a) const {
+    entry(a.info);
+    w.uint(a.lease_ms);
+    w.uint(a.attachment_id);
+  }
+  void operator()(const BarCommit& c) const { w.uint(c.bar); w.uint(c.offset); w.uint(c.length); w.uint(c.bounce_offset); }
+  void entry(const ExportEntry& e) const {
+    for (std::string_view t : {e.name, e.backend, e.holder}) {
+      w.uint<std::uint8_t>(static_cast<std::uint8_t>(t.size()));
+      w.text(t);
+    }
+    w.uint(e.vendor);
+    w.uint(e.device);
+    w.uint(e.class_code);
+    w.uint(e.subsystem_vendor);
+    w.uint(e.subsystem_device);
+    w.uint(e.revision);
+    w.uint(static_cast<std::uint8_t>(e.state));
+    w.uint(e.flags);
+    w.uint(e.vectors);
+    w.uint<std::uint8_t>(static_cast<std::uint8_t>(e.bars.size()));
+    for (const auto& b : e.bars) {
+      w.uint(b.bar);
+      w.uint(static_cast<std::uint8_t>(b.kind));
+      w.uint(b.flags);
+      w.uint(b.size);
+    }
+  }
 };
+
+// Reads one ExportEntry; the caller checks r.ok() and validity.
+bool entry_decode(Reader& r, ExportEntry& e) {
+  e.name = r.text(r.uint<std::uint8_t>());
+  e.backend = r.text(r.uint<std::uint8_t>());
+  e.holder = r.text(r.uint<std::uint8_t>());
+  e.vendor = r.uint<std::uint16_t>();
+  e.device = r.uint<std::uint16_t>();
+  e.class_code = r.uint<std::uint32_t>();
+  e.subsystem_vendor = r.uint<std::uint16_t>();
+  e.subsystem_device = r.uint<std::uint16_t>();
+  e.revision = r.uint<std::uint8_t>();
+  e.state = static_cast<ExportState>(r.uint<std::uint8_t>());
+  e.flags = r.uint<std::uint8_t>();
+  e.vectors = r.uint<std::uint16_t>();
+  std::size_t n = r.uint<std::uint8_t>();
+  if (!r.ok() || n > kMaxBarRegions) return false;
+  e.bars.reserve(n);  // bounded by kMaxBarRegions
+  for (std::size_t i = 0; i < n; ++i) {
+    BarInfo b;
+    b.bar = r.uint<std::uint8_t>();
+    b.kind = static_cast<BarKind>(r.uint<std::uint8_t>());
+    b.flags = r.uint<std::uint8_t>();
+    b.size = r.uint<std::uint64_t>();
+    e.bars.push_back(b);
+  }
+  return r.ok() && entry_valid(e);
+}
+
+BarCommit bar_transfer_decode(Reader& r) {
+  BarCommit c;
+  c.bar = r.uint<std::uint8_t>();
+  c.offset = r.uint<std::uint64_t>();
+  c.length = r.uint<std::uint64_t>();
+  c.bounce_offset = r.uint<std::uint64_t>();
+  return c;
+}
 
 Result<Hello> hello_decode(Reader& r) {
   Hello h;
@@ -266,6 +403,53 @@ Result<Message> payload_decode(MsgType type, Reader& r) {
       n.checksum = r.uint<std::uint64_t>();
       return checked(r, n, "rma_notify");
     }
+    case MsgType::auth_hello: {
+      AuthHello a;
+      a.client = r.text(r.uint<std::uint8_t>());
+      a.nonce = r.blob(kAuthBytes);
+      return checked(r, a, "auth_hello");
+    }
+    case MsgType::auth_challenge: {
+      AuthChallenge a;
+      a.nonce = r.blob(kAuthBytes);
+      a.proof = r.blob(kAuthBytes);
+      return checked(r, a, "auth_challenge");
+    }
+    case MsgType::auth_proof: return checked(r, AuthProof{r.blob(kAuthBytes)}, "auth_proof");
+    case MsgType::auth_ok: return Message(AuthOk{});
+    case MsgType::list_request: return Message(ListRequest{});
+    case MsgType::list_reply: {
+      std::size_t n = r.uint<std::uint16_t>();
+      if (!r.ok()) return fail(EPROTO, "list_reply truncated");
+      if (n > kMaxExports) return fail(EPROTO, "list_reply lists " + std::to_string(n) + " exports, at most " + std::to_string(kMaxExports));
+      ListReply l;
+      l.exports.reserve(n);  // bounded by kMaxExports above
+      for (std::size_t i = 0; i < n; ++i) {
+        ExportEntry e;
+        if (!entry_decode(r, e)) return fail(EPROTO, "list_reply entry " + std::to_string(i) + " truncated or out of range");
+        l.exports.push_back(std::move(e));
+      }
+      return Message(std::move(l));
+    }
+    case MsgType::attach_request: {
+      AttachRequest a;
+      a.export_name = r.text(r.uint<std::uint8_t>());
+      a.window_size = r.uint<std::uint64_t>();
+      return checked(r, a, "attach_request");
+    }
+    case MsgType::attach_reply: {
+      AttachReply a;
+      if (!entry_decode(r, a.info)) return fail(EPROTO, "attach_reply export truncated or out of range");
+      a.lease_ms = r.uint<std::uint32_t>();
+      a.attachment_id = r.uint<std::uint64_t>();
+      return checked(r, std::move(a), "attach_reply");
+    }
+    case MsgType::bar_commit: return checked(r, bar_transfer_decode(r), "bar_commit");
+    case MsgType::bar_fetch: {
+      BarFetch f;
+      static_cast<BarCommit&>(f) = bar_transfer_decode(r);
+      return checked(r, f, "bar_fetch");
+    }
   }
   return fail(EPROTO, "unknown message type " + std::to_string(static_cast<unsigned>(type)));
 }
@@ -276,7 +460,10 @@ bool type_known(std::uint8_t t) {
     case MsgType::pong: case MsgType::heartbeat: case MsgType::goodbye: case MsgType::config_read:
     case MsgType::config_write: case MsgType::mmio_read: case MsgType::mmio_write:
     case MsgType::read_reply: case MsgType::write_ack: case MsgType::interrupt:
-    case MsgType::rma_notify:
+    case MsgType::rma_notify: case MsgType::auth_hello: case MsgType::auth_challenge:
+    case MsgType::auth_proof: case MsgType::auth_ok: case MsgType::list_request:
+    case MsgType::list_reply: case MsgType::attach_request: case MsgType::attach_reply:
+    case MsgType::bar_commit: case MsgType::bar_fetch:
       return true;
   }
   return false;
@@ -289,7 +476,10 @@ MsgType message_type(const Message& m) noexcept {
       MsgType::hello,        MsgType::hello_ack, MsgType::error,      MsgType::ping,
       MsgType::pong,         MsgType::heartbeat, MsgType::goodbye,    MsgType::config_read,
       MsgType::config_write, MsgType::mmio_read, MsgType::mmio_write, MsgType::read_reply,
-      MsgType::write_ack,    MsgType::interrupt, MsgType::rma_notify};
+      MsgType::write_ack,    MsgType::interrupt, MsgType::rma_notify, MsgType::auth_hello,
+      MsgType::auth_challenge, MsgType::auth_proof, MsgType::auth_ok, MsgType::list_request,
+      MsgType::list_reply,   MsgType::attach_request, MsgType::attach_reply, MsgType::bar_commit,
+      MsgType::bar_fetch};
   static_assert(std::size(kTypes) == std::variant_size_v<Message>);
   return kTypes[m.index()];
 }
@@ -311,6 +501,16 @@ const char* msg_type_name(MsgType t) noexcept {
     case MsgType::write_ack: return "write_ack";
     case MsgType::interrupt: return "interrupt";
     case MsgType::rma_notify: return "rma_notify";
+    case MsgType::auth_hello: return "auth_hello";
+    case MsgType::auth_challenge: return "auth_challenge";
+    case MsgType::auth_proof: return "auth_proof";
+    case MsgType::auth_ok: return "auth_ok";
+    case MsgType::list_request: return "list_request";
+    case MsgType::list_reply: return "list_reply";
+    case MsgType::attach_request: return "attach_request";
+    case MsgType::attach_reply: return "attach_reply";
+    case MsgType::bar_commit: return "bar_commit";
+    case MsgType::bar_fetch: return "bar_fetch";
   }
   return "unknown";
 }
@@ -388,14 +588,14 @@ std::uint32_t FrameReader::prefix_length() const noexcept {
   return r.uint<std::uint32_t>();
 }
 
-FrameReader::FrameReader() : buffer_(kFramePrefix + kMaxMessage) {}
+FrameReader::FrameReader() : buffer_(kFramePrefix + kMaxFrame) {}
 
 std::size_t FrameReader::wanted() const noexcept {
   if (failed_) return 0;
   if (delivered_) return kFramePrefix;  // the next feed() starts a new frame
   if (filled_ < kFramePrefix) return kFramePrefix - filled_;
   std::uint32_t len = prefix_length();
-  if (len > kMaxMessage) return 0;
+  if (len > kMaxFrame) return 0;
   return kFramePrefix + len - filled_;
 }
 
@@ -421,7 +621,7 @@ Result<std::span<const std::uint8_t>> FrameReader::next() {
   if (delivered_) return std::span<const std::uint8_t>{};
   if (filled_ < kFramePrefix) return std::span<const std::uint8_t>{};
   std::uint32_t len = prefix_length();
-  if (len > kMaxMessage) {
+  if (len > kMaxFrame) {
     failed_ = true;
     return fail(EMSGSIZE, "frame of " + std::to_string(len) + " bytes exceeds the cap");
   }

@@ -43,6 +43,12 @@ inline constexpr std::size_t kMaxErrorText = 1024;
 inline constexpr std::uint16_t kMaxVector = 2048;  // MSI-X allows 2048 vectors
 inline constexpr std::uint8_t kMaxBar = 5;
 inline constexpr std::uint32_t kConfigSpaceSize = 4096;
+inline constexpr std::size_t kMaxNameText = 64;       // export names, client names, holders
+inline constexpr std::size_t kMaxBackendName = 32;
+inline constexpr std::size_t kMaxExports = 128;       // entries in one list_reply
+inline constexpr std::size_t kMaxBarRegions = 6;
+inline constexpr std::size_t kAuthBytes = 32;         // nonces and proofs: exactly this long
+inline constexpr std::size_t kMacTrailer = 32;        // per-frame MAC after the message
 
 enum class MsgType : std::uint8_t {
   hello = 1,
@@ -52,19 +58,31 @@ enum class MsgType : std::uint8_t {
   pong = 5,
   heartbeat = 6,
   goodbye = 7,
+  auth_hello = 8,
+  auth_challenge = 9,
+  auth_proof = 10,
+  auth_ok = 11,
+  list_request = 12,
+  list_reply = 13,
+  attach_request = 14,
+  attach_reply = 15,
   config_read = 16,
   config_write = 17,
   mmio_read = 18,
   mmio_write = 19,
   read_reply = 20,
   write_ack = 21,
+  bar_commit = 22,
+  bar_fetch = 23,
   interrupt = 32,
   rma_notify = 33,
 };
 
-// Header flags. Version 1 defines none; bit 0 is reserved for the per-frame MAC of the
-// authenticated bootstrap (a trailer after the payload) and is rejected until then.
-inline constexpr std::uint16_t kFlagsKnown = 0;
+// Header flags. Bit 0: a kMacTrailer-byte MAC follows the message in its bootstrap frame
+// (set on every frame after authentication; the frame layer checks and strips it — the
+// codec only accepts the bit). No other bit is defined.
+inline constexpr std::uint16_t kFlagMac = 1;
+inline constexpr std::uint16_t kFlagsKnown = kFlagMac;
 
 struct Header {
   std::uint8_t version = kVersion;
@@ -148,9 +166,87 @@ struct RmaNotify {
   std::uint64_t checksum = 0;
 };
 
+// --- Authentication (bootstrap; docs/auth.md) ---
+// Client -> server: who I am and my challenge.
+struct AuthHello {
+  std::string_view client;               // 1..kMaxNameText bytes
+  std::span<const std::uint8_t> nonce;   // exactly kAuthBytes
+};
+// Server -> client: the server's challenge and its proof of the key for that client.
+struct AuthChallenge {
+  std::span<const std::uint8_t> nonce;   // exactly kAuthBytes
+  std::span<const std::uint8_t> proof;   // exactly kAuthBytes
+};
+// Client -> server: the client's proof.
+struct AuthProof {
+  std::span<const std::uint8_t> proof;   // exactly kAuthBytes
+};
+// Server -> client: accepted; every later frame in both directions carries a MAC.
+struct AuthOk {};
+
+// --- Exports (bootstrap) ---
+enum class BarKind : std::uint8_t { registers = 1, memory = 2, io = 3 };
+inline constexpr std::uint8_t kBarFlag64 = 1;        // 64-bit BAR
+inline constexpr std::uint8_t kBarFlagReadonly = 2;  // writes and side-effecting reads refused
+inline constexpr std::uint8_t kBarFlagDirect = 4;    // plain memory: one-sided RMA to the BAR
+inline constexpr std::uint8_t kBarFlagsKnown = 7;
+struct BarInfo {
+  std::uint8_t bar = 0;   // 0..kMaxBar
+  BarKind kind = BarKind::registers;
+  std::uint8_t flags = 0;
+  std::uint64_t size = 0;
+};
+enum class ExportState : std::uint8_t { free = 0, attached = 1 };
+inline constexpr std::uint8_t kExportShared = 1;   // several clients may attach
+inline constexpr std::uint8_t kExportMirror = 2;   // DMA in mirror mode
+inline constexpr std::uint8_t kExportFlagsKnown = 3;
+struct ExportEntry {
+  std::string_view name;      // 1..kMaxNameText
+  std::string_view backend;   // 1..kMaxBackendName
+  std::string_view holder;    // client name(s) attached, "" when free; <= kMaxNameText
+  std::uint16_t vendor = 0;
+  std::uint16_t device = 0;
+  std::uint32_t class_code = 0;   // 24 bits
+  std::uint16_t subsystem_vendor = 0;
+  std::uint16_t subsystem_device = 0;
+  std::uint8_t revision = 0;
+  ExportState state = ExportState::free;
+  std::uint8_t flags = 0;
+  std::uint16_t vectors = 0;      // <= kMaxVector
+  std::vector<BarInfo> bars;      // <= kMaxBarRegions, distinct BAR numbers
+};
+struct ListRequest {};
+struct ListReply {
+  std::vector<ExportEntry> exports;  // <= kMaxExports
+};
+// Client -> server: attach this export; my DMA window is this large (0: no window). The
+// Session hello / hello_ack exchange follows on the same connection when it is accepted.
+struct AttachRequest {
+  std::string_view export_name;
+  std::uint64_t window_size = 0;
+};
+struct AttachReply {
+  ExportEntry info;
+  std::uint32_t lease_ms = 0;      // heartbeat at least every lease_ms / 3
+  std::uint64_t attachment_id = 0;
+};
+
+// --- Memory BARs through the device server's bounce buffer (data path) ---
+// bar_commit: bytes [bounce_offset, +length) of the bounce buffer go to the BAR at offset.
+// bar_fetch: BAR bytes [offset, +length) go to the bounce buffer at bounce_offset.
+// Both are answered with write_ack once done.
+struct BarCommit {
+  std::uint8_t bar = 0;
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;
+  std::uint64_t bounce_offset = 0;
+};
+struct BarFetch : BarCommit {};
+
 using Message = std::variant<Hello, HelloAck, ErrorMsg, Ping, Pong, Heartbeat, Goodbye, ConfigRead,
                              ConfigWrite, MmioRead, MmioWrite, ReadReply, WriteAck, Interrupt,
-                             RmaNotify>;
+                             RmaNotify, AuthHello, AuthChallenge, AuthProof, AuthOk, ListRequest,
+                             ListReply, AttachRequest, AttachReply, BarCommit, BarFetch>;
 
 struct Decoded {
   Header header;
@@ -184,6 +280,9 @@ inline constexpr std::size_t kFramePrefix = 4;
 
 // Reassembles frames from a byte stream. Fixed capacity (one maximal frame): a peer cannot
 // make it allocate more. Not thread-safe.
+// A frame holds at most one maximal message and its MAC trailer.
+inline constexpr std::size_t kMaxFrame = kMaxMessage + kMacTrailer;
+
 class FrameReader {
  public:
   FrameReader();

@@ -199,8 +199,8 @@ TEST_CASE("message_send refuses an invalid message with EINVAL and sends nothing
   CHECK(m->decoded.header.request_id == 2);
 }
 
-TEST_CASE("message_recv rejects a length prefix over kMaxMessage with EMSGSIZE without waiting for the body") {
-  for (std::uint32_t length : {static_cast<std::uint32_t>(proto::kMaxMessage + 1), 0xffffffffU}) {
+TEST_CASE("message_recv rejects a length prefix over kMaxFrame with EMSGSIZE without waiting for the body") {
+  for (std::uint32_t length : {static_cast<std::uint32_t>(proto::kMaxFrame + 1), 0xffffffffU}) {
     CAPTURE(length);
     TcpPair p = tcp_pair();
     send_raw(p.client, le32(length));  // and nothing more: the connection stays open

@@ -374,11 +374,16 @@ TEST_CASE("message_type and msg_type_name agree with the header for every messag
   const Message all[] = {proto::Hello{}, proto::HelloAck{}, proto::ErrorMsg{}, proto::Ping{}, proto::Pong{},
                          proto::Heartbeat{}, proto::Goodbye{}, proto::ConfigRead{}, proto::ConfigWrite{},
                          proto::MmioRead{}, proto::MmioWrite{}, proto::ReadReply{}, proto::WriteAck{},
-                         proto::Interrupt{}, proto::RmaNotify{}};
+                         proto::Interrupt{}, proto::RmaNotify{}, proto::AuthHello{}, proto::AuthChallenge{},
+                         proto::AuthProof{}, proto::AuthOk{}, proto::ListRequest{}, proto::ListReply{},
+                         proto::AttachRequest{}, proto::AttachReply{}, proto::BarCommit{}, proto::BarFetch{}};
   const MsgType types[] = {MsgType::hello, MsgType::hello_ack, MsgType::error, MsgType::ping, MsgType::pong,
                            MsgType::heartbeat, MsgType::goodbye, MsgType::config_read, MsgType::config_write,
                            MsgType::mmio_read, MsgType::mmio_write, MsgType::read_reply, MsgType::write_ack,
-                           MsgType::interrupt, MsgType::rma_notify};
+                           MsgType::interrupt, MsgType::rma_notify, MsgType::auth_hello,
+                           MsgType::auth_challenge, MsgType::auth_proof, MsgType::auth_ok, MsgType::list_request,
+                           MsgType::list_reply, MsgType::attach_request, MsgType::attach_reply,
+                           MsgType::bar_commit, MsgType::bar_fetch};
   static_assert(std::size(all) == std::variant_size_v<Message>);
   for (std::size_t i = 0; i < std::size(all); ++i) {
     CHECK(proto::message_type(all[i]) == types[i]);
@@ -425,7 +430,7 @@ TEST_CASE("a version other than 1 is rejected with EPROTONOSUPPORT") {
 }
 
 TEST_CASE("unknown message types are rejected with EPROTO") {
-  for (int t : {0, 8, 9, 15, 22, 31, 34, 255}) {
+  for (int t : {0, 16 + 8, 31, 34, 64, 255}) {
     CAPTURE(t);
     Bytes m = raw(static_cast<std::uint8_t>(t), {});
     CHECK(decode_error(m) == EPROTO);
@@ -434,13 +439,18 @@ TEST_CASE("unknown message types are rejected with EPROTO") {
   }
 }
 
-TEST_CASE("any header flag, including the reserved MAC bit, is rejected with EPROTO") {
-  for (std::uint16_t flags : {std::uint16_t{1}, std::uint16_t{2}, std::uint16_t{0x8000}, std::uint16_t{0xffff}}) {
+TEST_CASE("header flags: the MAC bit is accepted (the frame layer checks it), any other is EPROTO") {
+  for (std::uint16_t flags : {std::uint16_t{2}, std::uint16_t{3}, std::uint16_t{0x8000}, std::uint16_t{0xffff}}) {
     CAPTURE(flags);
     Bytes m = encode(proto::Heartbeat{1});
     put_u16(m, kOffFlags, flags);
     CHECK(decode_error(m) == EPROTO);
   }
+  Bytes m = encode(proto::Heartbeat{1});
+  put_u16(m, kOffFlags, proto::kFlagMac);
+  auto d = proto::message_decode(m);
+  REQUIRE(d);
+  CHECK(d->header.flags == proto::kFlagMac);
 }
 
 TEST_CASE("a nonzero reserved header field is rejected with EPROTO") {
@@ -873,8 +883,8 @@ TEST_CASE("FrameReader accepts a frame of exactly kMaxMessage bytes") {
   CHECK(got->size() == proto::kMaxMessage);
 }
 
-TEST_CASE("FrameReader fails with EMSGSIZE on a length prefix over kMaxMessage and stays failed") {
-  for (std::uint32_t length : {static_cast<std::uint32_t>(proto::kMaxMessage + 1), 0xffffffffU}) {
+TEST_CASE("FrameReader fails with EMSGSIZE on a length prefix over kMaxFrame (message + MAC) and stays failed") {
+  for (std::uint32_t length : {static_cast<std::uint32_t>(proto::kMaxFrame + 1), 0xffffffffU}) {
     CAPTURE(length);
     proto::FrameReader reader;
     Bytes stream = Le().u32(length).fill(64, 0).bytes;
@@ -921,4 +931,158 @@ TEST_CASE("FrameReader reports wanted() through prefix, partial body and complet
   auto got = reader.next();
   REQUIRE(got.has_value());
   CHECK(got->size() == msg.size());
+}
+
+// --- Authentication, exports and bounce-buffer messages --------------------------------
+
+namespace {
+proto::ExportEntry entry_sample(std::string_view name) {
+  proto::ExportEntry e;
+  e.name = name;
+  e.backend = "edu";
+  e.holder = "alice";
+  e.vendor = 0x1234;
+  e.device = 0x11e8;
+  e.class_code = 0x00ff00;
+  e.subsystem_vendor = 0x1af4;
+  e.subsystem_device = 0x1100;
+  e.revision = 0x10;
+  e.state = proto::ExportState::attached;
+  e.flags = proto::kExportMirror;
+  e.vectors = 1;
+  e.bars = {{0, proto::BarKind::registers, 0, 1 << 20},
+            {2, proto::BarKind::memory, proto::kBarFlag64 | proto::kBarFlagDirect, 1ULL << 32}};
+  return e;
+}
+}  // namespace
+
+TEST_CASE("auth messages round-trip and insist on 32-byte nonces and proofs") {
+  Bytes nonce(proto::kAuthBytes, 0xa5), proof(proto::kAuthBytes, 0x5a), s1, s2, s3;
+  auto h = round_trip(proto::AuthHello{"node-7", nonce}, 70, s1);
+  CHECK(as<proto::AuthHello>(h).client == "node-7");
+  CHECK(Bytes(as<proto::AuthHello>(h).nonce.begin(), as<proto::AuthHello>(h).nonce.end()) == nonce);
+  auto c = round_trip(proto::AuthChallenge{nonce, proof}, 71, s2);
+  CHECK(Bytes(as<proto::AuthChallenge>(c).proof.begin(), as<proto::AuthChallenge>(c).proof.end()) == proof);
+  auto p = round_trip(proto::AuthProof{proof}, 72, s3);
+  CHECK(as<proto::AuthProof>(p).proof.size() == proto::kAuthBytes);
+  Bytes short_nonce(31, 1);
+  CHECK(encode_error(proto::AuthHello{"x", short_nonce}) == EINVAL);
+  CHECK(encode_error(proto::AuthHello{"", nonce}) == EINVAL);
+  CHECK(encode_error(proto::AuthChallenge{nonce, short_nonce}) == EINVAL);
+  // Hand-made: a proof one byte short, one byte long, a name over the cap.
+  CHECK(decode_error(raw(MsgType::auth_proof, Bytes(31, 0))) == EPROTO);
+  CHECK(decode_error(raw(MsgType::auth_proof, Bytes(33, 0))) == EPROTO);
+  Le long_name;
+  long_name.u8(65).fill(65, 'a').fill(proto::kAuthBytes, 0);
+  CHECK(decode_error(raw(MsgType::auth_hello, long_name.bytes)) == EPROTO);
+  CHECK(decode_error(raw(MsgType::auth_ok, Bytes(1, 0))) == EPROTO);
+}
+
+TEST_CASE("list_reply and attach_reply carry export entries exactly") {
+  Bytes s1, s2;
+  proto::ListReply l;
+  l.exports = {entry_sample("dev0"), entry_sample("dev1")};
+  l.exports[1].state = proto::ExportState::free;
+  l.exports[1].holder = "";
+  auto d = round_trip(l, 80, s1);
+  const auto& got = as<proto::ListReply>(d);
+  REQUIRE(got.exports.size() == 2);
+  CHECK(got.exports[0].name == "dev0");
+  CHECK(got.exports[0].holder == "alice");
+  CHECK(got.exports[0].class_code == 0x00ff00);
+  CHECK(got.exports[0].flags == proto::kExportMirror);
+  REQUIRE(got.exports[0].bars.size() == 2);
+  CHECK(got.exports[0].bars[1].size == 1ULL << 32);
+  CHECK(got.exports[0].bars[1].flags == (proto::kBarFlag64 | proto::kBarFlagDirect));
+  CHECK(got.exports[1].state == proto::ExportState::free);
+  auto a = round_trip(proto::AttachReply{entry_sample("dev0"), 5000, 42}, 81, s2);
+  CHECK(as<proto::AttachReply>(a).lease_ms == 5000);
+  CHECK(as<proto::AttachReply>(a).attachment_id == 42);
+  CHECK(as<proto::AttachReply>(a).info.revision == 0x10);
+}
+
+TEST_CASE("export entries out of range are refused by encoder and decoder") {
+  auto bad = [](auto mutate) {
+    proto::ListReply l;
+    l.exports = {entry_sample("dev0")};
+    mutate(l.exports[0]);
+    return l;
+  };
+  std::vector<proto::ListReply> cases = {
+      bad([](proto::ExportEntry& e) { e.class_code = 0x1000000; }),
+      bad([](proto::ExportEntry& e) { e.name = ""; }),
+      bad([](proto::ExportEntry& e) { e.bars[1].bar = 0; }),  // duplicate BAR number
+      bad([](proto::ExportEntry& e) { e.bars[1].bar = 6; }),
+      bad([](proto::ExportEntry& e) { e.bars[0].size = 0; }),
+      bad([](proto::ExportEntry& e) { e.bars[0].flags = 8; }),
+      bad([](proto::ExportEntry& e) { e.bars[0].kind = static_cast<proto::BarKind>(4); }),
+      bad([](proto::ExportEntry& e) { e.state = static_cast<proto::ExportState>(2); }),
+      bad([](proto::ExportEntry& e) { e.flags = 4; }),
+      bad([](proto::ExportEntry& e) { e.vectors = proto::kMaxVector + 1; }),
+  };
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    CAPTURE(i);
+    CHECK(encode_error(cases[i]) == EINVAL);
+  }
+  // The decoder's view: patch the class code of a valid encoding to 25 bits.
+  proto::ListReply l;
+  l.exports = {entry_sample("dev0")};
+  Bytes m = encode(l);
+  // payload: count u16, name (1+4), backend (1+3), holder (1+5), vendor, device, then class.
+  const std::size_t class_at = proto::kHeaderSize + 2 + 5 + 4 + 6 + 2 + 2;
+  REQUIRE(m[class_at + 1] == 0xff);
+  put_u32(m, class_at, 0x01000000);
+  CHECK(decode_error(m) == EPROTO);
+  // A count over the cap, with nothing behind it.
+  Le many;
+  many.u16(proto::kMaxExports + 1);
+  CHECK(decode_error(raw(MsgType::list_reply, many.bytes)) == EPROTO);
+  // A count that promises more entries than there are bytes.
+  Le promise;
+  promise.u16(3);
+  CHECK(decode_error(raw(MsgType::list_reply, promise.bytes)) == EPROTO);
+  // Too many BARs in one entry.
+  Bytes seven = encode(l);
+  const std::size_t nbars_at = class_at + 4 + 2 + 2 + 1 + 1 + 1 + 2;
+  REQUIRE(seven[nbars_at] == 2);
+  seven[nbars_at] = 7;
+  CHECK(decode_error(seven) == EPROTO);
+}
+
+TEST_CASE("a maximal list_reply fits the payload cap") {
+  std::vector<std::string> names;
+  for (std::size_t i = 0; i < proto::kMaxExports; ++i) names.push_back(std::string(proto::kMaxNameText - 3, 'n') + std::to_string(100 + i));
+  proto::ListReply l;
+  for (const auto& n : names) {
+    auto e = entry_sample(n);
+    e.backend = std::string_view("pci-sysfs-backend-name-32-bytes!");
+    e.holder = n;
+    e.bars.clear();
+    for (std::uint8_t b = 0; b < proto::kMaxBarRegions; ++b) e.bars.push_back({b, proto::BarKind::memory, 0, 4096});
+    l.exports.push_back(e);
+  }
+  Bytes storage;
+  auto d = round_trip(l, 90, storage);
+  CHECK(as<proto::ListReply>(d).exports.size() == proto::kMaxExports);
+}
+
+TEST_CASE("attach_request, bar_commit and bar_fetch round-trip; overflowing ranges are refused") {
+  Bytes s1, s2, s3;
+  auto a = round_trip(proto::AttachRequest{"dev0", 16 << 20}, 100, s1);
+  CHECK(as<proto::AttachRequest>(a).export_name == "dev0");
+  CHECK(as<proto::AttachRequest>(a).window_size == 16 << 20);
+  auto c = round_trip(proto::BarCommit{2, 4096, 1 << 20, 0}, 101, s2);
+  CHECK(as<proto::BarCommit>(c).bar == 2);
+  CHECK(as<proto::BarCommit>(c).length == 1 << 20);
+  proto::BarFetch f;
+  f.bar = 1;
+  f.offset = 8;
+  f.length = 16;
+  f.bounce_offset = 32;
+  auto fd = round_trip(f, 102, s3);
+  CHECK(as<proto::BarFetch>(fd).bounce_offset == 32);
+  CHECK(encode_error(proto::BarCommit{6, 0, 1, 0}) == EINVAL);
+  CHECK(encode_error(proto::BarCommit{0, 0, 0, 0}) == EINVAL);
+  CHECK(encode_error(proto::BarCommit{0, ~std::uint64_t{0}, 2, 0}) == EINVAL);
+  CHECK(encode_error(proto::AttachRequest{"", 0}) == EINVAL);
 }
