@@ -56,7 +56,7 @@ Result<std::unique_ptr<Channel>> Channel::create(std::unique_ptr<Fabric> fabric,
   if (!region) return tl::unexpected(region.error());
   c->message_region_.emplace(std::move(*region));
   c->last_message_.reserve(proto::kMaxMessage);
-  c->recv_done_.assign(options.recv_depth, {nullptr, 0});
+  c->recv_done_.assign(options.recv_depth, RecvDone{});
 
   for (std::size_t i = 0; i < slots + options.window; ++i) {
     auto op = std::make_unique<Op>();
@@ -127,13 +127,13 @@ void Channel::fail_locked(Error e) {
   }
 }
 
-void Channel::completion_locked(Op& op, std::size_t length) {
+void Channel::completion_locked(Op& op, std::size_t length, bool foreign) {
   switch (op.kind) {
     case Op::Kind::recv:
       // rxm reports completions in any order (comp_order NONE: a rendezvous-sized message
       // completes after smaller ones sent later), but with FI_ORDER_SAS messages are matched
       // to receives in posting order. Delivering by posting order restores send order.
-      recv_done_[op.seq % recv_done_.size()] = {&op, length};
+      recv_done_[op.seq % recv_done_.size()] = {&op, length, foreign};
       break;
     case Op::Kind::send:
       --sends_in_flight_;
@@ -149,8 +149,11 @@ void Channel::completion_locked(Op& op, std::size_t length) {
 Result<void> Channel::poll_locked() {
   if (failure_) return tl::unexpected(*failure_);
   fi_cq_data_entry entries[kCqBatch];
+  fi_addr_t sources[kCqBatch];
+  const bool source_known = fabric_->source_known();
   for (;;) {
-    ssize_t n = fi_cq_read(fabric_->cq(), entries, kCqBatch);
+    ssize_t n = source_known ? fi_cq_readfrom(fabric_->cq(), entries, kCqBatch, sources)
+                             : fi_cq_read(fabric_->cq(), entries, kCqBatch);
     if (n == -FI_EAGAIN) return {};
     if (n == -FI_EAVAIL) {
       fi_cq_err_entry err{};
@@ -176,7 +179,12 @@ Result<void> Channel::poll_locked() {
       return tl::unexpected(*failure_);
     }
     completions_ += static_cast<std::uint64_t>(n);
-    for (ssize_t i = 0; i < n; ++i) completion_locked(*static_cast<Op*>(entries[i].op_context), entries[i].len);
+    for (ssize_t i = 0; i < n; ++i) {
+      // With FI_SOURCE, a receive from anyone but the peer (FI_ADDR_NOTAVAIL: not in our AV)
+      // is kept in its place in the posting order but dropped when its turn comes.
+      const bool foreign = source_known && (entries[i].flags & FI_RECV) != 0 && sources[i] != peer_;
+      completion_locked(*static_cast<Op*>(entries[i].op_context), entries[i].len, foreign);
+    }
     if (static_cast<std::size_t>(n) < kCqBatch) return {};
   }
 }
@@ -266,8 +274,22 @@ Result<void> Channel::wait_until(Ready&& ready, Deadline deadline, const char* w
   return {};
 }
 
+bool Channel::message_ready_locked() {
+  // Foreign receives at the head are dropped here, so that "ready" means a message from
+  // the peer is next.
+  for (;;) {
+    auto& head = recv_done_[recv_next_seq_ % recv_done_.size()];
+    if (head.op == nullptr || !head.foreign) return head.op != nullptr;
+    Op* op = std::exchange(head, RecvDone{}).op;
+    ++recv_next_seq_;
+    ++stats_.messages_foreign;
+    RPCIE_LOG_ONCE(LogLevel::warn, "channel", "dropping a message from an address other than the peer's");
+    if (!recv_post_locked(*op)) return false;  // the failure is sticky: the next poll reports it
+  }
+}
+
 Result<const proto::Decoded*> Channel::message_recv(Deadline deadline) {
-  auto next_ready = [this] { return recv_done_[recv_next_seq_ % recv_done_.size()].first != nullptr; };
+  auto next_ready = [this] { return message_ready_locked(); };
   std::unique_lock g(lock_);
   while (!next_ready()) {  // re-checked under the lock: another thread may have taken it
     g.unlock();
@@ -275,12 +297,14 @@ Result<const proto::Decoded*> Channel::message_recv(Deadline deadline) {
     g.lock();
     if (!w) return tl::unexpected(w.error());
   }
-  auto [op, len] = std::exchange(recv_done_[recv_next_seq_ % recv_done_.size()], {nullptr, 0});
+  auto [op, len, foreign] = std::exchange(recv_done_[recv_next_seq_ % recv_done_.size()], RecvDone{});
+  (void)foreign;
   ++recv_next_seq_;
   last_message_.assign(op->buffer, op->buffer + std::min(len, proto::kMaxMessage));
   auto repost = recv_post_locked(*op);
   if (!repost) return tl::unexpected(repost.error());
   auto d = proto::message_decode(last_message_);
+  if (d && d->header.flags != 0) d = fail(EPROTO, "header flags are for the bootstrap connection only");
   if (!d) {
     // Whatever the decoder's reason (EMSGSIZE, EPROTONOSUPPORT, ...), to the caller this is
     // one dropped message: EPROTO, with the reason in the text.
@@ -422,6 +446,26 @@ Result<void> Channel::rma_post(RmaKind kind, const MemoryRegion& local, std::siz
 
 Result<void> Channel::rma_flush(Deadline deadline) {
   return wait_until([this] { return rma_in_flight_ == 0; }, deadline, "rma completions");
+}
+
+Result<bool> Channel::message_wait(Deadline deadline, const std::atomic<bool>* cancel) {
+  Deadline::Clock::time_point spin_end{Deadline::Clock::duration(activity_until_.load(std::memory_order_relaxed))};
+  bool cancelled = false;
+  auto ready = [&] {
+    if (message_ready_locked()) return true;
+    cancelled = cancel != nullptr && cancel->load(std::memory_order_acquire);
+    return cancelled;
+  };
+  auto r = poll_until(ready, deadline, spin_end);
+  if (!r) return tl::unexpected(r.error());
+  if (*r && !cancelled) {
+    // A message is activity: the caller handles it and comes back for the next one, which
+    // in a request stream is close behind. Keep spinning for that one.
+    activity_until_.store((Deadline::Clock::now() + options_.spin).time_since_epoch().count(),
+                          std::memory_order_relaxed);
+    return true;
+  }
+  return false;
 }
 
 Result<void> Channel::progress_idle(Deadline deadline) {

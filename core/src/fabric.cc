@@ -34,8 +34,14 @@ Result<std::unique_ptr<Fabric>> Fabric::open(const FabricOptions& options) {
     node = options.node.c_str();
     flags = FI_SOURCE;
   }
+  if (options.source_check) hints->caps |= FI_SOURCE;
   fi_info* raw_list = nullptr;
   int rc = fi_getinfo(kFabricApi, node, nullptr, flags, hints.get(), &raw_list);
+  if (rc == -FI_ENODATA && options.source_check) {
+    // No FI_SOURCE here: open without it (source_known() false) rather than not at all.
+    hints->caps &= ~FI_SOURCE;
+    rc = fi_getinfo(kFabricApi, node, nullptr, flags, hints.get(), &raw_list);
+  }
   if (rc) return fail_fabric(rc, "fi_getinfo for provider " + std::string(adapter.fabric_name()) +
                                      (node ? std::string(" on ") + node : std::string()));
   InfoPtr list(raw_list);
@@ -112,6 +118,7 @@ Result<std::unique_ptr<Fabric>> Fabric::open(const FabricOptions& options) {
   f->max_msg_size_ = info.ep_attr && info.ep_attr->max_msg_size ? info.ep_attr->max_msg_size : (1u << 20);
   f->inject_size_ = adapter.inject_size(info);
   f->rma_support_ = adapter.rma_support(info, fi_version());
+  f->source_known_ = options.source_check && (info.caps & FI_SOURCE) != 0;
   RPCIE_LOG_DEBUG("fabric", "opened {} domain {} mr_mode {:#x} saw {} max_msg {} inject {} wait_fd {}",
                   info.fabric_attr->prov_name, info.domain_attr->name, info.domain_attr->mr_mode, f->order_saw_,
                   f->max_msg_size_, f->inject_size_, f->wait_fd_);

@@ -36,11 +36,12 @@ Session::~Session() {
 }
 
 Result<void> Session::fabric_setup(const providers::ProviderAdapter& adapter, std::span<const LocalRegion> regions,
-                                   bool cq_wait_fd) {
+                                   const SessionOptions& options) {
   FabricOptions fo;
   fo.adapter = &adapter;
   fo.node = socket_.local_address();
-  fo.cq_wait_fd = cq_wait_fd;
+  fo.cq_wait_fd = options.cq_wait_fd;
+  fo.source_check = options.source_check;
   auto f = Fabric::open(fo);
   if (!f) return tl::unexpected(f.error());
   pending_fabric_ = std::move(*f);
@@ -66,14 +67,21 @@ PeerHello Session::hello_local() const {
 Result<std::unique_ptr<Session>> Session::connect(const std::string& host, std::uint16_t port,
                                                   const SessionOptions& options, std::span<const LocalRegion> regions,
                                                   Deadline deadline) {
-  if (regions.size() > proto::kMaxRegions) return fail(EINVAL, "too many regions for one session");
-  std::unique_ptr<Session> s(new Session());
   auto sock = Socket::connect(host, port, deadline);
   if (!sock) return tl::unexpected(sock.error());
-  s->socket_ = std::move(*sock);
+  auto s = connect_over(std::move(*sock), options, regions, deadline);
+  if (s) RPCIE_LOG_INFO("session", "connected to {}:{} over {}", host, port, (*s)->peer_.provider);
+  return s;
+}
+
+Result<std::unique_ptr<Session>> Session::connect_over(Socket socket, const SessionOptions& options,
+                                                       std::span<const LocalRegion> regions, Deadline deadline) {
+  if (regions.size() > proto::kMaxRegions) return fail(EINVAL, "too many regions for one session");
+  std::unique_ptr<Session> s(new Session());
+  s->socket_ = std::move(socket);
   auto adapter = provider_pick_client(options.provider, address_is_loopback(s->socket_.peer_address()));
   if (!adapter) return tl::unexpected(adapter.error());
-  auto setup = s->fabric_setup(**adapter, regions, options.cq_wait_fd);
+  auto setup = s->fabric_setup(**adapter, regions, options);
   if (!setup) return tl::unexpected(setup.error());
 
   PeerHello local = s->hello_local();
@@ -94,7 +102,6 @@ Result<std::unique_ptr<Session>> Session::connect(const std::string& host, std::
   auto ch = Channel::create(std::move(s->pending_fabric_), *peer, options.channel);
   if (!ch) return tl::unexpected(ch.error());
   s->channel_ = std::move(*ch);
-  RPCIE_LOG_INFO("session", "connected to {}:{} over {}", host, port, local.provider);
   return s;
 }
 
@@ -136,7 +143,7 @@ Result<std::unique_ptr<Session>> Session::accept(Socket socket, const SessionOpt
     return fail(EPROTO, refusal);
   }
 
-  auto setup = s->fabric_setup(*adapter, regions, options.cq_wait_fd);
+  auto setup = s->fabric_setup(*adapter, regions, options);
   if (!setup) {
     (void)s->socket_.message_send(proto::ErrorMsg{setup.error().to_errno(), "server fabric setup failed"},
                                   first->decoded.header.request_id, deadline);

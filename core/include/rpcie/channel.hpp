@@ -84,6 +84,7 @@ struct ChannelStats {
   std::uint64_t messages_sent = 0;
   std::uint64_t messages_received = 0;
   std::uint64_t messages_rejected = 0;  // failed to decode
+  std::uint64_t messages_foreign = 0;   // dropped: not sent by the peer (Fabric::source_known)
   std::uint64_t rma_writes = 0;         // chunks
   std::uint64_t rma_reads = 0;
   std::uint64_t bytes_written = 0;
@@ -129,6 +130,12 @@ class Channel {
   // Waits until every RMA chunk posted so far has completed.
   Result<void> rma_flush(Deadline deadline);
 
+  // Waits until a message is ready for message_recv() (true), the deadline passes, or
+  // `cancel` becomes true (false). Progresses the CQ meanwhile, with the same spin-then-sleep
+  // policy as progress_idle(), so a dispatcher thread can use it as its progress loop and
+  // stand aside (via `cancel`) while another thread receives.
+  Result<bool> message_wait(Deadline deadline, const std::atomic<bool>* cancel = nullptr);
+
   // One non-blocking pass over the CQ. Error if the channel has failed.
   Result<void> progress();
   // Progress for a side that waits for nothing in particular (ProgressThread): polls, and if
@@ -150,7 +157,8 @@ class Channel {
   Result<Op*> slot_take(std::unique_lock<std::mutex>& held, std::vector<Op*>& pool, Deadline deadline,
                         const char* what);
   Result<void> poll_locked();
-  void completion_locked(Op& op, std::size_t length);
+  bool message_ready_locked();
+  void completion_locked(Op& op, std::size_t length, bool foreign = false);
   void fail_locked(Error e);
   void busy_poll_calibrate_locked();
   template <class Ready>
@@ -172,7 +180,12 @@ class Channel {
   std::vector<Op*> send_free_;
   std::vector<Op*> rma_free_;
   // Completed receives by posting order (ring of recv_depth), delivered in that order.
-  std::vector<std::pair<Op*, std::size_t>> recv_done_;
+  struct RecvDone {
+    Op* op = nullptr;
+    std::size_t length = 0;
+    bool foreign = false;  // from an address other than the peer: dropped on delivery
+  };
+  std::vector<RecvDone> recv_done_;
   std::uint64_t recv_posted_seq_ = 0;
   std::uint64_t recv_next_seq_ = 0;
   std::vector<std::uint8_t> last_message_;

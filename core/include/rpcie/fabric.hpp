@@ -40,6 +40,11 @@ struct FabricOptions {
   // sessions leave it off; a side driven by a ProgressThread (only an RMA target, idle for
   // long stretches) turns it on.
   bool cq_wait_fd = false;
+  // Ask for FI_SOURCE so that every received message names its sender: the Channel then
+  // drops messages that do not come from its peer (an attachment accepts data-path
+  // messages only from the fabric address bound at attach). Where the provider does not
+  // offer FI_SOURCE the fabric opens without it and source_known() is false.
+  bool source_check = false;
 };
 
 class Fabric {
@@ -69,6 +74,8 @@ class Fabric {
   std::size_t max_msg_size() const noexcept { return max_msg_size_; }
   std::size_t inject_size() const noexcept { return inject_size_; }
   providers::RmaSupport rma_support() const noexcept { return rma_support_; }
+  // True when completions carry the sender's address (FI_SOURCE granted).
+  bool source_known() const noexcept { return source_known_; }
 
   // File descriptor that becomes readable when the CQ may have work (FI_WAIT_FD), or -1
   // when the provider offers none (shm in 1.17): the caller then spins and backs off.
@@ -95,6 +102,7 @@ class Fabric {
   std::size_t inject_size_ = 0;
   providers::RmaSupport rma_support_;
   int wait_fd_ = -1;
+  bool source_known_ = false;
 };
 
 }  // namespace rpcie

@@ -40,7 +40,8 @@ struct LocalRegion {
 struct SessionOptions {
   providers::ProviderChoice provider;  // auto unless set
   ChannelOptions channel;
-  bool cq_wait_fd = false;  // see FabricOptions::cq_wait_fd
+  bool cq_wait_fd = false;    // see FabricOptions::cq_wait_fd
+  bool source_check = false;  // see FabricOptions::source_check
 };
 
 class Session {
@@ -48,6 +49,10 @@ class Session {
   static Result<std::unique_ptr<Session>> connect(const std::string& host, std::uint16_t port,
                                                   const SessionOptions& options,
                                                   std::span<const LocalRegion> regions, Deadline deadline);
+  // The same handshake over a bootstrap connection that is already open (and possibly
+  // authenticated: the socket keeps its frame MAC state).
+  static Result<std::unique_ptr<Session>> connect_over(Socket socket, const SessionOptions& options,
+                                                       std::span<const LocalRegion> regions, Deadline deadline);
   static Result<std::unique_ptr<Session>> accept(Socket socket, const SessionOptions& options,
                                                  std::span<const LocalRegion> regions, Deadline deadline);
   ~Session();
@@ -63,7 +68,7 @@ class Session {
  private:
   Session() = default;
   Result<void> fabric_setup(const providers::ProviderAdapter& adapter, std::span<const LocalRegion> regions,
-                            bool cq_wait_fd);
+                            const SessionOptions& options);
   PeerHello hello_local() const;
 
   Socket socket_;
