@@ -16,6 +16,8 @@
 #include <optional>
 #include <utility>
 
+#include "rpcie/log.hpp"
+
 namespace rpcie {
 namespace {
 
@@ -80,14 +82,19 @@ Result<std::pair<std::string, std::uint16_t>> address_parse(std::string_view tex
 
 // --- Socket ---
 
-Socket::Socket(Socket&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+Socket::Socket(Socket&& o) noexcept
+    : fd_(std::exchange(o.fd_, -1)), mac_(std::move(o.mac_)), frames_dropped_(o.frames_dropped_) {}
 Socket& Socket::operator=(Socket&& o) noexcept {
   if (this != &o) {
     close();
     fd_ = std::exchange(o.fd_, -1);
+    mac_ = std::move(o.mac_);
+    frames_dropped_ = o.frames_dropped_;
   }
   return *this;
 }
+
+void Socket::frame_mac_set(auth::FrameMac mac) { mac_ = std::make_unique<auth::FrameMac>(std::move(mac)); }
 Socket::~Socket() { close(); }
 int Socket::release() noexcept { return std::exchange(fd_, -1); }
 
@@ -187,12 +194,30 @@ Result<void> Socket::bytes_recv(std::span<std::uint8_t> bytes, Deadline deadline
   return {};
 }
 
+namespace {
+constexpr std::size_t kHeaderFlagsAt = 6;  // docs/protocol.md: flags u16 at byte 6
+}
+
 Result<void> Socket::message_send(const proto::Message& message, std::uint64_t request_id, Deadline deadline) {
-  std::size_t size = proto::message_encoded_size(message);
-  std::vector<std::uint8_t> frame(proto::kFramePrefix + size);
-  for (std::size_t i = 0; i < proto::kFramePrefix; ++i) frame[i] = static_cast<std::uint8_t>(size >> (8 * i));
-  auto n = proto::message_encode(message, request_id, std::span(frame).subspan(proto::kFramePrefix));
+  const std::size_t size = proto::message_encoded_size(message);
+  const std::size_t body = size + (mac_ ? proto::kMacTrailer : 0);
+  std::vector<std::uint8_t> frame(proto::kFramePrefix + body);
+  for (std::size_t i = 0; i < proto::kFramePrefix; ++i) frame[i] = static_cast<std::uint8_t>(body >> (8 * i));
+  auto msg = std::span(frame).subspan(proto::kFramePrefix, size);
+  auto n = proto::message_encode(message, request_id, msg);
   if (!n) return tl::unexpected(n.error());
+  if (mac_) {
+    msg[kHeaderFlagsAt] |= static_cast<std::uint8_t>(proto::kFlagMac);
+    mac_->seal(msg, std::span(frame).subspan(proto::kFramePrefix + size).first<proto::kMacTrailer>());
+  }
+  return bytes_send(frame, deadline);
+}
+
+Result<void> Socket::frame_send_raw(std::span<const std::uint8_t> frame_body, Deadline deadline) {
+  if (frame_body.size() > proto::kMaxFrame) return fail(EMSGSIZE, "frame over the cap");
+  std::vector<std::uint8_t> frame(proto::kFramePrefix + frame_body.size());
+  for (std::size_t i = 0; i < proto::kFramePrefix; ++i) frame[i] = static_cast<std::uint8_t>(frame_body.size() >> (8 * i));
+  std::copy(frame_body.begin(), frame_body.end(), frame.begin() + proto::kFramePrefix);
   return bytes_send(frame, deadline);
 }
 
@@ -205,10 +230,25 @@ Result<OwnedMessage> Socket::message_recv(Deadline deadline) {
     auto frame = reader.next();
     if (!frame) return tl::unexpected(frame.error());
     if (!frame->empty()) {
+      std::span<const std::uint8_t> msg = *frame;
+      if (mac_) {
+        if (msg.size() < proto::kHeaderSize + proto::kMacTrailer) return fail(EPROTO, "frame too short for its MAC");
+        auto body = msg.first(msg.size() - proto::kMacTrailer);
+        if (!mac_->open(body, msg.last(proto::kMacTrailer))) {
+          // A forged or corrupted frame: drop it and keep the stream (the MAC's sequence
+          // number did not advance, so the next genuine frame still verifies).
+          ++frames_dropped_;
+          RPCIE_LOG_WARN("bootstrap", "dropped a frame from {} whose MAC does not verify", peer_address());
+          continue;
+        }
+        msg = body;
+      }
       OwnedMessage m;
-      m.bytes.assign(frame->begin(), frame->end());
+      m.bytes.assign(msg.begin(), msg.end());
       auto d = proto::message_decode(m.bytes);
       if (!d) return tl::unexpected(d.error());
+      if (((d->header.flags & proto::kFlagMac) != 0) != (mac_ != nullptr))
+        return fail(EPROTO, mac_ ? "frame without a MAC on an authenticated connection" : "MAC flag before authentication");
       m.decoded = std::move(*d);
       return m;
     }

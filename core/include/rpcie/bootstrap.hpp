@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "rpcie/auth.hpp"
 #include "rpcie/deadline.hpp"
 #include "rpcie/protocol.hpp"
 #include "rpcie/result.hpp"
@@ -46,6 +47,7 @@ class Socket {
  public:
   Socket() = default;
   explicit Socket(int fd) noexcept : fd_(fd) {}
+  // (The MAC state moves with the socket.)
   Socket(Socket&& o) noexcept;
   Socket& operator=(Socket&& o) noexcept;
   ~Socket();
@@ -67,12 +69,24 @@ class Socket {
   Result<void> bytes_send(std::span<const std::uint8_t> bytes, Deadline deadline);
   Result<void> bytes_recv(std::span<std::uint8_t> bytes, Deadline deadline);
 
-  // One framed protocol message.
+  // One framed protocol message. With a frame MAC set, every frame carries the MAC
+  // trailer (header flag kFlagMac); message_recv() drops a frame whose MAC does not verify
+  // (counted in frames_dropped(), logged) and goes on reading, and refuses a frame without
+  // the flag (EPROTO). Without a MAC, a frame with the flag is refused (EPROTO).
   Result<void> message_send(const proto::Message& message, std::uint64_t request_id, Deadline deadline);
   Result<OwnedMessage> message_recv(Deadline deadline);
+  // Sends bytes as one frame exactly as given (tests that must put a bad frame on the wire).
+  Result<void> frame_send_raw(std::span<const std::uint8_t> frame_body, Deadline deadline);
+
+  // From now on, every frame in both directions is MACed (after authentication).
+  void frame_mac_set(auth::FrameMac mac);
+  bool frame_mac_active() const noexcept { return mac_ != nullptr; }
+  std::uint64_t frames_dropped() const noexcept { return frames_dropped_; }
 
  private:
   int fd_ = -1;
+  std::unique_ptr<auth::FrameMac> mac_;
+  std::uint64_t frames_dropped_ = 0;
 };
 
 class Listener {

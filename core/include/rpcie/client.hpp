@@ -1,0 +1,173 @@
+// rpcie client API — what the compute side (rpcie-hostd, the rpcie CLI, tests, benchmarks)
+// uses to reach devices that an rpcie-exportd exports.
+//
+// Connection: every call below opens a bootstrap TCP connection to the exporter and
+// authenticates on it first (mutual challenge-response over the pre-shared key, then a MAC
+// on every frame; docs/auth.md). An Attachment keeps its connection for its whole life: it
+// carries heartbeats (the exporter frees the device when they stop for a lease) and the
+// detach. Device traffic goes over the fabric (a Session per attachment).
+//
+// Ordering (ARCHITECTURE.md section 1): one attachment is one ordered queue.
+//  1. mmio_write() is posted: it returns once the write is on its way, and writes reach the
+//     device in issue order. Many can be in flight (no round trip each).
+//  2. mmio_read(), config_*() and flush() do not pass earlier writes: their reply proves
+//     that every earlier write was performed.
+//  3. Memory the caller wrote into the DMA window before an mmio_write() is what the device
+//     reads when that write starts DMA (the exporter pulls the window first in mirror mode).
+//  4. When interrupt_wait() reports an interrupt, or mmio_read() returns a value, the bytes
+//     the device wrote into the window before raising it / answering are already there.
+// Posted writes behave as on PCIe: a write that returned may still be lost if the link
+// dies before the device performed it; the next operation then fails (EIO / ENOTCONN),
+// never a silent success. An error the device side reports for a posted write (e.g. a
+// read-only BAR) is returned by the next operation too.
+//
+// Threading: an Attachment may be used from several threads at once; a thread waiting for
+// a reply receives for everyone (no hand-off on the latency path) and a background thread
+// progresses the fabric and counts interrupts while nobody waits.
+//
+// Errors: Result<> with errno values at this level: EACCES (key refused, not allowed),
+// EBUSY (attached by someone else; the message names who), ENOENT (no such export),
+// EINVAL (bad width, offset, BAR), EPERM (the device refused, e.g. read-only), ETIMEDOUT
+// (deadline), EIO / ENOTCONN (the link or the attachment is gone). Every call takes a
+// deadline; none blocks past it.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "rpcie/auth.hpp"
+#include "rpcie/bootstrap.hpp"
+#include "rpcie/channel.hpp"
+#include "rpcie/deadline.hpp"
+#include "rpcie/protocol.hpp"
+#include "rpcie/result.hpp"
+#include "rpcie/session.hpp"
+
+namespace rpcie::client {
+
+struct BarDesc {
+  std::uint8_t bar = 0;
+  proto::BarKind kind = proto::BarKind::registers;
+  std::uint64_t size = 0;
+  bool is_64bit = false;
+  bool readonly = false;
+  bool direct = false;  // plain memory: bulk transfers are one-sided RMA to the BAR
+};
+
+// One export as the exporter describes it (list, attach).
+struct ExportDesc {
+  std::string name;
+  std::string backend;
+  std::string holder;  // client(s) attached, "" when free
+  std::uint16_t vendor = 0;
+  std::uint16_t device = 0;
+  std::uint32_t class_code = 0;
+  std::uint16_t subsystem_vendor = 0;
+  std::uint16_t subsystem_device = 0;
+  std::uint8_t revision = 0;
+  bool attached = false;
+  bool shared = false;
+  bool mirror = false;
+  std::uint16_t vectors = 0;
+  std::vector<BarDesc> bars;
+
+  static ExportDesc from(const proto::ExportEntry& e);
+  const BarDesc* bar_find(std::uint8_t bar) const noexcept;
+};
+
+struct ClientOptions {
+  std::string name;              // client name the exporter knows the key by (default: host name)
+  std::shared_ptr<const auth::Key> key;  // required
+  SessionOptions session;        // provider choice, channel tuning
+};
+
+// Opens an authenticated bootstrap connection (used by the calls below; exposed for tools
+// and tests that speak the protocol themselves). EACCES when either side's proof fails.
+Result<Socket> exporter_connect(const std::string& host, std::uint16_t port, const ClientOptions& options,
+                                Deadline deadline);
+
+Result<std::vector<ExportDesc>> exports_list(const std::string& host, std::uint16_t port, const ClientOptions& options,
+                                             Deadline deadline);
+
+// The compute side's DMA window: memory the caller owns and keeps mapped for the life of the
+// attachment (hostd: a shared-memory file). The attachment registers it with the fabric
+// (remote read/write for the exporter only, unique random key) and deregisters on detach.
+// Offset 0 is IOVA 0.
+struct DmaWindow {
+  void* base = nullptr;
+  std::size_t size = 0;
+};
+
+struct AttachmentStats {
+  std::uint64_t config_reads = 0, config_writes = 0;
+  std::uint64_t mmio_reads = 0, mmio_writes = 0;
+  std::uint64_t bar_bytes_read = 0, bar_bytes_written = 0;
+  std::uint64_t interrupts = 0;
+  std::uint64_t heartbeats = 0;
+};
+
+class Attachment {
+ public:
+  static Result<std::unique_ptr<Attachment>> open(const std::string& host, std::uint16_t port,
+                                                  const std::string& export_name, const ClientOptions& options,
+                                                  DmaWindow window, Deadline deadline);
+  // Detaches if still attached (bounded: at most about a second).
+  ~Attachment();
+  Attachment(const Attachment&) = delete;
+  Attachment& operator=(const Attachment&) = delete;
+
+  const ExportDesc& device() const noexcept;
+  std::uint64_t id() const noexcept;
+  const std::string& provider() const noexcept;
+  std::chrono::milliseconds lease() const noexcept;
+
+  Result<std::uint32_t> config_read(std::uint16_t offset, unsigned width, Deadline deadline);
+  Result<void> config_write(std::uint16_t offset, unsigned width, std::uint32_t value, Deadline deadline);
+
+  Result<std::uint64_t> mmio_read(std::uint8_t bar, std::uint64_t offset, unsigned width, Deadline deadline);
+  // Posted: returns once sent (see ordering above).
+  Result<void> mmio_write(std::uint8_t bar, std::uint64_t offset, unsigned width, std::uint64_t value,
+                          Deadline deadline);
+  // Returns once every earlier posted write has been performed by the device.
+  Result<void> flush(Deadline deadline);
+
+  // Bulk access to a memory BAR (any size and offset inside it). Direct BARs: one-sided RMA
+  // to the BAR through a registered staging buffer of the attachment; others: through the
+  // exporter's bounce buffer. Writes have completed at the device when this returns.
+  Result<void> bar_write(std::uint8_t bar, std::uint64_t offset, std::span<const std::uint8_t> bytes, Deadline deadline);
+  Result<void> bar_read(std::uint8_t bar, std::uint64_t offset, std::span<std::uint8_t> bytes, Deadline deadline);
+  // Zero-copy variants for data already in the DMA window (registered): [window_offset,
+  // +length) to or from the BAR. Direct BARs only (EOPNOTSUPP otherwise).
+  Result<void> bar_write_from_window(std::uint8_t bar, std::uint64_t offset, std::uint64_t window_offset,
+                                     std::uint64_t length, Deadline deadline);
+  Result<void> bar_read_into_window(std::uint8_t bar, std::uint64_t offset, std::uint64_t window_offset,
+                                    std::uint64_t length, Deadline deadline);
+
+  // Interrupts raised on `vector` since attach (never decreases).
+  std::uint64_t interrupt_count(std::uint16_t vector) const;
+  // Waits until the count on `vector` exceeds `seen`; returns the new count. ETIMEDOUT at
+  // the deadline; EIO when the attachment fails meanwhile.
+  Result<std::uint64_t> interrupt_wait(std::uint16_t vector, std::uint64_t seen, Deadline deadline);
+
+  // Orderly end: the exporter resets the device and closes the memory keys. Afterwards every
+  // call fails with ENOTCONN.
+  Result<void> detach(Deadline deadline);
+
+  // The sticky error once the attachment has failed (link lost, lease refused, ...).
+  std::optional<Error> failure() const;
+  AttachmentStats stats() const;
+  ChannelStats channel_stats() const;
+
+ private:
+  struct State;
+  explicit Attachment(std::unique_ptr<State> state);
+  std::unique_ptr<State> s_;
+};
+
+}  // namespace rpcie::client

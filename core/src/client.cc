@@ -1,0 +1,660 @@
+// Client API: see client.hpp for the contract.
+#include "rpcie/client.hpp"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "rpcie/log.hpp"
+#include "rpcie/memory.hpp"
+
+namespace rpcie::client {
+
+namespace {
+
+constexpr std::uint32_t kWindowRegion = 0;   // the client's DMA window
+constexpr std::uint32_t kStagingRegion = 1;  // the client's staging buffer (local use only)
+constexpr std::uint32_t kBounceRegion = 16;  // the exporter's bounce buffer
+constexpr std::size_t kStagingSize = 4u << 20;
+// Request ids of posted writes have the top bit set: the exporter answers them only when
+// they fail, and such an answer is kept for the caller's next operation.
+constexpr std::uint64_t kPostedBit = std::uint64_t{1} << 63;
+
+Error error_from(const proto::ErrorMsg& e, const std::string& context) {
+  return Error{ErrorDomain::posix, e.code > 0 ? e.code : EPROTO, context + ": " + std::string(e.text)};
+}
+
+// Receives one bootstrap message and turns an error message into an Error.
+Result<OwnedMessage> reply_recv(Socket& socket, Deadline deadline, const char* context) {
+  auto m = socket.message_recv(deadline);
+  if (!m) return tl::unexpected(m.error());
+  if (auto* e = std::get_if<proto::ErrorMsg>(&m->decoded.message)) return tl::unexpected(error_from(*e, context));
+  return m;
+}
+
+template <class T>
+Result<const T*> reply_as(const OwnedMessage& m, const char* context) {
+  auto* p = std::get_if<T>(&m.decoded.message);
+  if (!p)
+    return fail(EPROTO, std::string(context) + ": unexpected " + proto::msg_type_name(m.decoded.header.type));
+  return p;
+}
+
+}  // namespace
+
+ExportDesc ExportDesc::from(const proto::ExportEntry& e) {
+  ExportDesc d;
+  d.name = std::string(e.name);
+  d.backend = std::string(e.backend);
+  d.holder = std::string(e.holder);
+  d.vendor = e.vendor;
+  d.device = e.device;
+  d.class_code = e.class_code;
+  d.subsystem_vendor = e.subsystem_vendor;
+  d.subsystem_device = e.subsystem_device;
+  d.revision = e.revision;
+  d.attached = e.state == proto::ExportState::attached;
+  d.shared = (e.flags & proto::kExportShared) != 0;
+  d.mirror = (e.flags & proto::kExportMirror) != 0;
+  d.vectors = e.vectors;
+  for (const auto& b : e.bars)
+    d.bars.push_back({b.bar, b.kind, b.size, (b.flags & proto::kBarFlag64) != 0, (b.flags & proto::kBarFlagReadonly) != 0,
+                      (b.flags & proto::kBarFlagDirect) != 0});
+  return d;
+}
+
+const BarDesc* ExportDesc::bar_find(std::uint8_t bar) const noexcept {
+  for (const auto& b : bars)
+    if (b.bar == bar) return &b;
+  return nullptr;
+}
+
+Result<Socket> exporter_connect(const std::string& host, std::uint16_t port, const ClientOptions& options,
+                                Deadline deadline) {
+  if (!options.key) return fail(EINVAL, "no key given");
+  const std::string name = options.name.empty() ? host_name() : options.name;
+  if (!auth::client_name_valid(name)) return fail(EINVAL, "client name '" + name + "' is not valid");
+  auto sock = Socket::connect(host, port, deadline);
+  if (!sock) return tl::unexpected(sock.error());
+  const auth::Nonce mine = auth::nonce_random();
+  auto sent = sock->message_send(proto::AuthHello{name, mine}, 0, deadline);
+  if (!sent) return tl::unexpected(sent.error());
+  auto challenge_msg = reply_recv(*sock, deadline, "exporter refused");
+  if (!challenge_msg) return tl::unexpected(challenge_msg.error());
+  auto challenge = reply_as<proto::AuthChallenge>(*challenge_msg, "authentication");
+  if (!challenge) return tl::unexpected(challenge.error());
+  auth::Nonce theirs{};
+  std::copy((*challenge)->nonce.begin(), (*challenge)->nonce.end(), theirs.begin());
+  auth::Proof server_proof{};
+  std::copy((*challenge)->proof.begin(), (*challenge)->proof.end(), server_proof.begin());
+  // The exporter proves the key first: a client never hands its proof to an impostor.
+  if (!auth::proof_verify(*options.key, auth::Role::server, name, mine, theirs, server_proof))
+    return fail(EACCES, "authentication failed: " + host + " did not prove the key for client '" + name +
+                            "' (wrong key, or the exporter does not know this client)");
+  auto proof = auth::proof_compute(*options.key, auth::Role::client, name, mine, theirs);
+  sent = sock->message_send(proto::AuthProof{proof}, 0, deadline);
+  if (!sent) return tl::unexpected(sent.error());
+  auto ok = reply_recv(*sock, deadline, "authentication failed");
+  if (!ok) return tl::unexpected(ok.error());
+  auto ok_msg = reply_as<proto::AuthOk>(*ok, "authentication");
+  if (!ok_msg) return tl::unexpected(ok_msg.error());
+  sock->frame_mac_set(auth::FrameMac(auth::session_key_derive(*options.key, name, mine, theirs), auth::Role::client));
+  return sock;
+}
+
+Result<std::vector<ExportDesc>> exports_list(const std::string& host, std::uint16_t port, const ClientOptions& options,
+                                             Deadline deadline) {
+  auto sock = exporter_connect(host, port, options, deadline);
+  if (!sock) return tl::unexpected(sock.error());
+  auto sent = sock->message_send(proto::ListRequest{}, 1, deadline);
+  if (!sent) return tl::unexpected(sent.error());
+  auto m = reply_recv(*sock, deadline, "list refused");
+  if (!m) return tl::unexpected(m.error());
+  auto list = reply_as<proto::ListReply>(*m, "list");
+  if (!list) return tl::unexpected(list.error());
+  std::vector<ExportDesc> out;
+  for (const auto& e : (*list)->exports) out.push_back(ExportDesc::from(e));
+  (void)sock->message_send(proto::Goodbye{}, 2, Deadline::after(std::chrono::milliseconds(200)).min(deadline));
+  return out;
+}
+
+// --- Attachment ---------------------------------------------------------------------
+
+struct Attachment::State {
+  ExportDesc device;
+  std::uint64_t id = 0;
+  std::chrono::milliseconds lease{5000};
+  std::string provider;
+  std::unique_ptr<Session> session;
+  std::optional<HostBuffer> staging;
+  const MemoryRegion* window_mr = nullptr;
+  const MemoryRegion* staging_mr = nullptr;
+  std::mutex staging_lock;  // one bulk transfer through the staging buffer at a time
+  std::mutex socket_lock;   // the bootstrap socket: heartbeats vs detach
+
+  // Replies and interrupts, filled by whoever receives.
+  mutable std::mutex lock;
+  std::condition_variable changed;
+  struct Reply {
+    std::int32_t status = 0;
+    std::uint64_t value = 0;
+    std::string text;
+  };
+  std::map<std::uint64_t, Reply> replies;    // arrived, not yet collected
+  std::vector<std::uint64_t> irq_counts;     // by vector
+  std::optional<Error> failed;               // sticky: link lost, detached, ...
+  std::optional<Error> posted_error;         // a posted write failed at the device: next op reports it
+  AttachmentStats stats;
+  std::uint64_t next_request = 1;
+  bool detached = false;
+
+  // The receive role: whoever holds it takes messages off the channel.
+  std::mutex receiver;
+  std::atomic<int> foreground{0};            // threads waiting for a reply
+  std::atomic<bool> foreground_flag{false};  // cancels the dispatcher's wait
+  std::atomic<bool> stop{false};
+  std::thread dispatcher;
+  std::thread heartbeat;
+
+  std::uint64_t request_id() {
+    std::lock_guard g(lock);
+    return next_request++;
+  }
+  void fail_with(Error e) {
+    std::lock_guard g(lock);
+    if (!failed) {
+      RPCIE_LOG_WARN("client", "attachment {} to {} failed: {}", id, device.name, e.describe());
+      failed = std::move(e);
+    }
+    changed.notify_all();
+  }
+  // Error for the next operation: a failure, or a posted write the device refused.
+  std::optional<Error> error_pending() {
+    std::lock_guard g(lock);
+    if (failed) return failed;
+    if (posted_error) return std::exchange(posted_error, std::nullopt);
+    return std::nullopt;
+  }
+
+  // Takes one decoded message and files it. Called with the receive role held.
+  void message_file(const proto::Decoded& d) {
+    std::lock_guard g(lock);
+    const auto rid = d.header.request_id;
+    std::visit(
+        [&](const auto& m) {
+          using M = std::decay_t<decltype(m)>;
+          if constexpr (std::is_same_v<M, proto::ReadReply>) {
+            replies[rid] = Reply{m.status, m.value, {}};
+          } else if constexpr (std::is_same_v<M, proto::WriteAck>) {
+            replies[rid] = Reply{m.status, 0, {}};
+          } else if constexpr (std::is_same_v<M, proto::ErrorMsg>) {
+            // Either the answer to a request that waits, or a posted write that failed at
+            // the device: nobody waits for that one, the next operation reports it.
+            const int code = m.code > 0 ? m.code : EPROTO;
+            if ((rid & kPostedBit) != 0) {
+              if (!posted_error)
+                posted_error = Error{ErrorDomain::posix, code, "posted write failed at the device: " + std::string(m.text)};
+            } else {
+              replies[rid] = Reply{code, 0, std::string(m.text)};
+            }
+          } else if constexpr (std::is_same_v<M, proto::Interrupt>) {
+            if (m.vector < irq_counts.size()) {
+              irq_counts[m.vector] = std::max(irq_counts[m.vector], m.count);
+              ++stats.interrupts;
+            }
+          } else {
+            RPCIE_LOG_ONCE(LogLevel::warn, "client", "ignoring unexpected {} from the exporter",
+                           proto::msg_type_name(d.header.type));
+          }
+        },
+        d.message);
+    changed.notify_all();
+  }
+
+  // Receives while waiting for `done` (under `lock`), taking the receive role when free.
+  template <class Done>
+  Result<void> await(Done&& done, Deadline deadline) {
+    foreground.fetch_add(1);
+    foreground_flag.store(true, std::memory_order_release);
+    struct Leave {
+      State& s;
+      ~Leave() {
+        if (s.foreground.fetch_sub(1) == 1) s.foreground_flag.store(false, std::memory_order_release);
+        s.changed.notify_all();
+      }
+    } leave{*this};
+    for (;;) {
+      {
+        std::lock_guard g(lock);
+        if (done()) return {};
+        if (failed) return tl::unexpected(*failed);
+      }
+      if (deadline.expired()) return fail(ETIMEDOUT, "deadline passed waiting for the exporter");
+      std::unique_lock role(receiver, std::try_to_lock);
+      if (role.owns_lock()) {
+        // Short slices, so that a failure noticed elsewhere (heartbeat) ends the wait.
+        auto m = session->channel().message_recv(deadline.min(Deadline::after(std::chrono::milliseconds(50))));
+        if (m) {
+          message_file(**m);
+        } else if (m.error().code == EPROTO) {
+          continue;  // a malformed message was dropped; keep going
+        } else if (m.error().code != ETIMEDOUT) {
+          fail_with(Error{ErrorDomain::posix, EIO, "link to the exporter lost: " + m.error().describe()});
+        }
+        continue;
+      }
+      // Someone else receives: wait for them to file our reply or hand over the role.
+      std::unique_lock g(lock);
+      changed.wait_until(g, std::min(deadline.when(), Deadline::Clock::now() + std::chrono::milliseconds(5)));
+    }
+  }
+
+  Result<Reply> request(const proto::Message& m, Deadline deadline) {
+    if (auto e = error_pending()) return tl::unexpected(*e);
+    const auto rid = request_id();
+    auto sent = session->channel().message_send(m, rid, deadline);
+    if (!sent) {
+      fail_with(Error{ErrorDomain::posix, EIO, "link to the exporter lost: " + sent.error().describe()});
+      return tl::unexpected(sent.error());
+    }
+    auto w = await([&] { return replies.count(rid) != 0; }, deadline);
+    if (!w) return tl::unexpected(w.error());
+    std::lock_guard g(lock);
+    Reply r = std::move(replies[rid]);
+    replies.erase(rid);
+    return r;
+  }
+
+  void dispatcher_run() {
+    // Progress and interrupt counting while no caller waits. Stands aside (cancel flag) the
+    // moment a caller starts waiting: that caller receives itself.
+    while (!stop.load()) {
+      if (foreground.load() > 0) {
+        std::unique_lock g(lock);
+        changed.wait_for(g, std::chrono::milliseconds(20), [&] { return foreground.load() == 0 || stop.load(); });
+        continue;
+      }
+      auto ready = session->channel().message_wait(Deadline::after(std::chrono::milliseconds(20)), &foreground_flag);
+      if (!ready) {
+        fail_with(Error{ErrorDomain::posix, EIO, "link to the exporter lost: " + ready.error().describe()});
+        std::unique_lock g(lock);
+        changed.wait_for(g, std::chrono::milliseconds(50), [&] { return stop.load(); });
+        continue;
+      }
+      if (!*ready) continue;
+      std::unique_lock role(receiver, std::try_to_lock);
+      if (!role.owns_lock()) continue;
+      // Drain what is there without waiting.
+      for (int i = 0; i < 64 && foreground.load() == 0; ++i) {
+        auto m = session->channel().message_recv(Deadline::after(std::chrono::microseconds(0)));
+        if (!m) break;
+        message_file(**m);
+      }
+      role.unlock();
+      changed.notify_all();  // a caller that found the role taken may take it now
+    }
+  }
+
+  void heartbeat_run() {
+    std::uint64_t seq = 0;
+    const auto every = std::max(lease / 3, std::chrono::milliseconds(50));
+    while (!stop.load()) {
+      {
+        std::unique_lock g(lock);
+        changed.wait_for(g, every, [&] { return stop.load(); });
+        if (stop.load() || failed) return;
+      }
+      std::lock_guard sg(socket_lock);
+      if (stop.load()) return;
+      auto& sock = session->bootstrap();
+      auto deadline = Deadline::after(lease);
+      auto sent = sock.message_send(proto::Heartbeat{++seq}, 0, deadline);
+      auto echo = sent ? sock.message_recv(deadline) : Result<OwnedMessage>(tl::unexpected(sent.error()));
+      if (!echo || !std::holds_alternative<proto::Heartbeat>(echo->decoded.message)) {
+        std::string why = !echo ? echo.error().describe()
+                                : std::string("unexpected ") + proto::msg_type_name(echo->decoded.header.type);
+        fail_with(Error{ErrorDomain::posix, ENOTCONN, "exporter lost (heartbeat): " + why});
+        return;
+      }
+      std::lock_guard g(lock);
+      ++stats.heartbeats;
+    }
+  }
+
+  void threads_stop() {
+    {
+      std::lock_guard g(lock);
+      stop.store(true);
+      changed.notify_all();
+    }
+    if (dispatcher.joinable()) dispatcher.join();
+    if (heartbeat.joinable()) heartbeat.join();
+  }
+};
+
+Attachment::Attachment(std::unique_ptr<State> state) : s_(std::move(state)) {}
+
+Result<std::unique_ptr<Attachment>> Attachment::open(const std::string& host, std::uint16_t port,
+                                                     const std::string& export_name, const ClientOptions& options,
+                                                     DmaWindow window, Deadline deadline) {
+  if ((window.base == nullptr) != (window.size == 0)) return fail(EINVAL, "DMA window: base and size go together");
+  auto sock = exporter_connect(host, port, options, deadline);
+  if (!sock) return tl::unexpected(sock.error());
+  auto sent = sock->message_send(proto::AttachRequest{export_name, window.size}, 1, deadline);
+  if (!sent) return tl::unexpected(sent.error());
+  auto m = reply_recv(*sock, deadline, "attach " + export_name + " refused");
+  if (!m) return tl::unexpected(m.error());
+  auto reply = reply_as<proto::AttachReply>(*m, "attach");
+  if (!reply) return tl::unexpected(reply.error());
+
+  auto s = std::make_unique<State>();
+  s->device = ExportDesc::from((*reply)->info);
+  s->id = (*reply)->attachment_id;
+  s->lease = std::chrono::milliseconds(std::max<std::uint32_t>((*reply)->lease_ms, 100));
+  s->irq_counts.assign(s->device.vectors, 0);
+  auto staging = HostBuffer::create(kStagingSize);
+  if (!staging) return tl::unexpected(staging.error());
+  s->staging.emplace(std::move(*staging));
+
+  std::vector<LocalRegion> regions;
+  if (window.size) regions.push_back({kWindowRegion, window.base, window.size});
+  regions.push_back({kStagingRegion, s->staging->data(), s->staging->size(), FI_READ | FI_WRITE});
+  auto session = Session::connect_over(std::move(*sock), options.session, regions, deadline);
+  if (!session) return tl::unexpected(session.error());
+  s->session = std::move(*session);
+  s->provider = s->session->peer().provider;
+  if (window.size) s->window_mr = &s->session->region(0);
+  s->staging_mr = &s->session->region(window.size ? 1 : 0);
+
+  std::unique_ptr<Attachment> a(new Attachment(std::move(s)));
+  State* st = a->s_.get();
+  st->dispatcher = std::thread([st] { st->dispatcher_run(); });
+  st->heartbeat = std::thread([st] { st->heartbeat_run(); });
+  RPCIE_LOG_INFO("client", "attached {} on {}:{} (attachment {}, {})", export_name, host, port, st->id, st->provider);
+  return a;
+}
+
+Attachment::~Attachment() {
+  if (!s_) return;
+  {
+    std::lock_guard g(s_->lock);
+    if (s_->detached) {
+      s_->threads_stop();
+      return;
+    }
+  }
+  (void)detach(Deadline::after(std::chrono::seconds(1)));
+}
+
+const ExportDesc& Attachment::device() const noexcept { return s_->device; }
+std::uint64_t Attachment::id() const noexcept { return s_->id; }
+const std::string& Attachment::provider() const noexcept { return s_->provider; }
+std::chrono::milliseconds Attachment::lease() const noexcept { return s_->lease; }
+
+namespace {
+Result<void> status_check(std::int32_t status, const std::string& text, const char* what) {
+  if (status == 0) return {};
+  return fail(status, std::string(what) + (text.empty() ? std::string(" failed at the device") : ": " + text));
+}
+}  // namespace
+
+Result<std::uint32_t> Attachment::config_read(std::uint16_t offset, unsigned width, Deadline deadline) {
+  if ((width != 1 && width != 2 && width != 4) || offset % width || offset + width > proto::kConfigSpaceSize)
+    return fail(EINVAL, "config read: bad offset or width");
+  auto r = s_->request(proto::ConfigRead{offset, static_cast<std::uint8_t>(width)}, deadline);
+  if (!r) return tl::unexpected(r.error());
+  auto st = status_check(r->status, r->text, "config read");
+  if (!st) return tl::unexpected(st.error());
+  std::lock_guard g(s_->lock);
+  ++s_->stats.config_reads;
+  return static_cast<std::uint32_t>(r->value);
+}
+
+Result<void> Attachment::config_write(std::uint16_t offset, unsigned width, std::uint32_t value, Deadline deadline) {
+  if ((width != 1 && width != 2 && width != 4) || offset % width || offset + width > proto::kConfigSpaceSize)
+    return fail(EINVAL, "config write: bad offset or width");
+  if (width < 4 && (value >> (8 * width)) != 0) return fail(EINVAL, "config write: value wider than the access");
+  auto r = s_->request(proto::ConfigWrite{offset, static_cast<std::uint8_t>(width), value}, deadline);
+  if (!r) return tl::unexpected(r.error());
+  auto st = status_check(r->status, r->text, "config write");
+  if (!st) return st;
+  std::lock_guard g(s_->lock);
+  ++s_->stats.config_writes;
+  return {};
+}
+
+namespace {
+Result<void> mmio_check(const ExportDesc& d, std::uint8_t bar, std::uint64_t offset, unsigned width) {
+  const BarDesc* b = d.bar_find(bar);
+  if (!b) return fail(EINVAL, "BAR " + std::to_string(bar) + " does not exist");
+  if (b->kind == proto::BarKind::io) return fail(EINVAL, "BAR " + std::to_string(bar) + " is an I/O BAR");
+  if ((width != 1 && width != 2 && width != 4 && width != 8) || offset % width || offset >= b->size ||
+      width > b->size - offset)
+    return fail(EINVAL, "MMIO access of width " + std::to_string(width) + " at " + std::to_string(offset) +
+                            " is not a naturally aligned 1/2/4/8-byte access inside BAR " + std::to_string(bar));
+  return {};
+}
+}  // namespace
+
+Result<std::uint64_t> Attachment::mmio_read(std::uint8_t bar, std::uint64_t offset, unsigned width, Deadline deadline) {
+  auto ok = mmio_check(s_->device, bar, offset, width);
+  if (!ok) return tl::unexpected(ok.error());
+  auto r = s_->request(proto::MmioRead{bar, static_cast<std::uint8_t>(width), offset}, deadline);
+  if (!r) return tl::unexpected(r.error());
+  if (auto e = s_->error_pending()) return tl::unexpected(*e);  // an earlier posted write failed
+  auto st = status_check(r->status, r->text, "MMIO read");
+  if (!st) return tl::unexpected(st.error());
+  std::lock_guard g(s_->lock);
+  ++s_->stats.mmio_reads;
+  return r->value;
+}
+
+Result<void> Attachment::mmio_write(std::uint8_t bar, std::uint64_t offset, unsigned width, std::uint64_t value,
+                                    Deadline deadline) {
+  auto ok = mmio_check(s_->device, bar, offset, width);
+  if (!ok) return ok;
+  if (width < 8 && (value >> (8 * width)) != 0) return fail(EINVAL, "MMIO write: value wider than the access");
+  if (auto e = s_->error_pending()) return tl::unexpected(*e);
+  const auto rid = s_->request_id() | kPostedBit;
+  {
+    std::lock_guard g(s_->lock);
+    ++s_->stats.mmio_writes;
+  }
+  auto sent = s_->session->channel().message_send(proto::MmioWrite{bar, static_cast<std::uint8_t>(width), offset, value},
+                                                  rid, deadline);
+  if (!sent) {
+    s_->fail_with(Error{ErrorDomain::posix, EIO, "link to the exporter lost: " + sent.error().describe()});
+    return tl::unexpected(sent.error());
+  }
+  return {};
+}
+
+Result<void> Attachment::flush(Deadline deadline) {
+  // A config read of the vendor ID is the cheapest non-posted request: its reply proves
+  // every earlier write performed (rule 2).
+  auto r = config_read(0, 2, deadline);
+  if (!r) return tl::unexpected(r.error());
+  if (auto e = s_->error_pending()) return tl::unexpected(*e);
+  return {};
+}
+
+namespace {
+Result<const BarDesc*> bulk_check(const ExportDesc& d, std::uint8_t bar, std::uint64_t offset, std::uint64_t length,
+                                  bool write) {
+  const BarDesc* b = d.bar_find(bar);
+  if (!b) return fail(EINVAL, "BAR " + std::to_string(bar) + " does not exist");
+  if (b->kind != proto::BarKind::memory) return fail(EINVAL, "BAR " + std::to_string(bar) + " is not a memory BAR");
+  if (offset > b->size || length > b->size - offset) return fail(EINVAL, "range outside BAR " + std::to_string(bar));
+  if (write && b->readonly) return fail(EPERM, "BAR " + std::to_string(bar) + " is read-only");
+  return b;
+}
+}  // namespace
+
+Result<void> Attachment::bar_write(std::uint8_t bar, std::uint64_t offset, std::span<const std::uint8_t> bytes,
+                                   Deadline deadline) {
+  auto b = bulk_check(s_->device, bar, offset, bytes.size(), true);
+  if (!b) return tl::unexpected(b.error());
+  if (auto e = s_->error_pending()) return tl::unexpected(*e);
+  std::lock_guard sg(s_->staging_lock);
+  auto& ch = s_->session->channel();
+  for (std::size_t done = 0; done < bytes.size();) {
+    const std::size_t n = std::min(bytes.size() - done, kStagingSize);
+    std::memcpy(s_->staging->data(), bytes.data() + done, n);
+    if ((*b)->direct) {
+      auto remote = s_->session->peer_region(bar);
+      if (!remote) return tl::unexpected(remote.error());
+      auto w = ch.rma_write(*s_->staging_mr, 0, *remote, offset + done, n, deadline, WriteCompletion::delivered);
+      if (w) w = ch.rma_flush(deadline);
+      if (!w) return tl::unexpected(w.error());
+    } else {
+      auto bounce = s_->session->peer_region(kBounceRegion);
+      if (!bounce) return tl::unexpected(bounce.error());
+      const std::size_t chunk = std::min<std::size_t>(n, bounce->length);
+      for (std::size_t part = 0; part < n; part += chunk) {
+        const std::size_t len = std::min(chunk, n - part);
+        auto w = ch.rma_write(*s_->staging_mr, part, *bounce, 0, len, deadline, WriteCompletion::delivered);
+        if (w) w = ch.rma_flush(deadline);
+        if (!w) return tl::unexpected(w.error());
+        auto r = s_->request(proto::BarCommit{bar, offset + done + part, len, 0}, deadline);
+        if (!r) return tl::unexpected(r.error());
+        auto st = status_check(r->status, r->text, "BAR write");
+        if (!st) return st;
+      }
+    }
+    done += n;
+  }
+  std::lock_guard g(s_->lock);
+  s_->stats.bar_bytes_written += bytes.size();
+  return {};
+}
+
+Result<void> Attachment::bar_read(std::uint8_t bar, std::uint64_t offset, std::span<std::uint8_t> bytes,
+                                  Deadline deadline) {
+  auto b = bulk_check(s_->device, bar, offset, bytes.size(), false);
+  if (!b) return tl::unexpected(b.error());
+  if (auto e = s_->error_pending()) return tl::unexpected(*e);
+  std::lock_guard sg(s_->staging_lock);
+  auto& ch = s_->session->channel();
+  for (std::size_t done = 0; done < bytes.size();) {
+    const std::size_t n = std::min(bytes.size() - done, kStagingSize);
+    if ((*b)->direct) {
+      auto remote = s_->session->peer_region(bar);
+      if (!remote) return tl::unexpected(remote.error());
+      auto r = ch.rma_read(*s_->staging_mr, 0, *remote, offset + done, n, deadline);
+      if (r) r = ch.rma_flush(deadline);
+      if (!r) return tl::unexpected(r.error());
+    } else {
+      auto bounce = s_->session->peer_region(kBounceRegion);
+      if (!bounce) return tl::unexpected(bounce.error());
+      const std::size_t chunk = std::min<std::size_t>(n, bounce->length);
+      for (std::size_t part = 0; part < n; part += chunk) {
+        const std::size_t len = std::min(chunk, n - part);
+        proto::BarFetch f;
+        f.bar = bar;
+        f.offset = offset + done + part;
+        f.length = len;
+        auto rep = s_->request(f, deadline);
+        if (!rep) return tl::unexpected(rep.error());
+        auto st = status_check(rep->status, rep->text, "BAR read");
+        if (!st) return st;
+        auto r = ch.rma_read(*s_->staging_mr, part, *bounce, 0, len, deadline);
+        if (r) r = ch.rma_flush(deadline);
+        if (!r) return tl::unexpected(r.error());
+      }
+    }
+    std::memcpy(bytes.data() + done, s_->staging->data(), n);
+    done += n;
+  }
+  std::lock_guard g(s_->lock);
+  s_->stats.bar_bytes_read += bytes.size();
+  return {};
+}
+
+Result<void> Attachment::bar_write_from_window(std::uint8_t bar, std::uint64_t offset, std::uint64_t window_offset,
+                                               std::uint64_t length, Deadline deadline) {
+  auto b = bulk_check(s_->device, bar, offset, length, true);
+  if (!b) return tl::unexpected(b.error());
+  if (!(*b)->direct) return fail(EOPNOTSUPP, "BAR " + std::to_string(bar) + " is not plain memory");
+  if (!s_->window_mr) return fail(EINVAL, "this attachment has no DMA window");
+  if (auto e = s_->error_pending()) return tl::unexpected(*e);
+  auto remote = s_->session->peer_region(bar);
+  if (!remote) return tl::unexpected(remote.error());
+  auto& ch = s_->session->channel();
+  auto w = ch.rma_write(*s_->window_mr, window_offset, *remote, offset, length, deadline, WriteCompletion::delivered);
+  if (w) w = ch.rma_flush(deadline);
+  if (!w) return w;
+  std::lock_guard g(s_->lock);
+  s_->stats.bar_bytes_written += length;
+  return {};
+}
+
+Result<void> Attachment::bar_read_into_window(std::uint8_t bar, std::uint64_t offset, std::uint64_t window_offset,
+                                              std::uint64_t length, Deadline deadline) {
+  auto b = bulk_check(s_->device, bar, offset, length, false);
+  if (!b) return tl::unexpected(b.error());
+  if (!(*b)->direct) return fail(EOPNOTSUPP, "BAR " + std::to_string(bar) + " is not plain memory");
+  if (!s_->window_mr) return fail(EINVAL, "this attachment has no DMA window");
+  if (auto e = s_->error_pending()) return tl::unexpected(*e);
+  auto remote = s_->session->peer_region(bar);
+  if (!remote) return tl::unexpected(remote.error());
+  auto& ch = s_->session->channel();
+  auto r = ch.rma_read(*s_->window_mr, window_offset, *remote, offset, length, deadline);
+  if (r) r = ch.rma_flush(deadline);
+  if (!r) return r;
+  std::lock_guard g(s_->lock);
+  s_->stats.bar_bytes_read += length;
+  return {};
+}
+
+std::uint64_t Attachment::interrupt_count(std::uint16_t vector) const {
+  std::lock_guard g(s_->lock);
+  return vector < s_->irq_counts.size() ? s_->irq_counts[vector] : 0;
+}
+
+Result<std::uint64_t> Attachment::interrupt_wait(std::uint16_t vector, std::uint64_t seen, Deadline deadline) {
+  if (vector >= s_->device.vectors)
+    return fail(EINVAL, "vector " + std::to_string(vector) + " does not exist (the device has " +
+                            std::to_string(s_->device.vectors) + ")");
+  auto w = s_->await([&] { return s_->irq_counts[vector] > seen; }, deadline);
+  if (!w) return tl::unexpected(w.error());
+  return interrupt_count(vector);
+}
+
+Result<void> Attachment::detach(Deadline deadline) {
+  {
+    std::lock_guard g(s_->lock);
+    if (s_->detached) return fail(ENOTCONN, "already detached");
+    s_->detached = true;
+  }
+  s_->threads_stop();
+  std::lock_guard sg(s_->socket_lock);
+  auto& sock = s_->session->bootstrap();
+  Result<void> result{};
+  auto sent = sock.message_send(proto::Goodbye{}, 0, deadline);
+  if (!sent) result = tl::unexpected(sent.error());
+  else {
+    auto m = sock.message_recv(deadline);
+    if (!m) result = tl::unexpected(m.error());
+    else if (!std::holds_alternative<proto::Goodbye>(m->decoded.message))
+      result = fail(EPROTO, std::string("detach: unexpected ") + proto::msg_type_name(m->decoded.header.type));
+  }
+  s_->fail_with(Error{ErrorDomain::posix, ENOTCONN, "detached"});
+  return result;
+}
+
+std::optional<Error> Attachment::failure() const {
+  std::lock_guard g(s_->lock);
+  return s_->failed;
+}
+
+AttachmentStats Attachment::stats() const {
+  std::lock_guard g(s_->lock);
+  return s_->stats;
+}
+
+ChannelStats Attachment::channel_stats() const { return s_->session->channel().stats(); }
+
+}  // namespace rpcie::client

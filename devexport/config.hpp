@@ -1,0 +1,67 @@
+// rpcie-exportd configuration: the TOML file and the command-line flags that are its
+// equivalent (docs/rpcie-exportd.md documents both).
+//
+// File format (every key optional; unknown keys are errors):
+//   listen   = "ADDR[:PORT]"        default 0.0.0.0:7385
+//   provider = "auto|tcp|shm|verbs|efa|tcp;ofi_rxm|verbs;ofi_rxm"
+//   psk-file = "/etc/rpcie/psk"     key accepted from any client name
+//   lease    = "5s"                 heartbeats must arrive within this
+//   [[client]]  name = "NAME"  psk-file = "FILE"       a named client with its own key
+//   [[export]]  name, backend, dma = "on-demand|mirror", shared = bool,
+//               allow = ["client", ...], [export.params] key = "value" ...
+// Flags: --export NAME=BACKEND[,key=value...] adds exports (keys dma, shared=yes|no and
+// allow=NAME[:NAME...] are the exporter's; the rest go to the backend); --listen,
+// --provider, --psk-file override the file.
+//
+// Loading only parses and checks; keys are read and backends created by the exporter.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backend.hpp"
+#include "rpcie/providers/provider.hpp"
+#include "rpcie/result.hpp"
+
+namespace rpcie::dev {
+
+enum class DmaMode { on_demand, mirror };
+
+struct ExportConfig {
+  ExportSpec spec;                  // backend parameters only (exporter keys removed)
+  DmaMode dma = DmaMode::on_demand;
+  bool shared = false;
+  std::vector<std::string> allow;   // client names; empty: every authenticated client
+};
+
+struct ClientConfig {
+  std::string name;
+  std::string psk_file;
+};
+
+struct ExporterConfig {
+  std::string listen_host = "0.0.0.0";
+  std::uint16_t port = 7385;
+  providers::ProviderChoice provider;  // automatic unless set
+  std::string psk_file;                // "" unless set (main() applies the default path)
+  std::vector<ClientConfig> clients;
+  std::vector<ExportConfig> exports;
+  std::chrono::milliseconds lease{5000};
+};
+
+// Applies the TOML file at `path` to `config`. EINVAL with "FILE:LINE:COL: reason" for a
+// syntax error, "FILE: key: reason" for a bad value or an unknown key; ENOENT etc. when the
+// file cannot be read.
+Result<void> config_file_apply(const std::string& path, ExporterConfig& config);
+
+// "NAME=BACKEND[,key=value...]" with the exporter's own keys split off.
+Result<ExportConfig> export_config_parse(std::string_view text);
+
+// Checks the whole configuration: distinct export and client names, valid client names in
+// allow lists and [[client]], at least one export.
+Result<void> config_check(const ExporterConfig& config);
+
+}  // namespace rpcie::dev
