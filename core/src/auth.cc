@@ -181,7 +181,7 @@ Result<Key> Key::allocate(std::size_t size) {
   return Key(data, size);
 }
 
-void Key::seal() noexcept { sodium_mprotect_readonly(data_); }
+void Key::protect() noexcept { sodium_mprotect_readonly(data_); }
 
 void Key::release() noexcept {
   if (data_ != nullptr) sodium_free(data_);  // makes the pages writable, wipes, unlocks
@@ -208,7 +208,7 @@ Result<Key> Key::create(std::span<const std::uint8_t> bytes) {
   auto key = allocate(bytes.size());
   if (!key) return key;
   std::memcpy(key->data_, bytes.data(), bytes.size());
-  key->seal();
+  key->protect();
   return key;
 }
 
@@ -244,7 +244,7 @@ Result<Key> key_parse(std::string_view text) {
     key->data_[nibble / 2] = static_cast<std::uint8_t>(key->data_[nibble / 2] | (v << (nibble % 2 == 0 ? 4 : 0)));
     ++nibble;
   }
-  key->seal();
+  key->protect();
   return key;
 }
 
@@ -392,25 +392,30 @@ SessionKey session_key_derive(const Key& key, std::string_view client_name, cons
   return session;
 }
 
-void FrameMac::seal(std::span<const std::uint8_t> frame, std::span<std::uint8_t, kMacBytes> mac) noexcept {
-  Transcript t(key_.bytes());
+namespace {
+
+// The one definition of a frame's MAC (docs/auth.md, "Frame MAC"), for seal and open alike.
+void frame_mac_compute(const SessionKey& key, Role sender, std::uint64_t sequence,
+                       std::span<const std::uint8_t> frame, std::span<std::uint8_t, kMacBytes> mac) noexcept {
+  Transcript t(key.bytes());
   t.field("frame");
-  t.field(role_label(self_));
-  t.field_u64(send_sequence_);
+  t.field(role_label(sender));
+  t.field_u64(sequence);
   t.field(frame);
   t.final(mac);
+}
+
+}  // namespace
+
+void FrameMac::seal(std::span<const std::uint8_t> frame, std::span<std::uint8_t, kMacBytes> mac) noexcept {
+  frame_mac_compute(key_, self_, send_sequence_, frame, mac);
   ++send_sequence_;
 }
 
 bool FrameMac::open(std::span<const std::uint8_t> frame, std::span<const std::uint8_t> mac) noexcept {
   if (mac.size() != kMacBytes || frame.size() > UINT32_MAX) return false;
   std::array<std::uint8_t, kMacBytes> expected;
-  Transcript t(key_.bytes());
-  t.field("frame");
-  t.field(role_label(role_peer(self_)));
-  t.field_u64(receive_sequence_);
-  t.field(frame);
-  t.final(expected);
+  frame_mac_compute(key_, role_peer(self_), receive_sequence_, frame, expected);
   if (sodium_memcmp(expected.data(), mac.data(), kMacBytes) != 0) return false;
   ++receive_sequence_;
   return true;

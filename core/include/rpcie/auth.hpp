@@ -15,7 +15,8 @@
 //    usable randomness), the process aborts, as libsodium requires: nothing here is safe
 //    without it.
 //  - Secrets (Key, SessionKey) are move-only and wiped (sodium_memzero) when destroyed and
-//    when moved from. A moved-from Key or SessionKey is empty and must not be used.
+//    when moved from. A moved-from Key is empty, a moved-from SessionKey all zero: neither
+//    may be used again except to be assigned to or destroyed.
 //  - Error messages name files and lengths, never key material.
 //  - Free functions are pure or touch only the file they are given: thread-safe.
 //  - Verification (proof_verify, FrameMac::open) compares in constant time.
@@ -65,8 +66,8 @@ class Key {
 
  private:
   friend Result<Key> key_parse(std::string_view text);
-  static Result<Key> allocate(std::size_t size);  // zeroed, writable until seal()
-  void seal() noexcept;                           // makes the bytes read-only
+  static Result<Key> allocate(std::size_t size);  // zeroed, writable until protect()
+  void protect() noexcept;                        // makes the bytes read-only
   Key(std::uint8_t* data, std::size_t size) noexcept : data_(data), size_(size) {}
   void release() noexcept;
 
@@ -179,7 +180,8 @@ class FrameMac {
   FrameMac(SessionKey key, Role self) noexcept : key_(std::move(key)), self_(self) {}
 
   // Writes the MAC of `frame` as the next frame this side sends, and advances the send
-  // sequence. Frames must then be sent in the order they were sealed.
+  // sequence. Frames must then be sent in the order they were sealed. `frame` is at most
+  // 2^32 - 1 bytes (a bootstrap frame is at most proto::kMaxMessage).
   void seal(std::span<const std::uint8_t> frame, std::span<std::uint8_t, kMacBytes> mac) noexcept;
 
   // True when `mac` is the peer's MAC of `frame` as the next frame expected from it; only

@@ -184,7 +184,9 @@ TEST_CASE("key_parse refuses malformed keys with EINVAL and never quotes the key
       {secret.substr(0, 32) + "\n" + secret.substr(32), "more than one line"},
       {secret + "\n" + secret + "\n", "more than one line"},
   };
-  for (const auto& [text, why] : bad) {
+  for (const auto& entry : bad) {
+    const std::string& text = entry.first;  // not a structured binding: clang 14 cannot CAPTURE one
+    const std::string& why = entry.second;
     CAPTURE(text);
     auto key = auth::key_parse(text);
     REQUIRE_FALSE(key.has_value());
