@@ -163,11 +163,10 @@ class ServedAttachment final : public DmaPort, public IrqSink {
     stop_.store(true);
     if (data_thread_.joinable()) data_thread_.join();
     if (device_attached_ && last) {
+      // detach() returns the device to its power-on state where the backend can (the
+      // contract's reset-on-detach): the next client finds it fresh.
       std::lock_guard g(slot_.calls);
       slot_.backend->detach();
-      auto r = slot_.backend->reset();
-      if (!r && r.error().code != ENOTSUP)
-        RPCIE_LOG_WARN("exportd", "export {}: reset after detach failed: {}", slot_.config.spec.name, r.error().describe());
     }
     device_attached_ = false;
     session_.reset();  // closes the memory regions: the client's keys to them are dead

@@ -28,7 +28,7 @@ Error error_from(const proto::ErrorMsg& e, const std::string& context) {
 }
 
 // Receives one bootstrap message and turns an error message into an Error.
-Result<OwnedMessage> reply_recv(Socket& socket, Deadline deadline, const char* context) {
+Result<OwnedMessage> reply_recv(Socket& socket, Deadline deadline, const std::string& context) {
   auto m = socket.message_recv(deadline);
   if (!m) return tl::unexpected(m.error());
   if (auto* e = std::get_if<proto::ErrorMsg>(&m->decoded.message)) return tl::unexpected(error_from(*e, context));

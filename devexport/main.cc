@@ -1,0 +1,86 @@
+// rpcie-exportd — exports PCIe functions (emulated or real) to rpcie clients over
+// libfabric. See docs/rpcie-exportd.md.
+#include <signal.h>
+
+#include <atomic>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "config.hpp"
+#include "exporter.hpp"
+#include "rpcie/auth.hpp"
+#include "rpcie/bootstrap.hpp"
+#include "rpcie/log.hpp"
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+void stop_on_signals() {
+  struct sigaction sa {};
+  sa.sa_handler = [](int) { g_stop.store(true); };
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+int error_exit(const std::string& text, int code = 1) {
+  std::fprintf(stderr, "rpcie-exportd: error: %s\n", text.c_str());
+  return code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  rpcie::signals_init();
+  CLI::App app{"rpcie-exportd: export PCIe devices to rpcie clients over libfabric"};
+  std::string config_file, listen, provider, psk_file;
+  std::vector<std::string> exports;
+  app.add_option("--config", config_file, "TOML configuration file");
+  app.add_option("--listen", listen, "ADDR[:PORT] to listen on (default 0.0.0.0:7385)");
+  app.add_option("--provider", provider, "auto, tcp, shm, verbs, efa, tcp;ofi_rxm, verbs;ofi_rxm");
+  app.add_option("--psk-file", psk_file, "pre-shared key accepted from any client (default /etc/rpcie/psk)");
+  app.add_option("--export", exports, "NAME=BACKEND[,key=value...] (repeatable)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+
+  rpcie::dev::ExporterConfig config;
+  if (!config_file.empty()) {
+    auto r = rpcie::dev::config_file_apply(config_file, config);
+    if (!r) return error_exit(r.error().message);
+  }
+  if (!listen.empty()) {
+    auto a = rpcie::address_parse(listen, config.port);
+    if (!a) return error_exit(a.error().message, 2);
+    config.listen_host = a->first;
+    config.port = a->second;
+  }
+  if (!provider.empty()) {
+    std::string why;
+    auto p = rpcie::providers::provider_parse(provider, &why);
+    if (!p) return error_exit("--provider: " + why, 2);
+    config.provider = *p;
+  }
+  if (!psk_file.empty()) config.psk_file = psk_file;
+  if (config.psk_file.empty() && config.clients.empty()) config.psk_file = rpcie::auth::kDefaultKeyPath;
+  for (const auto& text : exports) {
+    auto e = rpcie::dev::export_config_parse(text);
+    if (!e) return error_exit("--export: " + e.error().message, 2);
+    config.exports.push_back(std::move(*e));
+  }
+
+  auto exporter = rpcie::dev::Exporter::create(config);
+  if (!exporter) return error_exit(exporter.error().describe());
+  stop_on_signals();
+  // The port line is what scripts wait for (port 0 picks a free one).
+  std::fprintf(stderr, "rpcie-exportd: listening on %s:%u\n", config.listen_host.c_str(), (*exporter)->port());
+  (*exporter)->run(g_stop);
+  return 0;
+}
