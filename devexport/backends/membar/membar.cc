@@ -1,6 +1,205 @@
 #include "membar.hpp"
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <bit>
+#include <cstring>
+
+#include <unistd.h>
+
+#include "rpcie/memory.hpp"
+#include "rpcie/units.hpp"
+
 namespace rpcie::dev {
-Result<std::unique_ptr<Backend>> membar_create(const std::map<std::string, std::string>&) {
-  return fail(ENOTSUP, "backend not built yet");
+
+namespace {
+
+// Type-0 header offsets (PCI Local Bus 3.0, 6.1).
+constexpr std::uint32_t kCfgVendor = 0x00;
+constexpr std::uint32_t kCfgDevice = 0x02;
+constexpr std::uint32_t kCfgCommand = 0x04;
+constexpr std::uint32_t kCfgRevision = 0x08;
+constexpr std::uint32_t kCfgClass = 0x09;  // 3 bytes: prog-if, subclass, base class
+constexpr std::uint32_t kCfgCacheLine = 0x0c;
+constexpr std::uint32_t kCfgLatency = 0x0d;
+constexpr std::uint32_t kCfgBar0 = 0x10;
+constexpr std::uint32_t kCfgBar1 = 0x14;
+constexpr std::uint32_t kCfgSubsystemVendor = 0x2c;
+constexpr std::uint32_t kCfgSubsystemDevice = 0x2e;
+constexpr std::uint32_t kCfgInterruptLine = 0x3c;
+
+// Memory space, bus master, parity error response, SERR#, INTx disable. No I/O BAR, so no
+// I/O space bit; the rest are reserved or legacy and hard-wired to 0.
+constexpr std::uint16_t kCommandWritable = 0x0002 | 0x0004 | 0x0040 | 0x0100 | 0x0400;
+// BAR0 low flag bits: memory, 64-bit (type 10b), prefetchable.
+constexpr std::uint32_t kBar0Flags = 0x4 | 0x8;
+
+constexpr std::uint8_t kRevision = 0x01;
+
+class Membar final : public Backend {
+ public:
+  explicit Membar(HostBuffer memory) : memory_(std::move(memory)) {
+    region_.bar = 0;
+    region_.size = memory_.size();
+    region_.kind = RegionKind::memory;
+    region_.is_64bit = true;
+    identity_.vendor = kMembarVendor;
+    identity_.device = kMembarDevice;
+    identity_.class_code = kMembarClass;
+    identity_.subsystem_vendor = kMembarVendor;
+    identity_.subsystem_device = kMembarDevice;
+    identity_.revision = kRevision;
+    config_power_on();
+  }
+
+  std::string_view name() const noexcept override { return "membar"; }
+  const Identity& identity() const noexcept override { return identity_; }
+  std::span<const Region> regions() const noexcept override { return {&region_, 1}; }
+
+  Result<std::uint32_t> config_read(std::uint32_t offset, unsigned width) override {
+    if (width == 8 || !access_valid(offset, width, kConfigSize))
+      return fail(EINVAL, "config read of width " + std::to_string(width) + " at " + std::to_string(offset));
+    std::uint32_t value = 0;
+    for (unsigned i = 0; i < width; ++i) value |= std::uint32_t{config_[offset + i]} << (8 * i);
+    return value;
+  }
+
+  Result<void> config_write(std::uint32_t offset, unsigned width, std::uint32_t value) override {
+    if (width == 8 || !access_valid(offset, width, kConfigSize))
+      return fail(EINVAL, "config write of width " + std::to_string(width) + " at " + std::to_string(offset));
+    // Byte by byte through the write mask: read-only bits keep their value, which is what
+    // makes BAR probing (write all-ones, read the size mask back) work.
+    for (unsigned i = 0; i < width; ++i) {
+      const auto byte = static_cast<std::uint8_t>(value >> (8 * i));
+      const std::uint8_t mask = wmask_[offset + i];
+      config_[offset + i] = static_cast<std::uint8_t>((config_[offset + i] & ~mask) | (byte & mask));
+    }
+    return {};
+  }
+
+  Result<std::uint64_t> mmio_read(std::uint8_t bar, std::uint64_t offset, unsigned width) override {
+    if (bar != 0 || !access_valid(offset, width, region_.size))
+      return fail(EINVAL, access_text("read", bar, offset, width));
+    std::uint8_t* at = memory_.data() + offset;
+    switch (width) {
+      case 1: return load<std::uint8_t>(at);
+      case 2: return load<std::uint16_t>(at);
+      case 4: return load<std::uint32_t>(at);
+      default: return load<std::uint64_t>(at);
+    }
+  }
+
+  Result<void> mmio_write(std::uint8_t bar, std::uint64_t offset, unsigned width, std::uint64_t value) override {
+    if (bar != 0 || !access_valid(offset, width, region_.size))
+      return fail(EINVAL, access_text("write", bar, offset, width));
+    std::uint8_t* at = memory_.data() + offset;
+    switch (width) {
+      case 1: store<std::uint8_t>(at, value); break;
+      case 2: store<std::uint16_t>(at, value); break;
+      case 4: store<std::uint32_t>(at, value); break;
+      default: store<std::uint64_t>(at, value); break;
+    }
+    return {};
+  }
+
+  std::span<std::uint8_t> bar_memory(std::uint8_t bar) noexcept override {
+    if (bar != 0) return {};
+    return {memory_.data(), memory_.size()};
+  }
+
+  bool mmio_write_is_doorbell(std::uint8_t, std::uint64_t) const noexcept override { return false; }
+
+  void detach() noexcept override { power_on(); }
+
+  Result<void> reset() override {
+    power_on();
+    return {};
+  }
+
+ private:
+  // The exporter may touch the same bytes by RMA while mmio runs: an aligned atomic access
+  // of exactly `width` bytes is the one access the contract promises, never torn.
+  template <class T>
+  static std::uint64_t load(std::uint8_t* at) noexcept {
+    return std::atomic_ref<T>(*reinterpret_cast<T*>(at)).load(std::memory_order_relaxed);
+  }
+  template <class T>
+  static void store(std::uint8_t* at, std::uint64_t value) noexcept {
+    std::atomic_ref<T>(*reinterpret_cast<T*>(at)).store(static_cast<T>(value), std::memory_order_relaxed);
+  }
+
+  static std::string access_text(const char* what, std::uint8_t bar, std::uint64_t offset, unsigned width) {
+    return "membar: " + std::string(what) + " of width " + std::to_string(width) + " at BAR" +
+           std::to_string(bar) + "+" + std::to_string(offset) + " (BAR0 is the only BAR)";
+  }
+
+  void put(std::uint32_t offset, unsigned width, std::uint32_t value, std::uint32_t writable) {
+    for (unsigned i = 0; i < width; ++i) {
+      config_[offset + i] = static_cast<std::uint8_t>(value >> (8 * i));
+      wmask_[offset + i] = static_cast<std::uint8_t>(writable >> (8 * i));
+    }
+  }
+
+  void config_power_on() {
+    config_.fill(0);
+    wmask_.fill(0);
+    put(kCfgVendor, 2, kMembarVendor, 0);
+    put(kCfgDevice, 2, kMembarDevice, 0);
+    put(kCfgCommand, 2, 0, kCommandWritable);
+    put(kCfgRevision, 1, kRevision, 0);
+    put(kCfgClass, 3, kMembarClass, 0);
+    put(kCfgCacheLine, 1, 0, 0xff);
+    put(kCfgLatency, 1, 0, 0xff);
+    // The BAR decodes the address bits above its size; the bits below read 0 whatever is
+    // written, which is how software learns the size.
+    const std::uint64_t address_mask = ~(region_.size - 1);
+    put(kCfgBar0, 4, kBar0Flags, static_cast<std::uint32_t>(address_mask) & ~std::uint32_t{0xf});
+    put(kCfgBar1, 4, 0, static_cast<std::uint32_t>(address_mask >> 32));
+    put(kCfgSubsystemVendor, 2, kMembarVendor, 0);
+    put(kCfgSubsystemDevice, 2, kMembarDevice, 0);
+    put(kCfgInterruptLine, 1, 0, 0xff);
+  }
+
+  // Zeroes the memory page by page, writing only pages that are not zero already: a page
+  // nobody touched reads as the kernel's shared zero page, and writing it would allocate it,
+  // so a mostly idle 16G BAR stays cheap. madvise(MADV_DONTNEED) would be cheaper still but
+  // would swap the pages under a live RMA registration (the NIC keeps the old ones).
+  void memory_zero() noexcept {
+    const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+    const std::size_t step = std::min(page, memory_.size());
+    for (std::size_t at = 0; at < memory_.size(); at += step) {
+      std::uint8_t* p = memory_.data() + at;
+      if (std::any_of(p, p + step, [](std::uint8_t b) { return b != 0; })) std::memset(p, 0, step);
+    }
+  }
+
+  void power_on() noexcept {
+    memory_zero();
+    config_power_on();
+  }
+
+  HostBuffer memory_;
+  Region region_;
+  Identity identity_;
+  std::array<std::uint8_t, kConfigSize> config_{};
+  std::array<std::uint8_t, kConfigSize> wmask_{};  // 1 bits are writable
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Backend>> membar_create(const std::map<std::string, std::string>& params) {
+  std::uint64_t size = kMembarDefaultSize;
+  for (const auto& [key, value] : params) {
+    if (key != "size") return fail(EINVAL, "membar: unknown parameter '" + key + "' (membar takes: size)");
+    auto parsed = size_parse(value);
+    if (!parsed || !std::has_single_bit(*parsed) || *parsed < kMembarMinSize || *parsed > kMembarMaxSize)
+      return fail(EINVAL, "membar: size '" + value + "' is not a power of two from 4K to 16G");
+    size = *parsed;
+  }
+  auto memory = HostBuffer::create(static_cast<std::size_t>(size));
+  if (!memory) return fail(memory.error().code, "membar: " + memory.error().message);
+  return std::make_unique<Membar>(std::move(*memory));
 }
+
 }  // namespace rpcie::dev

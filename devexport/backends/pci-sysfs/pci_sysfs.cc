@@ -1,6 +1,362 @@
 #include "pci_sysfs.hpp"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cctype>
+#include <cerrno>
+#include <optional>
+#include <utility>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "rpcie/log.hpp"
+#include "sysfs_files.hpp"
+
 namespace rpcie::dev {
-Result<std::unique_ptr<Backend>> pci_sysfs_create(const std::map<std::string, std::string>&) {
-  return fail(ENOTSUP, "backend not built yet");
+
+// Config space and BARs are little-endian; values travel through pread/pwrite and loads of
+// the host's integer types unswapped.
+static_assert(std::endian::native == std::endian::little, "pci-sysfs assumes a little-endian host");
+
+namespace {
+
+constexpr std::string_view kDefaultRoot = "/sys/bus/pci/devices";
+constexpr std::uint32_t kCfgHeaderType = 0x0e;
+
+struct Params {
+  std::string bdf;  // normalised to lower case, as sysfs names functions
+  bool config_write = false;
+  std::string root{kDefaultRoot};
+};
+
+// DDDD:BB:DD.F with hex digits, device 00-1f, function 0-7.
+std::optional<std::string> bdf_normalize(std::string_view text) {
+  if (text.size() != 12 || text[4] != ':' || text[7] != ':' || text[10] != '.') return std::nullopt;
+  std::string bdf(text);
+  for (std::size_t i : {0, 1, 2, 3, 5, 6, 8, 9, 11}) {
+    const auto c = static_cast<unsigned char>(bdf[i]);
+    if (!std::isxdigit(c)) return std::nullopt;
+    bdf[i] = static_cast<char>(std::tolower(c));
+  }
+  if (bdf[8] > '1' || bdf[11] > '7') return std::nullopt;
+  return bdf;
 }
+
+Result<Params> params_parse(const std::map<std::string, std::string>& params) {
+  Params p;
+  bool have_bdf = false;
+  for (const auto& [key, value] : params) {
+    if (key == "bdf") {
+      auto bdf = bdf_normalize(value);
+      if (!bdf)
+        return fail(EINVAL, "pci-sysfs: bdf '" + value +
+                                "' is not DDDD:BB:DD.F (hex domain and bus, device 00-1f, function 0-7)");
+      p.bdf = *bdf;
+      have_bdf = true;
+    } else if (key == "config-write") {
+      if (value != "yes" && value != "no")
+        return fail(EINVAL, "pci-sysfs: config-write '" + value + "' is neither yes nor no");
+      p.config_write = value == "yes";
+    } else if (key == "sysfs-root") {
+      if (value.empty()) return fail(EINVAL, "pci-sysfs: sysfs-root is empty");
+      p.root = value;
+    } else {
+      return fail(EINVAL, "pci-sysfs: unknown parameter '" + key + "' (pci-sysfs takes: bdf, config-write)");
+    }
+  }
+  if (!have_bdf) return fail(EINVAL, "pci-sysfs: bdf= is required, e.g. bdf=0000:00:01.0");
+  return p;
+}
+
+Result<std::uint64_t> attribute_hex(const std::string& dir, const char* name, std::uint64_t max) {
+  const std::string path = dir + "/" + name;
+  auto text = sysfs::text_read(path);
+  if (!text) return tl::unexpected(text.error());
+  auto value = sysfs::hex_parse(*text, max);
+  if (!value) return fail(EIO, path + ": '" + *text + "' is not a hex value up to " + std::to_string(max));
+  return *value;
+}
+
+std::uint32_t all_ones(unsigned width) { return width == 4 ? 0xffffffffu : (1u << (8 * width)) - 1; }
+
+// Registers that place the function in the host's address space: BARs and expansion ROM.
+// A client writing them (BAR probing, assigning its own addresses) would move the host's
+// device under the host's feet, so they are never passed through.
+bool config_places_function(std::uint8_t header_type, std::uint32_t offset, unsigned width) {
+  auto overlaps = [&](std::uint32_t from, std::uint32_t to) { return offset < to && offset + width > from; };
+  switch (header_type & 0x7f) {
+    case 0: return overlaps(0x10, 0x28) || overlaps(0x30, 0x34);
+    case 1: return overlaps(0x10, 0x18) || overlaps(0x38, 0x3c);
+    default: return overlaps(0x10, 0x40);  // CardBus and unknown layouts: the whole rest of the header
+  }
+}
+
+struct BarAccess {
+  sysfs::Fd fd;
+  sysfs::Mapping map;  // empty where the file cannot be mapped: pread/pwrite on fd instead
+};
+
+class PciSysfs final : public Backend {
+ public:
+  static Result<std::unique_ptr<Backend>> open(const Params& p);
+
+  std::string_view name() const noexcept override { return "pci-sysfs"; }
+  const Identity& identity() const noexcept override { return identity_; }
+  std::span<const Region> regions() const noexcept override { return regions_; }
+
+  Result<std::uint32_t> config_read(std::uint32_t offset, unsigned width) override {
+    if (width == 8 || !access_valid(offset, width, kConfigSize))
+      return fail(EINVAL, where() + "config read of width " + std::to_string(width) + " at " + hex(offset));
+    std::uint32_t value = 0;
+    ssize_t n;
+    do n = ::pread(config_fd_.get(), &value, width, offset);
+    while (n < 0 && errno == EINTR);
+    if (n < 0) return fail(errno, where() + "config read at " + hex(offset));
+    // Past the file's end, or past what the kernel shows an unprivileged reader: the
+    // register is not there for us, and an absent register reads all-ones.
+    if (static_cast<std::size_t>(n) < width) return all_ones(width);
+    return value;
+  }
+
+  Result<void> config_write(std::uint32_t offset, unsigned width, std::uint32_t value) override {
+    if (width == 8 || !access_valid(offset, width, kConfigSize))
+      return fail(EINVAL, where() + "config write of width " + std::to_string(width) + " at " + hex(offset));
+    const std::string what = "config write at " + hex(offset);
+    if (auto free = unbound(what); !free) return free;
+    if (!config_write_) return fail(EPERM, where() + what + " refused: config writes need config-write=yes");
+    if (config_places_function(header_type_, offset, width))
+      return fail(EPERM, where() + what + " refused: BAR and expansion ROM registers stay the host's");
+    // Not decoded (past the file's end): ignored, as by a device without the register; and
+    // never extend a file by writing past it.
+    if (offset + width > config_file_size_) return {};
+    if (width < 4) value &= all_ones(width);
+    ssize_t n;
+    do n = ::pwrite(config_fd_.get(), &value, width, offset);
+    while (n < 0 && errno == EINTR);
+    if (n < 0) return fail(errno, where() + what);
+    if (static_cast<std::size_t>(n) != width) return fail(EIO, where() + what + ": short write");
+    return {};
+  }
+
+  Result<std::uint64_t> mmio_read(std::uint8_t bar, std::uint64_t offset, unsigned width) override {
+    const std::string what = "read of BAR" + std::to_string(bar) + "+" + hex(offset);
+    if (auto ok = bar_check(bar, offset, width, what); !ok) return tl::unexpected(ok.error());
+    BarAccess& a = bars_[bar];
+    if (a.map) {
+      const std::uint8_t* at = a.map.data() + offset;
+      switch (width) {
+        case 1: return mmio_load<std::uint8_t>(at);
+        case 2: return mmio_load<std::uint16_t>(at);
+        case 4: return mmio_load<std::uint32_t>(at);
+        default: return mmio_load<std::uint64_t>(at);
+      }
+    }
+    std::uint64_t value = 0;
+    ssize_t n;
+    do n = ::pread(a.fd.get(), &value, width, static_cast<off_t>(offset));
+    while (n < 0 && errno == EINTR);
+    if (n < 0) return fail(errno, where() + what);
+    if (static_cast<std::size_t>(n) != width) return fail(EIO, where() + what + ": short read");
+    return value;
+  }
+
+  Result<void> mmio_write(std::uint8_t bar, std::uint64_t offset, unsigned width, std::uint64_t value) override {
+    const std::string what = "write of BAR" + std::to_string(bar) + "+" + hex(offset);
+    if (auto ok = bar_check(bar, offset, width, what); !ok) return ok;
+    BarAccess& a = bars_[bar];
+    if (a.map) {
+      std::uint8_t* at = a.map.data() + offset;
+      switch (width) {
+        case 1: mmio_store<std::uint8_t>(at, value); break;
+        case 2: mmio_store<std::uint16_t>(at, value); break;
+        case 4: mmio_store<std::uint32_t>(at, value); break;
+        default: mmio_store<std::uint64_t>(at, value); break;
+      }
+      return {};
+    }
+    ssize_t n;
+    do n = ::pwrite(a.fd.get(), &value, width, static_cast<off_t>(offset));
+    while (n < 0 && errno == EINTR);
+    if (n < 0) return fail(errno, where() + what);
+    if (static_cast<std::size_t>(n) != width) return fail(EIO, where() + what + ": short write");
+    return {};
+  }
+
+  Result<void> reset() override {
+    if (auto free = unbound("reset"); !free) return free;
+    return fail(ENOTSUP, where() + "reset is not supported by pci-sysfs");
+  }
+
+ private:
+  PciSysfs() = default;
+
+  // Exactly one access of sizeof(T) bytes: a device register may react to the width.
+  template <class T>
+  static std::uint64_t mmio_load(const std::uint8_t* at) noexcept {
+    return *reinterpret_cast<const volatile T*>(at);
+  }
+  template <class T>
+  static void mmio_store(std::uint8_t* at, std::uint64_t value) noexcept {
+    *reinterpret_cast<volatile T*>(at) = static_cast<T>(value);
+  }
+
+  static std::string hex(std::uint64_t value) { return fmt::format("{:#x}", value); }
+  std::string where() const { return "pci-sysfs " + bdf_ + ": "; }
+
+  // The safety policy for everything but config reads: refused while a host driver is
+  // bound. A driver bound at creation is final; otherwise the link is looked up again on
+  // every call (one readlink), because a driver may bind at any time and must then be the
+  // function's only user.
+  Result<void> unbound(const std::string& what) const {
+    if (!driver_.empty())
+      return fail(EPERM, where() + what + " refused: bound to host driver " + driver_ + ", exported read-only");
+    const std::string now = sysfs::driver_bound(dir_);
+    if (!now.empty())
+      return fail(EPERM, where() + what + " refused: host driver " + now + " bound since the export was created");
+    return {};
+  }
+
+  Result<void> bar_check(std::uint8_t bar, std::uint64_t offset, unsigned width, const std::string& what) const {
+    auto r = std::find_if(regions_.begin(), regions_.end(), [&](const Region& x) { return x.bar == bar; });
+    if (r == regions_.end()) return fail(EINVAL, where() + what + ": no such BAR");
+    if (r->kind == RegionKind::io) return fail(EINVAL, where() + what + ": I/O port BARs are not accessible");
+    if (!access_valid(offset, width, r->size))
+      return fail(EINVAL, where() + what + " of width " + std::to_string(width) + ": outside the BAR or misaligned");
+    return unbound(what);
+  }
+
+  std::string dir_;
+  std::string bdf_;
+  std::string driver_;  // bound at creation: the export is read-only for good
+  bool config_write_ = false;
+  Identity identity_;
+  std::vector<Region> regions_;
+  sysfs::Fd config_fd_;
+  std::uint64_t config_file_size_ = 0;
+  std::uint8_t header_type_ = 0;
+  std::array<BarAccess, kBarCount> bars_;
+};
+
+Result<std::unique_ptr<Backend>> PciSysfs::open(const Params& p) {
+  std::unique_ptr<PciSysfs> b(new PciSysfs());
+  b->bdf_ = p.bdf;
+  b->dir_ = p.root + "/" + p.bdf;
+  const std::string& dir = b->dir_;
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) {
+    const int e = errno;
+    return fail(e, b->where() + dir + (e == ENOENT ? ": no such PCI function" : ": cannot stat"));
+  }
+  if (!S_ISDIR(st.st_mode)) return fail(ENOTDIR, b->where() + dir + " is not a function's directory");
+  b->driver_ = sysfs::driver_bound(dir);
+  const bool bound = !b->driver_.empty();
+  b->config_write_ = p.config_write;
+
+  struct Field {
+    const char* file;
+    std::uint64_t max;
+    std::uint64_t value = 0;
+  };
+  std::array<Field, 6> fields{{{"vendor", 0xffff}, {"device", 0xffff}, {"class", 0xffffff},
+                               {"subsystem_vendor", 0xffff}, {"subsystem_device", 0xffff}, {"revision", 0xff}}};
+  for (Field& f : fields) {
+    auto v = attribute_hex(dir, f.file, f.max);
+    if (!v) return fail(v.error().code, b->where() + v.error().message);
+    f.value = *v;
+  }
+  b->identity_.vendor = static_cast<std::uint16_t>(fields[0].value);
+  b->identity_.device = static_cast<std::uint16_t>(fields[1].value);
+  b->identity_.class_code = static_cast<std::uint32_t>(fields[2].value);
+  b->identity_.subsystem_vendor = static_cast<std::uint16_t>(fields[3].value);
+  b->identity_.subsystem_device = static_cast<std::uint16_t>(fields[4].value);
+  b->identity_.revision = static_cast<std::uint8_t>(fields[5].value);
+
+  // Read-write only when a config write can be allowed at all.
+  auto config = sysfs::file_open(dir + "/config", !bound && p.config_write ? O_RDWR : O_RDONLY);
+  if (!config) return fail(config.error().code, b->where() + config.error().message);
+  b->config_fd_ = std::move(*config);
+  if (::fstat(b->config_fd_.get(), &st) != 0) return fail(errno, b->where() + "fstat " + dir + "/config");
+  b->config_file_size_ = static_cast<std::uint64_t>(st.st_size);
+  if (auto type = b->config_read(kCfgHeaderType, 1)) b->header_type_ = static_cast<std::uint8_t>(*type);
+
+  auto resource_text = sysfs::text_read(dir + "/resource");
+  if (!resource_text) return fail(resource_text.error().code, b->where() + resource_text.error().message);
+  auto regions = pci_resource_parse(*resource_text);
+  if (!regions) return fail(regions.error().code, b->where() + dir + "/resource: " + regions.error().message);
+  b->regions_ = std::move(*regions);
+
+  if (bound) {
+    // Nothing of the BARs is opened: the host driver owns them.
+    for (Region& r : b->regions_) r.readonly = true;
+    RPCIE_LOG_INFO("pci-sysfs", "{}: bound to host driver {}: exported read-only", p.bdf, b->driver_);
+    return std::unique_ptr<Backend>(std::move(b));
+  }
+  for (const Region& r : b->regions_) {
+    if (r.kind == RegionKind::io) continue;
+    const std::string path = dir + "/resource" + std::to_string(r.bar);
+    auto fd = sysfs::file_open(path, O_RDWR);
+    if (!fd) return fail(fd.error().code, b->where() + fd.error().message);
+    BarAccess& a = b->bars_[r.bar];
+    a.fd = std::move(*fd);
+    if (auto map = sysfs::Mapping::map(a.fd.get(), r.size)) a.map = std::move(*map);
+    else
+      RPCIE_LOG_WARN("pci-sysfs", "{}: {} cannot be mapped ({}); BAR{} goes through pread/pwrite", p.bdf, path,
+                     map.error().describe(), r.bar);
+  }
+  return std::unique_ptr<Backend>(std::move(b));
+}
+
+}  // namespace
+
+Result<std::vector<Region>> pci_resource_parse(std::string_view text) {
+  std::vector<Region> regions;
+  bool upper_half = false;  // this line is the upper half of the 64-bit BAR before it
+  for (unsigned bar = 0; bar < kBarCount && !text.empty(); ++bar) {
+    const auto newline = text.find('\n');
+    const std::string_view line = text.substr(0, newline);
+    text = newline == std::string_view::npos ? std::string_view() : text.substr(newline + 1);
+    if (std::exchange(upper_half, false)) continue;
+    std::array<std::uint64_t, 3> field{};  // start, end, flags
+    std::string_view rest = line;
+    for (std::uint64_t& f : field) {
+      while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
+      const auto space = rest.find(' ');
+      auto v = sysfs::hex_parse(rest.substr(0, space), UINT64_MAX);
+      if (!v) return fail(EIO, "line " + std::to_string(bar + 1) + " '" + std::string(line) +
+                                   "' is not 0x<start> 0x<end> 0x<flags>");
+      f = *v;
+      rest = space == std::string_view::npos ? std::string_view() : rest.substr(space);
+    }
+    if (rest.find_first_not_of(' ') != std::string_view::npos)
+      return fail(EIO, "line " + std::to_string(bar + 1) + " '" + std::string(line) + "' has more than three fields");
+    const auto [start, end, flags] = field;
+    if (start == 0 && end == 0) continue;
+    if ((flags & (kIoresourceIo | kIoresourceMem)) == 0) continue;
+    const std::uint64_t size = end - start + 1;  // 0 when the range wraps: caught below
+    if (end < start || !std::has_single_bit(size))
+      return fail(EIO, "line " + std::to_string(bar + 1) + " '" + std::string(line) +
+                           "': the BAR size is not a power of two");
+    Region r;
+    r.bar = static_cast<std::uint8_t>(bar);
+    r.size = size;
+    if (flags & kIoresourceIo) r.kind = RegionKind::io;
+    else r.kind = (flags & kIoresourcePrefetch) ? RegionKind::memory : RegionKind::registers;
+    r.is_64bit = (flags & kIoresourceMem) && (flags & kIoresourceMem64);
+    regions.push_back(r);
+    upper_half = r.is_64bit;
+  }
+  return regions;
+}
+
+Result<std::unique_ptr<Backend>> pci_sysfs_create(const std::map<std::string, std::string>& params) {
+  auto p = params_parse(params);
+  if (!p) return tl::unexpected(p.error());
+  return PciSysfs::open(*p);
+}
+
 }  // namespace rpcie::dev
