@@ -43,6 +43,7 @@ struct ExportSlot {
   std::unique_ptr<Backend> backend;
   std::vector<std::string> holders;  // guarded by Exporter::Impl::lock
   std::mutex calls;                  // backend calls of several attachments (shared exports)
+  bool device_attached = false;      // guarded by calls
 };
 
 proto::BarKind bar_kind(RegionKind k) {
@@ -147,11 +148,14 @@ class ServedAttachment final : public DmaPort, public IrqSink {
       if (!pulled) return pulled;
     }
     if (first) {
+      // A shared export's device outlives any one attachment, so it gets no ports (shared
+      // exports cannot do DMA; create() refuses that) and its interrupts go nowhere.
       std::lock_guard g(slot_.calls);
-      const bool dma = slot_.backend->uses_dma() && window_size_ > 0;
-      auto a = slot_.backend->attach(dma ? this : nullptr, this);
+      const bool own = !slot_.config.shared;
+      const bool dma = own && slot_.backend->uses_dma() && window_size_ > 0;
+      auto a = slot_.backend->attach(dma ? this : nullptr, own ? this : nullptr);
       if (!a) return a;
-      device_attached_ = true;
+      slot_.device_attached = true;
     }
     data_thread_ = std::thread([this] { data_run(); });
     return {};
@@ -162,13 +166,12 @@ class ServedAttachment final : public DmaPort, public IrqSink {
   void teardown(bool last) {
     stop_.store(true);
     if (data_thread_.joinable()) data_thread_.join();
-    if (device_attached_ && last) {
+    if (last) {
       // detach() returns the device to its power-on state where the backend can (the
       // contract's reset-on-detach): the next client finds it fresh.
       std::lock_guard g(slot_.calls);
-      slot_.backend->detach();
+      if (std::exchange(slot_.device_attached, false)) slot_.backend->detach();
     }
-    device_attached_ = false;
     session_.reset();  // closes the memory regions: the client's keys to them are dead
   }
 
@@ -435,7 +438,6 @@ class ServedAttachment final : public DmaPort, public IrqSink {
   std::vector<std::uint64_t> irq_counts_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> failed_{false};
-  bool device_attached_ = false;
   std::thread data_thread_;
 };
 

@@ -641,7 +641,11 @@ Result<void> Attachment::detach(Deadline deadline) {
     else if (!std::holds_alternative<proto::Goodbye>(m->decoded.message))
       result = fail(EPROTO, std::string("detach: unexpected ") + proto::msg_type_name(m->decoded.header.type));
   }
-  s_->fail_with(Error{ErrorDomain::posix, ENOTCONN, "detached"});
+  {
+    std::lock_guard g(s_->lock);  // an orderly end, not a failure worth a warning
+    if (!s_->failed) s_->failed = Error{ErrorDomain::posix, ENOTCONN, "detached"};
+    s_->changed.notify_all();
+  }
   return result;
 }
 

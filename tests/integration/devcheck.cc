@@ -1,0 +1,473 @@
+// rpcie-devcheck: drives an rpcie-exportd through the client API and checks behaviour
+// (data by checksum, errors by errno, ordering). Used by the integration scripts; each
+// subcommand prints "ok: ..." lines and exits 0, or prints "FAIL: ..." and exits 1.
+//
+//   rpcie-devcheck [common] edu EXPORT          liveness, factorial+irq, DMA both ways, rules 1-4
+//   rpcie-devcheck [common] posted EXPORT       1000 posted writes then a read (edu)
+//   rpcie-devcheck [common] membar EXPORT SIZE  bulk write/read with checksums (copy and zero-copy)
+//   rpcie-devcheck [common] errors EXPORT       bad widths/offsets/BARs -> EINVAL, unknown export -> ENOENT
+//   rpcie-devcheck [common] hostile EXPORT      raw protocol: bad requests answered with errors, garbage dropped
+//   rpcie-devcheck [common] busy EXPORT         expects the attach to fail with EBUSY "attached by"
+//   rpcie-devcheck [common] hold EXPORT SECONDS attach, print "attached", hold (for kill tests)
+//   rpcie-devcheck [common] reattach EXPORT     attach, detach, attach again at once
+//   rpcie-devcheck [common] badmac              a frame with a bad MAC is dropped, the connection lives on
+//   rpcie-devcheck [common] list                prints exports as "NAME STATE HOLDER"
+// common: -r HOST[:PORT] --psk-file FILE [--name NAME] [--provider P] [--window SIZE]
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "rpcie/client.hpp"
+#include "rpcie/units.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using rpcie::Deadline;
+using rpcie::client::Attachment;
+
+int g_failures = 0;
+
+#define CHECK_THAT(cond, ...)                                      \
+  do {                                                             \
+    if (!(cond)) {                                                 \
+      std::printf("FAIL: %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+      std::printf(__VA_ARGS__);                                    \
+      std::printf("\n");                                           \
+      std::fflush(stdout);                                         \
+      ++g_failures;                                                \
+    }                                                              \
+  } while (0)
+
+void ok(const char* what) {
+  std::printf("ok: %s\n", what);
+  std::fflush(stdout);
+}
+
+Deadline soon() { return Deadline::after(5s); }
+
+struct Common {
+  std::string host;
+  std::uint16_t port = rpcie::kDefaultPort;
+  rpcie::client::ClientOptions options;
+  std::size_t window = 1u << 20;
+};
+
+// An anonymous shared mapping stands in for hostd's shared-memory file.
+struct Window {
+  explicit Window(std::size_t n) : size(n) {
+    void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    base = p == MAP_FAILED ? nullptr : static_cast<std::uint8_t*>(p);
+  }
+  ~Window() {
+    if (base) ::munmap(base, size);
+  }
+  rpcie::client::DmaWindow view() const { return {base, size}; }
+  std::uint8_t* base = nullptr;
+  std::size_t size;
+};
+
+std::unique_ptr<Attachment> attach_or_die(const Common& c, const std::string& name, Window& w) {
+  auto a = Attachment::open(c.host, c.port, name, c.options, w.view(), soon());
+  if (!a) {
+    std::printf("FAIL: attach %s: %s\n", name.c_str(), a.error().describe().c_str());
+    std::exit(1);
+  }
+  return std::move(*a);
+}
+
+std::uint64_t fnv(const std::uint8_t* p, std::size_t n) {
+  return rpcie::proto::checksum_fnv1a(std::span<const std::uint8_t>(p, n));
+}
+
+void random_fill(std::uint8_t* p, std::size_t n, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<std::uint8_t>(rng());
+}
+
+// --- edu ------------------------------------------------------------------------------
+constexpr std::uint64_t kId = 0x00, kLive = 0x04, kFact = 0x08, kStatus = 0x20, kIrqStatus = 0x24,
+                        kIrqAck = 0x64, kDmaSrc = 0x80, kDmaDst = 0x88, kDmaCount = 0x90, kDmaCmd = 0x98;
+constexpr std::uint64_t kEduBuffer = 0x40000;
+
+std::uint64_t rd(Attachment& a, std::uint64_t off, unsigned width = 4) {
+  auto v = a.mmio_read(0, off, width, soon());
+  CHECK_THAT(v.has_value(), "mmio_read %#llx: %s", static_cast<unsigned long long>(off),
+             v ? "" : v.error().describe().c_str());
+  return v ? *v : ~0ULL;
+}
+void wr(Attachment& a, std::uint64_t off, std::uint64_t value, unsigned width = 4) {
+  auto r = a.mmio_write(0, off, width, value, soon());
+  CHECK_THAT(r.has_value(), "mmio_write %#llx: %s", static_cast<unsigned long long>(off),
+             r ? "" : r.error().describe().c_str());
+}
+
+// One DMA through edu, completion seen by interrupt (irq=true) or by polling the command
+// register (irq=false). Returns with the interrupt acknowledged.
+void edu_dma(Attachment& a, std::uint64_t src, std::uint64_t dst, std::uint64_t count, bool to_host, bool irq) {
+  wr(a, kDmaSrc, src, 8);
+  wr(a, kDmaDst, dst, 8);
+  wr(a, kDmaCount, count, 8);
+  const std::uint64_t seen = a.interrupt_count(0);
+  wr(a, kDmaCmd, 1 | (to_host ? 2 : 0) | (irq ? 4 : 0), 8);
+  if (irq) {
+    auto n = a.interrupt_wait(0, seen, soon());
+    CHECK_THAT(n.has_value(), "DMA interrupt: %s", n ? "" : n.error().describe().c_str());
+    CHECK_THAT((rd(a, kIrqStatus) & 0x100) != 0, "interrupt status lacks the DMA bit");
+    wr(a, kIrqAck, 0x100);
+  } else {
+    auto until = Deadline::after(5s);
+    while ((rd(a, kDmaCmd, 8) & 1) != 0 && !until.expired()) {
+    }
+    CHECK_THAT((rd(a, kDmaCmd, 8) & 1) == 0, "DMA did not finish");
+  }
+}
+
+int edu_check(const Common& c, const std::string& name) {
+  Window w(c.window);
+  auto a = attach_or_die(c, name, w);
+  CHECK_THAT(a->device().vendor == 0x1234 && a->device().device == 0x11e8, "identity %04x:%04x", a->device().vendor,
+             a->device().device);
+  auto cfg = a->config_read(0, 4, soon());
+  CHECK_THAT(cfg && *cfg == 0x11e81234, "config vendor/device %#x", cfg ? *cfg : 0);
+  auto cls = a->config_read(8, 4, soon());
+  CHECK_THAT(cls && (*cls >> 8) == 0x00ff00 && (*cls & 0xff) == 0x10, "config class/revision %#x", cls ? *cls : 0);
+  CHECK_THAT(rd(*a, kId) == 0x010000ed, "ID register");
+  ok("identity and config space");
+
+  // Rule 2: a read right after a posted write sees it.
+  for (std::uint32_t v : {0x12345678u, 0u, 0xdeadbeefu}) {
+    wr(*a, kLive, v);
+    CHECK_THAT(rd(*a, kLive) == (~v & 0xffffffffu), "liveness of %#x", v);
+  }
+  ok("liveness: each read sees the write before it");
+
+  // Factorial with interrupt.
+  wr(*a, kStatus, 0x80);
+  std::uint64_t seen = a->interrupt_count(0);
+  wr(*a, kFact, 10);
+  auto n = a->interrupt_wait(0, seen, soon());
+  CHECK_THAT(n && *n == seen + 1, "factorial interrupt count");
+  CHECK_THAT(rd(*a, kFact) == 3628800, "10! reads back");
+  CHECK_THAT((rd(*a, kIrqStatus) & 1) == 1, "factorial interrupt bit");
+  wr(*a, kIrqAck, 1);
+  CHECK_THAT(rd(*a, kIrqStatus) == 0, "acknowledged");
+  ok("factorial with interrupt");
+
+  // DMA host -> device -> host, several rounds, completion by interrupt and by polling.
+  // Rule 3: the bytes are written into the window right before the doorbell; rule 4: the
+  // bytes are checked right after the interrupt or the read that shows completion, with no
+  // further round trip.
+  for (int round = 0; round < 6; ++round) {
+    const bool irq = round % 2 == 0;
+    const std::uint64_t src = 0x1000 * (1 + round), dst = (c.window / 2) + 0x1000 * round;
+    random_fill(w.base + src, 4096, 1000 + round);
+    const auto sum = fnv(w.base + src, 4096);
+    std::memset(w.base + dst, 0, 4096);
+    edu_dma(*a, src, kEduBuffer, 4096, false, irq);
+    edu_dma(*a, kEduBuffer, dst, 4096, true, irq);
+    CHECK_THAT(fnv(w.base + dst, 4096) == sum, "round %d (%s): window holds the DMAed bytes on completion", round,
+               irq ? "irq" : "poll");
+  }
+  ok("DMA both directions; data in the window when the interrupt / completion read arrives");
+
+  // Partial transfer at an odd place inside the buffer.
+  random_fill(w.base + 0x9000, 100, 7);
+  edu_dma(*a, 0x9000, kEduBuffer + 0x123, 100, false, true);
+  std::memset(w.base + 0xa000, 0, 200);
+  edu_dma(*a, kEduBuffer + 0x123, 0xa000, 100, true, true);
+  CHECK_THAT(std::memcmp(w.base + 0x9000, w.base + 0xa000, 100) == 0, "partial DMA");
+  CHECK_THAT(w.base[0xa000 + 100] == 0, "DMA wrote past its count");
+  ok("partial DMA");
+
+  // A DMA outside the window is not performed and the device keeps working.
+  edu_dma(*a, kEduBuffer, c.window - 16, 4096, true, true);
+  CHECK_THAT(rd(*a, kId) == 0x010000ed, "device alive after an out-of-window DMA");
+  ok("out-of-window DMA refused, device alive");
+
+  auto d = a->detach(soon());
+  CHECK_THAT(d.has_value(), "detach: %s", d ? "" : d.error().describe().c_str());
+  auto after = a->mmio_read(0, kId, 4, soon());
+  CHECK_THAT(!after && after.error().code == ENOTCONN, "use after detach gives ENOTCONN");
+  ok("detach");
+  return g_failures ? 1 : 0;
+}
+
+int posted_check(const Common& c, const std::string& name) {
+  Window w(c.window);
+  auto a = attach_or_die(c, name, w);
+  // The cost of one round trip, measured here.
+  std::vector<double> rtt;
+  for (int i = 0; i < 50; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    (void)rd(*a, kLive);
+    rtt.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(rtt.begin(), rtt.end());
+  const double one = rtt[rtt.size() / 2];
+  const auto replies_before = a->channel_stats().messages_received;
+  auto t0 = std::chrono::steady_clock::now();
+  for (std::uint32_t i = 1; i <= 1000; ++i) wr(*a, kLive, i);
+  const std::uint64_t last = rd(*a, kLive);
+  const double took = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  const auto replies = a->channel_stats().messages_received - replies_before;
+  CHECK_THAT(last == (~1000u & 0xffffffffu), "the read sees the last write (got %#llx)",
+             static_cast<unsigned long long>(last));
+  CHECK_THAT(replies == 1, "1000 posted writes + 1 read took %llu replies (posted writes are not acknowledged)",
+             static_cast<unsigned long long>(replies));
+  CHECK_THAT(took < 100 * one, "1000 writes + read took %.0f us = %.1f round trips of %.1f us", took, took / one, one);
+  std::printf("ok: 1000 posted writes + read: %.0f us = %.1f round trips (one: %.1f us), %llu reply\n", took,
+              took / one, one, static_cast<unsigned long long>(replies));
+  return g_failures ? 1 : 0;
+}
+
+int membar_check(const Common& c, const std::string& name, std::size_t size) {
+  Window w(std::max<std::size_t>(c.window, 4u << 20));
+  auto a = attach_or_die(c, name, w);
+  const auto* bar = a->device().bar_find(0);
+  CHECK_THAT(bar && bar->size >= size && bar->kind == rpcie::proto::BarKind::memory, "membar BAR0");
+  std::vector<std::uint8_t> data(size), back(size, 0);
+  random_fill(data.data(), size, 42);
+  auto wr_ok = a->bar_write(0, 0, data, Deadline::after(60s));
+  CHECK_THAT(wr_ok.has_value(), "bar_write: %s", wr_ok ? "" : wr_ok.error().describe().c_str());
+  auto rd_ok = a->bar_read(0, 0, back, Deadline::after(60s));
+  CHECK_THAT(rd_ok.has_value(), "bar_read: %s", rd_ok ? "" : rd_ok.error().describe().c_str());
+  CHECK_THAT(fnv(data.data(), size) == fnv(back.data(), size), "checksum after a %zu-byte write/read", size);
+  // MMIO reads see the bulk data (same memory).
+  std::uint64_t v = 0;
+  std::memcpy(&v, data.data() + 4096, 8);
+  auto m = a->mmio_read(0, 4096, 8, soon());
+  CHECK_THAT(m && *m == v, "mmio read of bulk-written data");
+  ok("membar bulk write/read through the staging buffer, checksum equal");
+  // Zero-copy from / into the window, at an unaligned offset.
+  random_fill(w.base, 1u << 20, 43);
+  const auto sum = fnv(w.base, 1u << 20);
+  auto z = a->bar_write_from_window(0, 12345, 0, 1u << 20, soon());
+  CHECK_THAT(z.has_value(), "bar_write_from_window: %s", z ? "" : z.error().describe().c_str());
+  std::memset(w.base + (2u << 20), 0, 1u << 20);
+  z = a->bar_read_into_window(0, 12345, 2u << 20, 1u << 20, soon());
+  CHECK_THAT(z.has_value(), "bar_read_into_window: %s", z ? "" : z.error().describe().c_str());
+  CHECK_THAT(fnv(w.base + (2u << 20), 1u << 20) == sum, "zero-copy checksum");
+  ok("membar zero-copy write/read, checksum equal");
+  auto oob = a->bar_write(0, bar ? bar->size - 8 : 0, std::span(data.data(), 16), soon());
+  CHECK_THAT(!oob && oob.error().code == EINVAL, "write past the BAR end is EINVAL");
+  ok("membar range check");
+  return g_failures ? 1 : 0;
+}
+
+int errors_check(const Common& c, const std::string& name) {
+  Window w(c.window);
+  auto missing = Attachment::open(c.host, c.port, "no-such-export", c.options, w.view(), soon());
+  CHECK_THAT(!missing && missing.error().code == ENOENT, "unknown export: %s",
+             missing ? "attached?!" : missing.error().describe().c_str());
+  auto a = attach_or_die(c, name, w);
+  struct Bad {
+    std::uint8_t bar;
+    std::uint64_t offset;
+    unsigned width;
+  };
+  for (Bad b : {Bad{0, 1, 4}, Bad{0, 0, 3}, Bad{0, 0, 16}, Bad{0, 1u << 20, 4}, Bad{0, (1u << 20) - 2, 4},
+                Bad{1, 0, 4}, Bad{6, 0, 4}, Bad{0, ~0ULL - 3, 4}}) {
+    auto r = a->mmio_read(b.bar, b.offset, b.width, soon());
+    CHECK_THAT(!r && r.error().code == EINVAL, "mmio_read bar %u off %#llx width %u: %s", b.bar,
+               static_cast<unsigned long long>(b.offset), b.width, r ? "succeeded" : r.error().describe().c_str());
+    auto wv = a->mmio_write(b.bar, b.offset, b.width, 0, soon());
+    CHECK_THAT(!wv && wv.error().code == EINVAL, "mmio_write bar %u off %#llx width %u", b.bar,
+               static_cast<unsigned long long>(b.offset), b.width);
+  }
+  auto big = a->mmio_write(0, kLive, 4, 0x100000000ULL, soon());
+  CHECK_THAT(!big && big.error().code == EINVAL, "value wider than the access");
+  for (auto [off, width] : {std::pair{4095, 2}, std::pair{4096, 1}, std::pair{1, 2}, std::pair{0, 8}}) {
+    auto r = a->config_read(static_cast<std::uint16_t>(off), static_cast<unsigned>(width), soon());
+    CHECK_THAT(!r && r.error().code == EINVAL, "config_read %d/%d", off, width);
+  }
+  // The device decides for legal widths: edu reads all-ones at an undefined offset and on a
+  // width its spec does not define.
+  CHECK_THAT(rd(*a, 0x10) == 0xffffffffu, "undefined edu offset reads all-ones");
+  CHECK_THAT(rd(*a, 0x04, 2) == 0xffff, "2-byte edu register read is all-ones");
+  CHECK_THAT(rd(*a, kId) == 0x010000ed, "still alive");
+  ok("bad widths, offsets and BARs are EINVAL; the device decides for legal ones");
+  return g_failures ? 1 : 0;
+}
+
+int hostile_check(const Common& c, const std::string& name) {
+  // Speaks the protocol below the client API: attach by hand, then send requests the API
+  // would never send.
+  Window w(c.window);
+  auto sock = rpcie::client::exporter_connect(c.host, c.port, c.options, soon());
+  CHECK_THAT(sock.has_value(), "connect: %s", sock ? "" : sock.error().describe().c_str());
+  if (!sock) return 1;
+  auto s = sock->message_send(rpcie::proto::AttachRequest{name, w.size}, 1, soon());
+  auto reply = s ? sock->message_recv(soon()) : tl::unexpected(s.error());
+  CHECK_THAT(reply && std::holds_alternative<rpcie::proto::AttachReply>(reply->decoded.message), "attach reply");
+  if (!reply) return 1;
+  std::vector<rpcie::LocalRegion> regions{{0, w.base, w.size}};
+  auto session = rpcie::Session::connect_over(std::move(*sock), c.options.session, regions, soon());
+  CHECK_THAT(session.has_value(), "session: %s", session ? "" : session.error().describe().c_str());
+  if (!session) return 1;
+  auto& ch = (*session)->channel();
+  auto ask = [&](const rpcie::proto::Message& m, std::uint64_t rid) -> rpcie::Result<rpcie::proto::Decoded> {
+    auto sent = ch.message_send(m, rid, soon());
+    if (!sent) return tl::unexpected(sent.error());
+    auto got = ch.message_recv(soon());
+    if (!got) return tl::unexpected(got.error());
+    return **got;
+  };
+  auto status_of = [](const rpcie::proto::Decoded& d) -> int {
+    if (auto* r = std::get_if<rpcie::proto::ReadReply>(&d.message)) return r->status;
+    if (auto* a = std::get_if<rpcie::proto::WriteAck>(&d.message)) return a->status;
+    if (auto* e = std::get_if<rpcie::proto::ErrorMsg>(&d.message)) return e->code;
+    return -1;
+  };
+  // Out of range for the device (the codec allows them): the exporter answers EINVAL.
+  auto r1 = ask(rpcie::proto::MmioRead{0, 4, 1u << 20}, 10);
+  CHECK_THAT(r1 && r1->header.request_id == 10 && status_of(*r1) == EINVAL, "mmio_read past the BAR -> EINVAL");
+  auto r2 = ask(rpcie::proto::MmioRead{3, 4, 0}, 11);
+  CHECK_THAT(r2 && status_of(*r2) == EINVAL, "mmio_read of a BAR that does not exist -> EINVAL");
+  // A posted write that fails is answered with an error carrying its request id.
+  auto r3 = ask(rpcie::proto::MmioWrite{0, 4, 1u << 20, 0}, 12 | (1ULL << 63));
+  CHECK_THAT(r3 && r3->header.request_id == (12 | (1ULL << 63)) && status_of(*r3) == EINVAL,
+             "failed posted write -> error with its id");
+  // A message that has no business on the data path.
+  auto r4 = ask(rpcie::proto::ListRequest{}, 13);
+  CHECK_THAT(r4 && std::holds_alternative<rpcie::proto::ErrorMsg>(r4->message) && status_of(*r4) == EPROTO,
+             "list_request on the data path -> EPROTO error");
+  // Garbage bytes: dropped by the exporter, which keeps serving.
+  std::vector<std::uint8_t> garbage(100, 0xab);
+  auto g = ch.bytes_send(garbage, soon());
+  CHECK_THAT(g.has_value(), "garbage sent");
+  auto r5 = ask(rpcie::proto::MmioRead{0, 4, kId}, 14);
+  CHECK_THAT(r5 && r5->header.request_id == 14 && std::get_if<rpcie::proto::ReadReply>(&r5->message) &&
+                 std::get<rpcie::proto::ReadReply>(r5->message).value == 0x010000ed,
+             "the exporter still answers after garbage");
+  ok("hostile data-path input answered with errors; exporter keeps serving");
+  return g_failures ? 1 : 0;
+}
+
+int busy_check(const Common& c, const std::string& name) {
+  Window w(c.window);
+  auto a = Attachment::open(c.host, c.port, name, c.options, w.view(), soon());
+  CHECK_THAT(!a && a.error().code == EBUSY && a.error().message.find("attached by") != std::string::npos,
+             "second attach: %s", a ? "attached?!" : a.error().describe().c_str());
+  if (!a) std::printf("ok: refused: %s\n", a.error().message.c_str());
+  return g_failures ? 1 : 0;
+}
+
+int hold(const Common& c, const std::string& name, int seconds) {
+  Window w(c.window);
+  auto a = attach_or_die(c, name, w);
+  std::printf("attached %s\n", name.c_str());
+  std::fflush(stdout);
+  std::this_thread::sleep_for(std::chrono::seconds(seconds));
+  return 0;
+}
+
+int reattach_check(const Common& c, const std::string& name) {
+  Window w(c.window);
+  for (int i = 0; i < 3; ++i) {
+    auto a = attach_or_die(c, name, w);
+    CHECK_THAT(a->config_read(0, 2, soon()).has_value(), "config read on attach %d", i);
+    auto d = a->detach(soon());
+    CHECK_THAT(d.has_value(), "detach %d: %s", i, d ? "" : d.error().describe().c_str());
+  }
+  ok("detach then re-attach at once, three times");
+  return g_failures ? 1 : 0;
+}
+
+int badmac_check(const Common& c) {
+  auto sock = rpcie::client::exporter_connect(c.host, c.port, c.options, soon());
+  CHECK_THAT(sock.has_value(), "connect: %s", sock ? "" : sock.error().describe().c_str());
+  if (!sock) return 1;
+  // A list request with the MAC flag and a MAC of zeros.
+  auto body = rpcie::proto::message_encode(rpcie::proto::ListRequest{}, 5);
+  body->at(6) |= static_cast<std::uint8_t>(rpcie::proto::kFlagMac);
+  body->resize(body->size() + rpcie::proto::kMacTrailer, 0);
+  auto s = sock->frame_send_raw(*body, soon());
+  CHECK_THAT(s.has_value(), "forged frame sent");
+  // Then a genuine one: the answer must be to it (id 6), the forged one dropped.
+  s = sock->message_send(rpcie::proto::ListRequest{}, 6, soon());
+  auto reply = s ? sock->message_recv(soon()) : tl::unexpected(s.error());
+  CHECK_THAT(reply && reply->decoded.header.request_id == 6 &&
+                 std::holds_alternative<rpcie::proto::ListReply>(reply->decoded.message),
+             "only the genuine request is answered: %s", reply ? rpcie::proto::msg_type_name(reply->decoded.header.type)
+                                                               : reply.error().describe().c_str());
+  ok("a frame with a bad MAC is dropped, the connection goes on");
+  return g_failures ? 1 : 0;
+}
+
+int list_print(const Common& c) {
+  auto l = rpcie::client::exports_list(c.host, c.port, c.options, soon());
+  if (!l) {
+    std::printf("FAIL: list: %s\n", l.error().describe().c_str());
+    return 1;
+  }
+  for (const auto& e : *l)
+    std::printf("%s %s %s\n", e.name.c_str(), e.attached ? "attached" : "free", e.holder.empty() ? "-" : e.holder.c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  rpcie::signals_init();
+  CLI::App app{"rpcie-devcheck"};
+  app.require_subcommand(1);
+  std::string remote, psk = "/etc/rpcie/psk", provider = "auto", window = "1M";
+  Common c;
+  app.add_option("-r,--remote", remote)->required();
+  app.add_option("--psk-file", psk);
+  app.add_option("--name", c.options.name);
+  app.add_option("--provider", provider);
+  app.add_option("--window", window);
+  std::string name;
+  std::string size = "64M";
+  int seconds = 30;
+  std::map<std::string, CLI::App*> cmds;
+  for (const char* cmd : {"edu", "posted", "membar", "errors", "hostile", "busy", "hold", "reattach"}) {
+    cmds[cmd] = app.add_subcommand(cmd);
+    cmds[cmd]->add_option("export", name)->required();
+  }
+  cmds["membar"]->add_option("size", size);
+  cmds["hold"]->add_option("seconds", seconds);
+  cmds["badmac"] = app.add_subcommand("badmac");
+  cmds["list"] = app.add_subcommand("list");
+  CLI11_PARSE(app, argc, argv);
+
+  auto address = rpcie::address_parse(remote, rpcie::kDefaultPort);
+  auto key = rpcie::auth::key_load(psk);
+  std::string why;
+  auto choice = rpcie::providers::provider_parse(provider, &why);
+  auto window_bytes = rpcie::size_parse(window);
+  auto size_bytes = rpcie::size_parse(size);
+  if (!address || !key || !choice || !window_bytes || !size_bytes) {
+    std::printf("FAIL: bad arguments: %s\n", !address ? address.error().message.c_str()
+                                             : !key   ? key.error().describe().c_str()
+                                                      : why.c_str());
+    return 2;
+  }
+  c.host = address->first;
+  c.port = address->second;
+  c.options.key = std::make_shared<const rpcie::auth::Key>(std::move(*key));
+  c.options.session.provider = *choice;
+  c.window = *window_bytes;
+
+  if (*cmds["edu"]) return edu_check(c, name);
+  if (*cmds["posted"]) return posted_check(c, name);
+  if (*cmds["membar"]) return membar_check(c, name, *size_bytes);
+  if (*cmds["errors"]) return errors_check(c, name);
+  if (*cmds["hostile"]) return hostile_check(c, name);
+  if (*cmds["busy"]) return busy_check(c, name);
+  if (*cmds["hold"]) return hold(c, name, seconds);
+  if (*cmds["reattach"]) return reattach_check(c, name);
+  if (*cmds["badmac"]) return badmac_check(c);
+  return list_print(c);
+}
