@@ -1,6 +1,8 @@
 #include "edu_config.hpp"
 
 #include <string>
+#include <string_view>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -43,8 +45,10 @@ void put(std::array<std::uint8_t, N>& bytes, std::uint32_t offset, unsigned widt
   for (unsigned i = 0; i < width; ++i) bytes[offset + i] = static_cast<std::uint8_t>(value >> (8 * i));
 }
 
-bool config_access_valid(std::uint32_t offset, unsigned width) {
-  return width != 8 && access_valid(offset, width, kConfigSize);
+Result<void> config_access_check(std::uint32_t offset, unsigned width, std::string_view what) {
+  if (width != 8 && access_valid(offset, width, kConfigSize)) return {};
+  return fail(EINVAL, fmt::format("edu: config {} of {} bytes at 0x{:x}: use 1, 2 or 4 bytes, aligned, below 0x{:x}",
+                                  what, width, offset, kConfigSize));
 }
 
 }  // namespace
@@ -74,24 +78,20 @@ void ConfigSpace::reset() noexcept {
   put(bytes_, kSubsystemVendorId, 2, kIdentity.subsystem_vendor);
   put(bytes_, kSubsystemId, 2, kIdentity.subsystem_device);
   put(bytes_, kCapabilityPointer, 1, kMsiCapOffset);
-  put(bytes_, kInterruptPin, 1, 0x01);  // INTA#
+  put(bytes_, kInterruptPin, 1, 0x01);       // INTA#
   put(bytes_, kMsiCapOffset, 1, kCapIdMsi);  // next pointer 0: the only capability
   put(bytes_, kMsiControl, 2, kMsiControl64Bit);
 }
 
 Result<std::uint32_t> ConfigSpace::read(std::uint32_t offset, unsigned width) const {
-  if (!config_access_valid(offset, width))
-    return fail(EINVAL, fmt::format("edu: config read of {} bytes at 0x{:x}: use 1, 2 or 4 bytes, aligned, below 0x{:x}",
-                                    width, offset, kConfigSize));
+  if (auto ok = config_access_check(offset, width, "read"); !ok) return tl::unexpected(std::move(ok.error()));
   std::uint32_t value = 0;
   for (unsigned i = 0; i < width; ++i) value |= std::uint32_t{bytes_[offset + i]} << (8 * i);
   return value;
 }
 
 Result<void> ConfigSpace::write(std::uint32_t offset, unsigned width, std::uint32_t value) {
-  if (!config_access_valid(offset, width))
-    return fail(EINVAL, fmt::format("edu: config write of {} bytes at 0x{:x}: use 1, 2 or 4 bytes, aligned, below 0x{:x}",
-                                    width, offset, kConfigSize));
+  if (auto ok = config_access_check(offset, width, "write"); !ok) return ok;
   for (unsigned i = 0; i < width; ++i) {
     auto byte = static_cast<std::uint8_t>(value >> (8 * i));
     std::uint8_t mask = writable_[offset + i];

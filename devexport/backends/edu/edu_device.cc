@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 #include <system_error>
+#include <utility>
 
 #include "rpcie/log.hpp"
 
@@ -259,8 +260,10 @@ void Device::dma_finish(Lock& lock) noexcept {
   // its buffer); here it is not performed. The command still completes, interrupt included,
   // so that a driver waiting for it does not hang.
   if (!in_dma_buffer(device_address, count)) {
-    RPCIE_LOG_WARN(kLog, "DMA of {} bytes {} IOVA 0x{:x} not performed: device address 0x{:x} is outside the buffer [0x{:x}, 0x{:x})",
-                   count, direction, iova, device_address, kDmaBufferAddress, kDmaBufferAddress + kDmaBufferSize);
+    RPCIE_LOG_WARN(
+        kLog,
+        "DMA of {} bytes {} IOVA 0x{:x} not performed: device address 0x{:x} is outside the buffer [0x{:x}, 0x{:x})",
+        count, direction, iova, device_address, kDmaBufferAddress, kDmaBufferAddress + kDmaBufferSize);
   } else if (dma_ == nullptr) {
     RPCIE_LOG_WARN(kLog, "DMA of {} bytes {} IOVA 0x{:x} not performed: no client is attached", count, direction, iova);
   } else if (count > 0) {

@@ -74,8 +74,8 @@ class Device final : public Backend {
   void jobs_cancel() noexcept;
 
   const std::chrono::nanoseconds delay_;
-  const std::array<Region, 1> regions_{{{.bar = 0, .size = kBar0Size, .kind = RegionKind::registers,
-                                         .is_64bit = false, .readonly = false}}};
+  const std::array<Region, 1> regions_{
+      {{.bar = 0, .size = kBar0Size, .kind = RegionKind::registers, .is_64bit = false, .readonly = false}}};
   ConfigSpace config_;  // attachment thread only: the worker never touches it
 
   std::mutex mutex_;
@@ -85,7 +85,7 @@ class Device final : public Backend {
   Registers regs_;
   std::optional<Clock::time_point> factorial_due_;  // a factorial finishes then
   std::optional<Clock::time_point> dma_due_;        // a DMA transfer is performed then
-  std::uint64_t epoch_ = 0;  // bumped by reset/detach: results of older jobs are dropped
+  std::uint64_t epoch_ = 0;                         // bumped by reset/detach: results of older jobs are dropped
   bool attached_ = false;
   DmaPort* dma_ = nullptr;
   IrqSink* irq_ = nullptr;

@@ -1,6 +1,8 @@
 // The edu backend against its spec (shared/EDU.md; QEMU hw/misc/edu.c), through the
 // Backend interface only, with the fake DmaPort (a byte vector as the client's window) and
 // IrqSink of tests/support. Asynchronous results are awaited by bounded polling.
+#include "backends/edu/edu.hpp"
+
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -15,7 +17,6 @@
 #include <vector>
 
 #include "../../support/fake_device_ports.hpp"
-#include "backends/edu/edu.hpp"
 #include "rpcie/deadline.hpp"
 
 using namespace std::chrono_literals;
@@ -171,7 +172,8 @@ void check_power_on_registers(Backend& dev) {
 // An attached device with a 64 KiB window; `delay` as the parameter, none if empty.
 struct Attached {
   explicit Attached(const std::string& delay = {})
-      : dev(edu_make(delay.empty() ? std::map<std::string, std::string>{} : std::map<std::string, std::string>{{"delay", delay}})) {
+      : dev(edu_make(delay.empty() ? std::map<std::string, std::string>{}
+                                   : std::map<std::string, std::string>{{"delay", delay}})) {
     REQUIRE(dev->attach(&port, &irq));
   }
   ~Attached() { dev->detach(); }
@@ -231,18 +233,18 @@ TEST_CASE("edu: config header holds the identity, header type 0, capability list
   CHECK(cfg(*dev, 0x00, 2) == 0x1234);
   CHECK(cfg(*dev, 0x02, 2) == 0x11e8);
   CHECK(cfg(*dev, 0x00) == 0x11e81234);
-  CHECK(cfg(*dev, 0x04, 2) == 0);                // command: all off at power-on
-  CHECK((cfg(*dev, 0x06, 2) & 0x0010) != 0);     // status: capabilities list
-  CHECK(cfg(*dev, 0x08, 1) == 0x10);             // revision
-  CHECK(cfg(*dev, 0x08) == 0x00ff0010);          // class 0x00ff00 above the revision
-  CHECK(cfg(*dev, 0x0e, 1) == 0x00);             // header type 0, single function
+  CHECK(cfg(*dev, 0x04, 2) == 0);             // command: all off at power-on
+  CHECK((cfg(*dev, 0x06, 2) & 0x0010) != 0);  // status: capabilities list
+  CHECK(cfg(*dev, 0x08, 1) == 0x10);          // revision
+  CHECK(cfg(*dev, 0x08) == 0x00ff0010);       // class 0x00ff00 above the revision
+  CHECK(cfg(*dev, 0x0e, 1) == 0x00);          // header type 0, single function
   for (std::uint32_t bar = 0x14; bar <= 0x24; bar += 4) CHECK(cfg(*dev, bar) == 0);
   CHECK(cfg(*dev, 0x2c, 2) == 0x1af4);
   CHECK(cfg(*dev, 0x2e, 2) == 0x1100);
-  CHECK(cfg(*dev, 0x30) == 0);                   // no expansion ROM
-  CHECK(cfg(*dev, 0x34, 1) == 0x40);             // capability pointer
-  CHECK(cfg(*dev, 0x3d, 1) == 0x01);             // interrupt pin A
-  CHECK(cfg(*dev, 0x100) == 0);                  // no extended capabilities
+  CHECK(cfg(*dev, 0x30) == 0);        // no expansion ROM
+  CHECK(cfg(*dev, 0x34, 1) == 0x40);  // capability pointer
+  CHECK(cfg(*dev, 0x3d, 1) == 0x01);  // interrupt pin A
+  CHECK(cfg(*dev, 0x100) == 0);       // no extended capabilities
   CHECK(cfg(*dev, 0xffc) == 0);
 }
 
@@ -253,27 +255,27 @@ TEST_CASE("edu: BAR0 size probing reports 1 MiB of 32-bit non-prefetchable memor
   CHECK(cfg(*dev, 0x10) == 0xfff00000);  // ~(1 MiB - 1)
   cfg_wr(*dev, 0x10, 0xfe10000f);        // an address; the type bits stay
   CHECK(cfg(*dev, 0x10) == 0xfe100000);
-  cfg_wr(*dev, 0x12, 0xabcd, 2);         // the upper half alone
+  cfg_wr(*dev, 0x12, 0xabcd, 2);  // the upper half alone
   CHECK(cfg(*dev, 0x10) == 0xabc00000);
-  cfg_wr(*dev, 0x14, 0xffffffff);        // no BAR1: hardwired 0
+  cfg_wr(*dev, 0x14, 0xffffffff);  // no BAR1: hardwired 0
   CHECK(cfg(*dev, 0x14) == 0);
 }
 
 TEST_CASE("edu: MSI capability at 0x40 with one 64-bit vector, enable/address/data writable") {
   auto dev = edu_make();
-  CHECK(cfg(*dev, 0x40, 1) == 0x05);      // MSI
-  CHECK(cfg(*dev, 0x41, 1) == 0x00);      // the last capability
-  CHECK(cfg(*dev, 0x42, 2) == 0x0080);    // 64-bit, one vector, disabled, no masking
+  CHECK(cfg(*dev, 0x40, 1) == 0x05);    // MSI
+  CHECK(cfg(*dev, 0x41, 1) == 0x00);    // the last capability
+  CHECK(cfg(*dev, 0x42, 2) == 0x0080);  // 64-bit, one vector, disabled, no masking
   cfg_wr(*dev, 0x42, 0xffff, 2);
-  CHECK(cfg(*dev, 0x42, 2) == 0x0081);    // only the enable bit is writable
+  CHECK(cfg(*dev, 0x42, 2) == 0x0081);  // only the enable bit is writable
   cfg_wr(*dev, 0x44, 0xfee01003);
-  CHECK(cfg(*dev, 0x44) == 0xfee01000);   // dword-aligned address
+  CHECK(cfg(*dev, 0x44) == 0xfee01000);  // dword-aligned address
   cfg_wr(*dev, 0x48, 0x12345678);
   CHECK(cfg(*dev, 0x48) == 0x12345678);
   cfg_wr(*dev, 0x4c, 0xffff4021);
-  CHECK(cfg(*dev, 0x4c, 2) == 0x4021);    // 16-bit data
+  CHECK(cfg(*dev, 0x4c, 2) == 0x4021);  // 16-bit data
   CHECK(cfg(*dev, 0x4e, 2) == 0);
-  cfg_wr(*dev, 0x40, 0xffffffff);         // id, next pointer stay; control enable only
+  cfg_wr(*dev, 0x40, 0xffffffff);  // id, next pointer stay; control enable only
   CHECK(cfg(*dev, 0x40) == 0x00810005);
   cfg_wr(*dev, 0x42, 0, 2);
   CHECK(cfg(*dev, 0x42, 2) == 0x0080);
@@ -285,21 +287,21 @@ TEST_CASE("edu: config writes change only the writable bits") {
   CHECK(cfg(*dev, 0x04, 2) == 0x0546);  // memory, master, parity, SERR, INTx disable
   cfg_wr(*dev, 0x04, 0x0006, 2);
   CHECK(cfg(*dev, 0x04, 2) == 0x0006);
-  cfg_wr(*dev, 0x00, 0xffffffff);        // IDs are read-only
+  cfg_wr(*dev, 0x00, 0xffffffff);  // IDs are read-only
   CHECK(cfg(*dev, 0x00) == 0x11e81234);
-  cfg_wr(*dev, 0x06, 0xffff, 2);         // status: nothing to clear, cap bit stays
+  cfg_wr(*dev, 0x06, 0xffff, 2);  // status: nothing to clear, cap bit stays
   CHECK(cfg(*dev, 0x06, 2) == 0x0010);
-  cfg_wr(*dev, 0x08, 0xffffffff);        // revision, class
+  cfg_wr(*dev, 0x08, 0xffffffff);  // revision, class
   CHECK(cfg(*dev, 0x08) == 0x00ff0010);
   cfg_wr(*dev, 0x2c, 0xffffffff);
   CHECK(cfg(*dev, 0x2c) == 0x11001af4);
   cfg_wr(*dev, 0x34, 0xff, 1);
   CHECK(cfg(*dev, 0x34, 1) == 0x40);
-  cfg_wr(*dev, 0x3c, 0xffffff0b);        // interrupt line writable, pin read-only
+  cfg_wr(*dev, 0x3c, 0xffffff0b);  // interrupt line writable, pin read-only
   CHECK(cfg(*dev, 0x3c) == 0x0000010b);
-  cfg_wr(*dev, 0x0c, 0x10, 1);           // cache line size
+  cfg_wr(*dev, 0x0c, 0x10, 1);  // cache line size
   CHECK(cfg(*dev, 0x0c, 1) == 0x10);
-  cfg_wr(*dev, 0x800, 0xffffffff);       // nothing in extended space
+  cfg_wr(*dev, 0x800, 0xffffffff);  // nothing in extended space
   CHECK(cfg(*dev, 0x800) == 0);
 }
 
@@ -309,14 +311,14 @@ TEST_CASE("edu: config accesses of a bad width or place are EINVAL") {
     std::uint32_t offset;
     unsigned width;
   };
-  for (auto [offset, width] : {Access{0, 0}, Access{0, 3}, Access{0, 8}, Access{1, 2}, Access{2, 4},
-                               Access{0x42, 4}, Access{0x1000, 1}, Access{0xffe, 4}, Access{0xffffffff, 1}}) {
-    CAPTURE(offset);
-    CAPTURE(width);
-    auto value = dev->config_read(offset, width);
+  for (const auto& a : {Access{0, 0}, Access{0, 3}, Access{0, 8}, Access{1, 2}, Access{2, 4}, Access{0x42, 4},
+                        Access{0x1000, 1}, Access{0xffe, 4}, Access{0xffffffff, 1}}) {
+    CAPTURE(a.offset);
+    CAPTURE(a.width);
+    auto value = dev->config_read(a.offset, a.width);
     REQUIRE_FALSE(value);
     CHECK(value.error().code == EINVAL);
-    auto done = dev->config_write(offset, width, 0);
+    auto done = dev->config_write(a.offset, a.width, 0);
     REQUIRE_FALSE(done);
     CHECK(done.error().code == EINVAL);
   }
@@ -348,11 +350,11 @@ TEST_CASE("edu: factorial computes n! wrapping at 32 bits, with no interrupt by 
     std::uint32_t n;
     std::uint32_t factorial;
   };
-  for (auto [n, expected] : {Case{0, 1}, Case{1, 1}, Case{5, 120}, Case{10, 3628800}, Case{12, 479001600},
-                             Case{13, 1932053504}, Case{20, 2192834560}, Case{33, 2147483648}, Case{34, 0},
-                             Case{100, 0}, Case{0xffffffff, 0}}) {
-    CAPTURE(n);
-    CHECK(factorial_run(*a.dev, n) == expected);
+  for (const auto& c :
+       {Case{0, 1}, Case{1, 1}, Case{5, 120}, Case{10, 3628800}, Case{12, 479001600}, Case{13, 1932053504},
+        Case{20, 2192834560}, Case{33, 2147483648}, Case{34, 0}, Case{100, 0}, Case{0xffffffff, 0}}) {
+    CAPTURE(c.n);
+    CHECK(factorial_run(*a.dev, c.n) == c.factorial);
   }
   CHECK(rd(*a.dev, kIrqStatus) == 0);
   CHECK(a.irq.count(0) == 0);
@@ -383,7 +385,7 @@ TEST_CASE("edu: status shows computing, and factorial writes are ignored while b
   Attached a("200ms");
   wr(*a.dev, kFactorial, 5);
   CHECK((rd(*a.dev, kStatus) & kStatusComputing) != 0);
-  wr(*a.dev, kFactorial, 6);  // ignored: the unit is busy
+  wr(*a.dev, kFactorial, 6);           // ignored: the unit is busy
   CHECK(rd(*a.dev, kFactorial) == 5);  // QEMU shows n until n! is ready
   CHECK(eventually([&] { return (rd(*a.dev, kStatus) & kStatusComputing) == 0; }));
   CHECK(rd(*a.dev, kFactorial) == 120);
@@ -412,7 +414,7 @@ TEST_CASE("edu: interrupt raise ORs into the status and raises vector 0; acknowl
   CHECK(rd(*a.dev, kIrqStatus) == 0);
   wr(*a.dev, kIrqStatus, 0x5);  // read-only
   CHECK(rd(*a.dev, kIrqStatus) == 0);
-  wr(*a.dev, kIrqRaise, 0);     // nothing pending: nothing to raise
+  wr(*a.dev, kIrqRaise, 0);  // nothing pending: nothing to raise
   CHECK(a.irq.count(0) == 2);
 }
 
@@ -470,13 +472,12 @@ TEST_CASE("edu: DMA with the device side outside the buffer is not performed") {
     std::uint64_t device_address;
     std::uint64_t count;
   };
-  for (auto [device_address, count] :
-       {Bad{kBuffer - 16, 32}, Bad{kBuffer + kBufferSize - 16, 32}, Bad{kBuffer, kBufferSize + 1},
-        Bad{kBuffer + kBufferSize, 1}, Bad{0, 16}, Bad{UINT64_MAX - 8, 32}, Bad{kBuffer, UINT64_MAX}}) {
-    CAPTURE(device_address);
-    CAPTURE(count);
-    dma_to_device(*a.dev, 0x100, device_address, count, kCmdIrq);
-    dma_to_host(*a.dev, device_address, 0x100, count, kCmdIrq);
+  for (const auto& b : {Bad{kBuffer - 16, 32}, Bad{kBuffer + kBufferSize - 16, 32}, Bad{kBuffer, kBufferSize + 1},
+                        Bad{kBuffer + kBufferSize, 1}, Bad{0, 16}, Bad{UINT64_MAX - 8, 32}, Bad{kBuffer, UINT64_MAX}}) {
+    CAPTURE(b.device_address);
+    CAPTURE(b.count);
+    dma_to_device(*a.dev, 0x100, b.device_address, b.count, kCmdIrq);
+    dma_to_host(*a.dev, b.device_address, 0x100, b.count, kCmdIrq);
   }
   CHECK(a.port.reads == reads);  // not a byte moved either way
   CHECK(a.port.writes == writes);
@@ -566,7 +567,7 @@ TEST_CASE("edu: 4-byte DMA register accesses reach the low half; +4 offsets do n
     CHECK(rd(*dev, reg + 4, 4) == 0xffffffff);
     wr(*dev, reg + 4, 0xaabbccdd);  // ignored
     CHECK(rd(*dev, reg, 8) == 0x1122334455667788);
-    wr(*dev, reg, 0xaabbccdd);      // zero-extends, as QEMU's model does
+    wr(*dev, reg, 0xaabbccdd);  // zero-extends, as QEMU's model does
     CHECK(rd(*dev, reg, 8) == 0xaabbccdd);
   }
   CHECK(rd(*dev, kDmaCmd + 4, 4) == 0xffffffff);
@@ -581,18 +582,17 @@ TEST_CASE("edu: accesses of an illegal width, misaligned or outside BAR0 are EIN
     std::uint64_t offset;
     unsigned width;
   };
-  for (auto [bar, offset, width] :
-       {Access{0, 0, 0}, Access{0, 0, 3}, Access{0, 0, 16}, Access{0, 0x80, 5},     // widths
-        Access{0, 0x02, 4}, Access{0, 0x81, 4}, Access{0, 0x84, 8}, Access{0, 0x01, 2},  // alignment
-        Access{0, 0x07, 8}, Access{0, kMiB, 1}, Access{0, kMiB, 4}, Access{0, kMiB + 8, 8},  // bounds
-        Access{0, UINT64_MAX - 7, 8}, Access{1, 0, 4}, Access{5, 0, 4}, Access{6, 0, 4}}) {
-    CAPTURE(bar);
-    CAPTURE(offset);
-    CAPTURE(width);
-    auto value = dev->mmio_read(bar, offset, width);
+  for (const auto& a : {Access{0, 0, 0}, Access{0, 0, 3}, Access{0, 0, 16}, Access{0, 0x80, 5},          // widths
+                        Access{0, 0x02, 4}, Access{0, 0x81, 4}, Access{0, 0x84, 8}, Access{0, 0x01, 2},  // alignment
+                        Access{0, 0x07, 8}, Access{0, kMiB, 1}, Access{0, kMiB, 4}, Access{0, kMiB + 8, 8},  // bounds
+                        Access{0, UINT64_MAX - 7, 8}, Access{1, 0, 4}, Access{5, 0, 4}, Access{6, 0, 4}}) {
+    CAPTURE(a.bar);
+    CAPTURE(a.offset);
+    CAPTURE(a.width);
+    auto value = dev->mmio_read(a.bar, a.offset, a.width);
     REQUIRE_FALSE(value);
     CHECK(value.error().code == EINVAL);
-    auto done = dev->mmio_write(bar, offset, width, 0);
+    auto done = dev->mmio_write(a.bar, a.offset, a.width, 0);
     REQUIRE_FALSE(done);
     CHECK(done.error().code == EINVAL);
   }
@@ -630,8 +630,8 @@ TEST_CASE("edu: legal widths the device does not decode read all-ones and ignore
 
 TEST_CASE("edu: undefined offsets read all-ones and ignore writes") {
   Attached a;
-  for (std::uint64_t offset : std::initializer_list<std::uint64_t>{0x0c, 0x10, 0x1c, 0x28, 0x5c, 0x68, 0x7c, 0xa0,
-                                                                    0xfc, 0x100, kBuffer, kMiB - 4}) {
+  for (std::uint64_t offset : std::initializer_list<std::uint64_t>{0x0c, 0x10, 0x1c, 0x28, 0x5c, 0x68, 0x7c, 0xa0, 0xfc,
+                                                                   0x100, kBuffer, kMiB - 4}) {
     CAPTURE(offset);
     CHECK(rd(*a.dev, offset) == 0xffffffff);
     wr(*a.dev, offset, 0x1);
@@ -668,17 +668,16 @@ TEST_CASE("edu: bad parameters are EINVAL naming the key or the value") {
     std::string value;
     std::string named;
   };
-  for (const auto& [key, value, named] : {Bad{"dma", "mirror", "dma"}, Bad{"foo", "1", "foo"},
-                                          Bad{"Delay", "1s", "Delay"}, Bad{"delay", "abc", "abc"},
-                                          Bad{"delay", "", "delay"}, Bad{"delay", "-1s", "-1s"},
-                                          Bad{"delay", "100000s", "100000s"}, Bad{"delay", "10 parsecs", "10 parsecs"}}) {
-    CAPTURE(key);
-    CAPTURE(value);
-    auto made = rpcie::dev::edu_create({{key, value}});
+  for (const auto& b : {Bad{"dma", "mirror", "dma"}, Bad{"foo", "1", "foo"}, Bad{"Delay", "1s", "Delay"},
+                        Bad{"delay", "abc", "abc"}, Bad{"delay", "", "delay"}, Bad{"delay", "-1s", "-1s"},
+                        Bad{"delay", "100000s", "100000s"}, Bad{"delay", "10 parsecs", "10 parsecs"}}) {
+    CAPTURE(b.key);
+    CAPTURE(b.value);
+    auto made = rpcie::dev::edu_create({{b.key, b.value}});
     REQUIRE_FALSE(made);
     CHECK(made.error().code == EINVAL);
-    CHECK(made.error().message.find(named) != std::string::npos);
-    CHECK(made.error().message.find(key) != std::string::npos);
+    CHECK(made.error().message.find(b.named) != std::string::npos);
+    CHECK(made.error().message.find(b.key) != std::string::npos);
   }
   for (const char* good : {"0", "250us", "10ms", "1.5s"}) {
     CAPTURE(good);
