@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -200,6 +201,36 @@ class WindowCheckingIrqSink : public FakeIrqSink {
   FakeDmaPort& port_;
   std::uint64_t iova_;
   std::vector<std::uint8_t> expected_;
+};
+
+// A transport that takes `hold` for each call: lets a test act while a DMA call is in flight.
+class SlowDmaPort : public FakeDmaPort {
+ public:
+  using FakeDmaPort::FakeDmaPort;
+  rpcie::Result<void> dma_read(std::uint64_t iova, std::span<std::uint8_t> into, Deadline deadline) override {
+    CallScope scope(*this);
+    return FakeDmaPort::dma_read(iova, into, deadline);
+  }
+  rpcie::Result<void> dma_write(std::uint64_t iova, std::span<const std::uint8_t> from, Deadline deadline) override {
+    CallScope scope(*this);
+    return FakeDmaPort::dma_write(iova, from, deadline);
+  }
+  std::atomic<std::chrono::milliseconds> hold{300ms};
+  std::atomic<bool> entered{false};  // a call has begun
+  std::atomic<bool> in_call{false};
+
+ private:
+  struct CallScope {
+    explicit CallScope(SlowDmaPort& port) : port_(port) {
+      port_.in_call = true;
+      port_.entered = true;
+      std::this_thread::sleep_for(port_.hold.load());  // the transport's latency, not a sync
+    }
+    ~CallScope() { port_.in_call = false; }
+    CallScope(const CallScope&) = delete;
+    CallScope& operator=(const CallScope&) = delete;
+    SlowDmaPort& port_;
+  };
 };
 
 }  // namespace
@@ -759,6 +790,37 @@ TEST_CASE("edu: reset cancels a delayed DMA: no byte moves") {
   REQUIRE(a.dev->reset());
   CHECK(rd(*a.dev, kDmaCmd, 8) == 0);
   CHECK_FALSE(eventually([&] { return a.port.reads != 0 || a.irq.count(0) != 0; }, 600ms));
+}
+
+TEST_CASE("edu: reset during a DMA call waits for it and drops its result") {
+  SlowDmaPort port(kWindowSize);
+  FakeIrqSink irq;
+  auto dev = edu_make();
+  REQUIRE(dev->attach(&port, &irq));
+  window_put(port, 0, random_bytes(64, 10));
+  dma_start(*dev, 0, kBuffer, 64, kCmdIrq);
+  REQUIRE(eventually([&] { return port.entered.load(); }));
+  REQUIRE(dev->reset());
+  CHECK_FALSE(port.in_call);  // no transfer of the old job lands after reset returned
+  CHECK(rd(*dev, kDmaCmd, 8) == 0);
+  CHECK(rd(*dev, kIrqStatus) == 0);
+  CHECK_FALSE(eventually([&] { return irq.count(0) != 0; }, 300ms));
+  port.hold = 0ms;
+  CHECK(buffer_get(*dev, port) == std::vector<std::uint8_t>(kBufferSize, 0));
+  dev->detach();
+}
+
+TEST_CASE("edu: detach during a DMA call returns only after the call ended") {
+  SlowDmaPort port(kWindowSize);
+  FakeIrqSink irq;
+  auto dev = edu_make();
+  REQUIRE(dev->attach(&port, &irq));
+  dma_start(*dev, kBuffer, 0, 64, kCmdToHost | kCmdIrq);
+  REQUIRE(eventually([&] { return port.entered.load(); }));
+  dev->detach();
+  CHECK_FALSE(port.in_call);
+  CHECK_FALSE(eventually([&] { return irq.count(0) != 0; }, 300ms));
+  check_power_on_registers(*dev);
 }
 
 TEST_CASE("edu: attach twice is EBUSY; attach after detach works") {
