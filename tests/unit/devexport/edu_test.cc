@@ -155,6 +155,14 @@ std::vector<std::uint8_t> buffer_get(Backend& dev, FakeDmaPort& port) {
   return window_get(port, kScratch, kBufferSize);
 }
 
+// Random bytes into the whole device buffer, by DMA from IOVA 0; returns them.
+std::vector<std::uint8_t> buffer_fill_random(Backend& dev, FakeDmaPort& port, unsigned seed) {
+  auto data = random_bytes(kBufferSize, seed);
+  window_put(port, 0, data);
+  dma_to_device(dev, 0, kBuffer, kBufferSize);
+  return data;
+}
+
 void check_power_on_registers(Backend& dev) {
   CHECK(rd(dev, kId) == 0x010000ed);
   CHECK(rd(dev, kLiveness) == 0);
@@ -169,39 +177,6 @@ void check_power_on_registers(Backend& dev) {
   CHECK(cfg(dev, 0x44) == 0);          // MSI address
   CHECK(cfg(dev, 0x4c, 2) == 0);       // MSI data
 }
-
-// An attached device with a 64 KiB window; `delay` as the parameter, none if empty.
-struct Attached {
-  explicit Attached(const std::string& delay = {})
-      : dev(edu_make(delay.empty() ? std::map<std::string, std::string>{}
-                                   : std::map<std::string, std::string>{{"delay", delay}})) {
-    REQUIRE(dev->attach(&port, &irq));
-  }
-  ~Attached() { dev->detach(); }
-  Attached(const Attached&) = delete;
-  Attached& operator=(const Attached&) = delete;
-
-  FakeDmaPort port{kWindowSize};
-  FakeIrqSink irq;
-  std::unique_ptr<Backend> dev;
-};
-
-// Records, at each interrupt, whether the window already held the bytes expected at `iova`.
-class WindowCheckingIrqSink : public FakeIrqSink {
- public:
-  WindowCheckingIrqSink(FakeDmaPort& port, std::uint64_t iova, std::vector<std::uint8_t> expected)
-      : port_(port), iova_(iova), expected_(std::move(expected)) {}
-  void irq_raise(std::uint16_t vector) override {
-    if (window_get(port_, iova_, expected_.size()) != expected_) ++raised_before_data;
-    FakeIrqSink::irq_raise(vector);
-  }
-  std::atomic<int> raised_before_data{0};
-
- private:
-  FakeDmaPort& port_;
-  std::uint64_t iova_;
-  std::vector<std::uint8_t> expected_;
-};
 
 // A transport that takes `hold` for each call: lets a test act while a DMA call is in flight.
 class SlowDmaPort : public FakeDmaPort {
@@ -231,6 +206,43 @@ class SlowDmaPort : public FakeDmaPort {
     CallScope& operator=(const CallScope&) = delete;
     SlowDmaPort& port_;
   };
+};
+
+// An attached device with a 64 KiB window of type Port; `delay` as the parameter, none if
+// empty. Detaches when it ends, unless the test destroyed the device itself.
+template <class Port = FakeDmaPort>
+struct Attached {
+  explicit Attached(const std::string& delay = {})
+      : dev(edu_make(delay.empty() ? std::map<std::string, std::string>{}
+                                   : std::map<std::string, std::string>{{"delay", delay}})) {
+    REQUIRE(dev->attach(&port, &irq));
+  }
+  ~Attached() {
+    if (dev) dev->detach();
+  }
+  Attached(const Attached&) = delete;
+  Attached& operator=(const Attached&) = delete;
+
+  Port port{kWindowSize};
+  FakeIrqSink irq;
+  std::unique_ptr<Backend> dev;
+};
+
+// Records, at each interrupt, whether the window already held the bytes expected at `iova`.
+class WindowCheckingIrqSink : public FakeIrqSink {
+ public:
+  WindowCheckingIrqSink(FakeDmaPort& port, std::uint64_t iova, std::vector<std::uint8_t> expected)
+      : port_(port), iova_(iova), expected_(std::move(expected)) {}
+  void irq_raise(std::uint16_t vector) override {
+    if (window_get(port_, iova_, expected_.size()) != expected_) ++raised_before_data;
+    FakeIrqSink::irq_raise(vector);
+  }
+  std::atomic<int> raised_before_data{0};
+
+ private:
+  FakeDmaPort& port_;
+  std::uint64_t iova_;
+  std::vector<std::uint8_t> expected_;
 };
 
 }  // namespace
@@ -376,7 +388,7 @@ TEST_CASE("edu: liveness register returns the inverse of the last write") {
 }
 
 TEST_CASE("edu: factorial computes n! wrapping at 32 bits, with no interrupt by default") {
-  Attached a;
+  Attached<> a;
   struct Case {
     std::uint32_t n;
     std::uint32_t factorial;
@@ -392,7 +404,7 @@ TEST_CASE("edu: factorial computes n! wrapping at 32 bits, with no interrupt by 
 }
 
 TEST_CASE("edu: factorial raises interrupt 0x01 when status bit 0x80 is set") {
-  Attached a;
+  Attached<> a;
   wr(*a.dev, kStatus, kStatusIrqOnFactorial);
   wr(*a.dev, kFactorial, 6);
   CHECK(a.irq.wait(0, 1) == 1);
@@ -413,7 +425,7 @@ TEST_CASE("edu: factorial works without attach and delivers no interrupt") {
 }
 
 TEST_CASE("edu: status shows computing, and factorial writes are ignored while busy") {
-  Attached a("200ms");
+  Attached<> a("200ms");
   wr(*a.dev, kFactorial, 5);
   CHECK((rd(*a.dev, kStatus) & kStatusComputing) != 0);
   wr(*a.dev, kFactorial, 6);           // ignored: the unit is busy
@@ -432,7 +444,7 @@ TEST_CASE("edu: status bit 0x01 is read-only and bit 0x80 read-write") {
 }
 
 TEST_CASE("edu: interrupt raise ORs into the status and raises vector 0; acknowledge clears bits") {
-  Attached a;
+  Attached<> a;
   wr(*a.dev, kIrqRaise, 0x10);
   CHECK(a.irq.count(0) == 1);  // raised within the write: no worker involved
   CHECK(rd(*a.dev, kIrqStatus) == 0x10);
@@ -452,7 +464,7 @@ TEST_CASE("edu: interrupt raise ORs into the status and raises vector 0; acknowl
 // ---- DMA ----
 
 TEST_CASE("edu: DMA round trip host -> device -> host keeps random data") {
-  Attached a;
+  Attached<> a;
   const auto data = random_bytes(kBufferSize, 1);
   window_put(a.port, 0x1000, data);
   dma_to_device(*a.dev, 0x1000, kBuffer, kBufferSize, kCmdIrq);
@@ -491,10 +503,8 @@ TEST_CASE("edu: DMA done interrupt 0x100 is raised only after the bytes are in t
 }
 
 TEST_CASE("edu: DMA with the device side outside the buffer is not performed") {
-  Attached a;
-  const auto data = random_bytes(kBufferSize, 4);
-  window_put(a.port, 0, data);
-  dma_to_device(*a.dev, 0, kBuffer, kBufferSize);
+  Attached<> a;
+  const auto data = buffer_fill_random(*a.dev, a.port, 4);
   const auto window_before = window_get(a.port, 0, kWindowSize);
   const int reads = a.port.reads;
   const int writes = a.port.writes;
@@ -520,10 +530,8 @@ TEST_CASE("edu: DMA with the device side outside the buffer is not performed") {
 }
 
 TEST_CASE("edu: DMA with the host side outside the window is not performed") {
-  Attached a;
-  const auto data = random_bytes(kBufferSize, 5);
-  window_put(a.port, 0, data);
-  dma_to_device(*a.dev, 0, kBuffer, kBufferSize);
+  Attached<> a;
+  const auto data = buffer_fill_random(*a.dev, a.port, 5);
   const auto window_before = window_get(a.port, 0, kWindowSize);
 
   for (std::uint64_t iova : {kWindowSize - 16, std::uint64_t{kWindowSize}, std::uint64_t{1} << 40, UINT64_MAX - 8}) {
@@ -551,7 +559,7 @@ TEST_CASE("edu: DMA without attach is not performed") {
 }
 
 TEST_CASE("edu: DMA registers ignore writes while a transfer runs") {
-  Attached a("200ms");
+  Attached<> a("200ms");
   const auto data = random_bytes(64, 6);
   window_put(a.port, 0x100, data);
   dma_start(*a.dev, 0x100, kBuffer, 64, 0);
@@ -578,7 +586,7 @@ TEST_CASE("edu: DMA registers ignore writes while a transfer runs") {
 }
 
 TEST_CASE("edu: a DMA command without the start bit is ignored") {
-  Attached a;
+  Attached<> a;
   wr(*a.dev, kDmaCmd, kCmdToHost | kCmdIrq, 8);
   CHECK(rd(*a.dev, kDmaCmd, 8) == 0);
   dma_to_host(*a.dev, kBuffer, 0, 8, kCmdIrq);
@@ -631,7 +639,7 @@ TEST_CASE("edu: accesses of an illegal width, misaligned or outside BAR0 are EIN
 }
 
 TEST_CASE("edu: legal widths the device does not decode read all-ones and ignore writes") {
-  Attached a;
+  Attached<> a;
   // Below 0x80 only 4-byte accesses decode.
   for (std::uint64_t reg : {kId, kLiveness, kFactorial, kStatus, kIrqStatus, kIrqRaise}) {
     CAPTURE(reg);
@@ -660,7 +668,7 @@ TEST_CASE("edu: legal widths the device does not decode read all-ones and ignore
 }
 
 TEST_CASE("edu: undefined offsets read all-ones and ignore writes") {
-  Attached a;
+  Attached<> a;
   for (std::uint64_t offset : std::initializer_list<std::uint64_t>{0x0c, 0x10, 0x1c, 0x28, 0x5c, 0x68, 0x7c, 0xa0, 0xfc,
                                                                    0x100, kBuffer, kMiB - 4}) {
     CAPTURE(offset);
@@ -719,50 +727,41 @@ TEST_CASE("edu: bad parameters are EINVAL naming the key or the value") {
 // ---- lifecycle ----
 
 TEST_CASE("edu: detach during a delayed job returns promptly and leaves the power-on state") {
-  FakeDmaPort port(kWindowSize);
-  FakeIrqSink irq;
-  auto dev = edu_make({{"delay", "10s"}});
-  REQUIRE(dev->attach(&port, &irq));
-  wr(*dev, kLiveness, 1);
-  cfg_wr(*dev, 0x04, 0x0006, 2);
-  cfg_wr(*dev, 0x10, 0xfe000000);
-  cfg_wr(*dev, 0x42, 1, 2);
-  wr(*dev, kStatus, kStatusIrqOnFactorial);
-  wr(*dev, kFactorial, 10);
-  dma_start(*dev, 0, kBuffer, 64, kCmdIrq);
-  REQUIRE((rd(*dev, kStatus) & kStatusComputing) != 0);
-  REQUIRE((rd(*dev, kDmaCmd) & kCmdStart) != 0);
+  Attached<> a("10s");
+  Backend& dev = *a.dev;
+  wr(dev, kLiveness, 1);
+  cfg_wr(dev, 0x04, 0x0006, 2);
+  cfg_wr(dev, 0x10, 0xfe000000);
+  cfg_wr(dev, 0x42, 1, 2);
+  wr(dev, kStatus, kStatusIrqOnFactorial);
+  wr(dev, kFactorial, 10);
+  dma_start(dev, 0, kBuffer, 64, kCmdIrq);
+  REQUIRE((rd(dev, kStatus) & kStatusComputing) != 0);
+  REQUIRE((rd(dev, kDmaCmd) & kCmdStart) != 0);
 
   const auto started = std::chrono::steady_clock::now();
-  dev->detach();
+  dev.detach();
   CHECK(std::chrono::steady_clock::now() - started < 1s);
-  CHECK(irq.count(0) == 0);
-  CHECK(port.reads == 0);
-  check_power_on_registers(*dev);
+  CHECK(a.irq.count(0) == 0);
+  CHECK(a.port.reads == 0);
+  check_power_on_registers(dev);
 }
 
 TEST_CASE("edu: after detach the next client finds a zeroed buffer") {
-  auto dev = edu_make();
-  FakeDmaPort port(kWindowSize);
-  FakeIrqSink irq;
-  REQUIRE(dev->attach(&port, &irq));
-  window_put(port, 0, random_bytes(kBufferSize, 9));
-  dma_to_device(*dev, 0, kBuffer, kBufferSize);
-  wr(*dev, kIrqRaise, 0x1);
-  dev->detach();
-  FakeDmaPort port2(kWindowSize);
-  std::fill(port2.window.begin(), port2.window.end(), std::uint8_t{0xaa});
-  REQUIRE(dev->attach(&port2, &irq));
-  check_power_on_registers(*dev);
-  CHECK(buffer_get(*dev, port2) == std::vector<std::uint8_t>(kBufferSize, 0));
-  dev->detach();
+  Attached<> a;
+  buffer_fill_random(*a.dev, a.port, 9);
+  wr(*a.dev, kIrqRaise, 0x1);
+  a.dev->detach();
+  FakeDmaPort next(kWindowSize);
+  std::fill(next.window.begin(), next.window.end(), std::uint8_t{0xaa});
+  REQUIRE(a.dev->attach(&next, &a.irq));
+  check_power_on_registers(*a.dev);
+  CHECK(buffer_get(*a.dev, next) == std::vector<std::uint8_t>(kBufferSize, 0));
 }
 
 TEST_CASE("edu: reset restores the power-on state and cancels a job in progress") {
-  Attached a("200ms");
-  const auto data = random_bytes(kBufferSize, 7);
-  window_put(a.port, 0, data);
-  dma_to_device(*a.dev, 0, kBuffer, kBufferSize);
+  Attached<> a("200ms");
+  const auto data = buffer_fill_random(*a.dev, a.port, 7);
   wr(*a.dev, kLiveness, 1);
   wr(*a.dev, kIrqRaise, 0x42);
   cfg_wr(*a.dev, 0x04, 0x0006, 2);
@@ -784,7 +783,7 @@ TEST_CASE("edu: reset restores the power-on state and cancels a job in progress"
 }
 
 TEST_CASE("edu: reset cancels a delayed DMA: no byte moves") {
-  Attached a("200ms");
+  Attached<> a("200ms");
   window_put(a.port, 0, random_bytes(64, 8));
   dma_start(*a.dev, 0, kBuffer, 64, kCmdIrq);
   REQUIRE(a.dev->reset());
@@ -793,63 +792,50 @@ TEST_CASE("edu: reset cancels a delayed DMA: no byte moves") {
 }
 
 TEST_CASE("edu: reset during a DMA call waits for it and drops its result") {
-  SlowDmaPort port(kWindowSize);
-  FakeIrqSink irq;
-  auto dev = edu_make();
-  REQUIRE(dev->attach(&port, &irq));
-  window_put(port, 0, random_bytes(64, 10));
-  dma_start(*dev, 0, kBuffer, 64, kCmdIrq);
-  REQUIRE(eventually([&] { return port.entered.load(); }));
-  REQUIRE(dev->reset());
-  CHECK_FALSE(port.in_call);  // no transfer of the old job lands after reset returned
-  CHECK(rd(*dev, kDmaCmd, 8) == 0);
-  CHECK(rd(*dev, kIrqStatus) == 0);
-  CHECK_FALSE(eventually([&] { return irq.count(0) != 0; }, 300ms));
-  port.hold = 0ms;
-  CHECK(buffer_get(*dev, port) == std::vector<std::uint8_t>(kBufferSize, 0));
-  dev->detach();
+  Attached<SlowDmaPort> a;
+  window_put(a.port, 0, random_bytes(64, 10));
+  dma_start(*a.dev, 0, kBuffer, 64, kCmdIrq);
+  REQUIRE(eventually([&] { return a.port.entered.load(); }));
+  REQUIRE(a.dev->reset());
+  CHECK_FALSE(a.port.in_call);  // no transfer of the old job lands after reset returned
+  CHECK(rd(*a.dev, kDmaCmd, 8) == 0);
+  CHECK(rd(*a.dev, kIrqStatus) == 0);
+  CHECK_FALSE(eventually([&] { return a.irq.count(0) != 0; }, 300ms));
+  a.port.hold = 0ms;
+  CHECK(buffer_get(*a.dev, a.port) == std::vector<std::uint8_t>(kBufferSize, 0));
 }
 
 TEST_CASE("edu: detach during a DMA call returns only after the call ended") {
-  SlowDmaPort port(kWindowSize);
-  FakeIrqSink irq;
-  auto dev = edu_make();
-  REQUIRE(dev->attach(&port, &irq));
-  dma_start(*dev, kBuffer, 0, 64, kCmdToHost | kCmdIrq);
-  REQUIRE(eventually([&] { return port.entered.load(); }));
-  dev->detach();
-  CHECK_FALSE(port.in_call);
-  CHECK_FALSE(eventually([&] { return irq.count(0) != 0; }, 300ms));
-  check_power_on_registers(*dev);
+  Attached<SlowDmaPort> a;
+  dma_start(*a.dev, kBuffer, 0, 64, kCmdToHost | kCmdIrq);
+  REQUIRE(eventually([&] { return a.port.entered.load(); }));
+  a.dev->detach();
+  CHECK_FALSE(a.port.in_call);
+  CHECK_FALSE(eventually([&] { return a.irq.count(0) != 0; }, 300ms));
+  check_power_on_registers(*a.dev);
 }
 
 TEST_CASE("edu: attach twice is EBUSY; attach after detach works") {
-  auto dev = edu_make();
-  FakeDmaPort port(kWindowSize);
-  FakeIrqSink irq;
-  REQUIRE(dev->attach(&port, &irq));
-  auto again = dev->attach(&port, &irq);
+  Attached<> a;
+  auto again = a.dev->attach(&a.port, &a.irq);
   REQUIRE_FALSE(again);
   CHECK(again.error().code == EBUSY);
-  dev->detach();
-  REQUIRE(dev->attach(&port, &irq));
-  wr(*dev, kIrqRaise, 1);
-  CHECK(irq.count(0) == 1);
-  dev->detach();
-  wr(*dev, kIrqRaise, 1);  // detached: the sink is no longer used
-  CHECK(irq.count(0) == 1);
+  a.dev->detach();
+  REQUIRE(a.dev->attach(&a.port, &a.irq));
+  wr(*a.dev, kIrqRaise, 1);
+  CHECK(a.irq.count(0) == 1);
+  a.dev->detach();
+  wr(*a.dev, kIrqRaise, 1);  // detached: the sink is no longer used
+  CHECK(a.irq.count(0) == 1);
 }
 
 TEST_CASE("edu: destroying a device in the middle of a delayed job returns promptly") {
-  FakeDmaPort port(kWindowSize);
-  FakeIrqSink irq;
-  auto dev = edu_make({{"delay", "10s"}});
-  REQUIRE(dev->attach(&port, &irq));
-  wr(*dev, kFactorial, 10);
-  dma_start(*dev, 0, kBuffer, 64, 0);
-  dev->detach();
-  wr(*dev, kFactorial, 10);  // and one started while detached
+  Attached<> a("10s");
+  wr(*a.dev, kFactorial, 10);
+  dma_start(*a.dev, 0, kBuffer, 64, 0);
+  a.dev->detach();
+  wr(*a.dev, kFactorial, 10);  // and one started while detached
   const auto started = std::chrono::steady_clock::now();
-  dev.reset();
+  a.dev.reset();
   CHECK(std::chrono::steady_clock::now() - started < 1s);
 }
