@@ -403,7 +403,7 @@ class ServedAttachment final : public DmaPort, public IrqSink {
   void data_run() {
     auto& ch = session_->channel();
     while (!stop_.load()) {
-      auto ready = ch.message_wait(Deadline::after(100ms), &stop_);
+      auto ready = ch.message_wait(Deadline::after(100ms), [this] { return stop_.load(std::memory_order_relaxed); });
       if (!ready) {
         RPCIE_LOG_WARN("exportd", "attachment {}: fabric failed: {}", id_, ready.error().describe());
         failed_.store(true);

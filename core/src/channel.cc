@@ -448,12 +448,12 @@ Result<void> Channel::rma_flush(Deadline deadline) {
   return wait_until([this] { return rma_in_flight_ == 0; }, deadline, "rma completions");
 }
 
-Result<bool> Channel::message_wait(Deadline deadline, const std::atomic<bool>* cancel) {
+Result<bool> Channel::message_wait(Deadline deadline, const std::function<bool()>& cancel) {
   Deadline::Clock::time_point spin_end{Deadline::Clock::duration(activity_until_.load(std::memory_order_relaxed))};
   bool cancelled = false;
   auto ready = [&] {
     if (message_ready_locked()) return true;
-    cancelled = cancel != nullptr && cancel->load(std::memory_order_acquire);
+    cancelled = cancel && cancel();
     return cancelled;
   };
   auto r = poll_until(ready, deadline, spin_end);

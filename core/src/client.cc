@@ -19,6 +19,8 @@ constexpr std::uint32_t kWindowRegion = 0;   // the client's DMA window
 constexpr std::uint32_t kStagingRegion = 1;  // the client's staging buffer (local use only)
 constexpr std::uint32_t kBounceRegion = 16;  // the exporter's bounce buffer
 constexpr std::size_t kStagingSize = 4u << 20;
+// How long after an API call the dispatcher thread keeps off the channel.
+constexpr auto kDispatcherQuiet = std::chrono::milliseconds(2);
 // Request ids of posted writes have the top bit set: the exporter answers them only when
 // they fail, and such an answer is kept for the caller's next operation.
 constexpr std::uint64_t kPostedBit = std::uint64_t{1} << 63;
@@ -153,8 +155,10 @@ struct Attachment::State {
 
   // The receive role: whoever holds it takes messages off the channel.
   std::mutex receiver;
-  std::atomic<int> foreground{0};            // threads waiting for a reply
-  std::atomic<bool> foreground_flag{false};  // cancels the dispatcher's wait
+  // API calls in progress, and when the last one started or ended: the dispatcher keeps
+  // off the channel (and the CPU) while the application drives it.
+  std::atomic<int> busy{0};
+  std::atomic<Deadline::Clock::rep> last_call{0};
   std::atomic<bool> stop{false};
   std::thread dispatcher;
   std::thread heartbeat;
@@ -217,15 +221,6 @@ struct Attachment::State {
   // Receives while waiting for `done` (under `lock`), taking the receive role when free.
   template <class Done>
   Result<void> await(Done&& done, Deadline deadline) {
-    foreground.fetch_add(1);
-    foreground_flag.store(true, std::memory_order_release);
-    struct Leave {
-      State& s;
-      ~Leave() {
-        if (s.foreground.fetch_sub(1) == 1) s.foreground_flag.store(false, std::memory_order_release);
-        s.changed.notify_all();
-      }
-    } leave{*this};
     for (;;) {
       {
         std::lock_guard g(lock);
@@ -268,16 +263,38 @@ struct Attachment::State {
     return r;
   }
 
+  // Marks an API call in progress (RAII).
+  struct Call {
+    explicit Call(State& st) : s(st) {
+      s.busy.fetch_add(1, std::memory_order_relaxed);
+      s.last_call.store(Deadline::Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+    }
+    ~Call() {
+      s.last_call.store(Deadline::Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+      s.busy.fetch_sub(1, std::memory_order_relaxed);
+    }
+    State& s;
+  };
+
+  bool app_active() const {
+    if (busy.load(std::memory_order_relaxed) > 0) return true;
+    const Deadline::Clock::time_point last{Deadline::Clock::duration(last_call.load(std::memory_order_relaxed))};
+    return Deadline::Clock::now() - last < kDispatcherQuiet;
+  }
+
   void dispatcher_run() {
-    // Progress and interrupt counting while no caller waits. Stands aside (cancel flag) the
-    // moment a caller starts waiting: that caller receives itself.
+    // Progress and interrupt counting while the application leaves the channel alone. It
+    // stands aside while calls are in progress or were made within kDispatcherQuiet (a
+    // caller that waits receives itself; posted writes need nobody): two threads spinning
+    // on one CQ would only take turns on the lock and, with two cores, the CPU.
     while (!stop.load()) {
-      if (foreground.load() > 0) {
+      if (app_active()) {
         std::unique_lock g(lock);
-        changed.wait_for(g, std::chrono::milliseconds(20), [&] { return foreground.load() == 0 || stop.load(); });
+        changed.wait_for(g, kDispatcherQuiet, [&] { return stop.load(); });
         continue;
       }
-      auto ready = session->channel().message_wait(Deadline::after(std::chrono::milliseconds(20)), &foreground_flag);
+      auto ready = session->channel().message_wait(Deadline::after(std::chrono::milliseconds(20)),
+                                                   [this] { return busy.load(std::memory_order_relaxed) > 0; });
       if (!ready) {
         fail_with(Error{ErrorDomain::posix, EIO, "link to the exporter lost: " + ready.error().describe()});
         std::unique_lock g(lock);
@@ -288,7 +305,7 @@ struct Attachment::State {
       std::unique_lock role(receiver, std::try_to_lock);
       if (!role.owns_lock()) continue;
       // Drain what is there without waiting.
-      for (int i = 0; i < 64 && foreground.load() == 0; ++i) {
+      for (int i = 0; i < 64 && busy.load(std::memory_order_relaxed) == 0; ++i) {
         auto m = session->channel().message_recv(Deadline::after(std::chrono::microseconds(0)));
         if (!m) break;
         message_file(**m);
@@ -379,14 +396,13 @@ Result<std::unique_ptr<Attachment>> Attachment::open(const std::string& host, st
 
 Attachment::~Attachment() {
   if (!s_) return;
+  bool detached;
   {
     std::lock_guard g(s_->lock);
-    if (s_->detached) {
-      s_->threads_stop();
-      return;
-    }
+    detached = s_->detached;
   }
-  (void)detach(Deadline::after(std::chrono::seconds(1)));
+  if (detached) s_->threads_stop();
+  else (void)detach(Deadline::after(std::chrono::seconds(1)));
 }
 
 const ExportDesc& Attachment::device() const noexcept { return s_->device; }
@@ -402,6 +418,7 @@ Result<void> status_check(std::int32_t status, const std::string& text, const ch
 }  // namespace
 
 Result<std::uint32_t> Attachment::config_read(std::uint16_t offset, unsigned width, Deadline deadline) {
+  State::Call call(*s_);
   if ((width != 1 && width != 2 && width != 4) || offset % width || offset + width > proto::kConfigSpaceSize)
     return fail(EINVAL, "config read: bad offset or width");
   auto r = s_->request(proto::ConfigRead{offset, static_cast<std::uint8_t>(width)}, deadline);
@@ -414,6 +431,7 @@ Result<std::uint32_t> Attachment::config_read(std::uint16_t offset, unsigned wid
 }
 
 Result<void> Attachment::config_write(std::uint16_t offset, unsigned width, std::uint32_t value, Deadline deadline) {
+  State::Call call(*s_);
   if ((width != 1 && width != 2 && width != 4) || offset % width || offset + width > proto::kConfigSpaceSize)
     return fail(EINVAL, "config write: bad offset or width");
   if (width < 4 && (value >> (8 * width)) != 0) return fail(EINVAL, "config write: value wider than the access");
@@ -440,6 +458,7 @@ Result<void> mmio_check(const ExportDesc& d, std::uint8_t bar, std::uint64_t off
 }  // namespace
 
 Result<std::uint64_t> Attachment::mmio_read(std::uint8_t bar, std::uint64_t offset, unsigned width, Deadline deadline) {
+  State::Call call(*s_);
   auto ok = mmio_check(s_->device, bar, offset, width);
   if (!ok) return tl::unexpected(ok.error());
   auto r = s_->request(proto::MmioRead{bar, static_cast<std::uint8_t>(width), offset}, deadline);
@@ -454,6 +473,7 @@ Result<std::uint64_t> Attachment::mmio_read(std::uint8_t bar, std::uint64_t offs
 
 Result<void> Attachment::mmio_write(std::uint8_t bar, std::uint64_t offset, unsigned width, std::uint64_t value,
                                     Deadline deadline) {
+  State::Call call(*s_);
   auto ok = mmio_check(s_->device, bar, offset, width);
   if (!ok) return ok;
   if (width < 8 && (value >> (8 * width)) != 0) return fail(EINVAL, "MMIO write: value wider than the access");
@@ -495,6 +515,7 @@ Result<const BarDesc*> bulk_check(const ExportDesc& d, std::uint8_t bar, std::ui
 
 Result<void> Attachment::bar_write(std::uint8_t bar, std::uint64_t offset, std::span<const std::uint8_t> bytes,
                                    Deadline deadline) {
+  State::Call call(*s_);
   auto b = bulk_check(s_->device, bar, offset, bytes.size(), true);
   if (!b) return tl::unexpected(b.error());
   if (auto e = s_->error_pending()) return tl::unexpected(*e);
@@ -533,6 +554,7 @@ Result<void> Attachment::bar_write(std::uint8_t bar, std::uint64_t offset, std::
 
 Result<void> Attachment::bar_read(std::uint8_t bar, std::uint64_t offset, std::span<std::uint8_t> bytes,
                                   Deadline deadline) {
+  State::Call call(*s_);
   auto b = bulk_check(s_->device, bar, offset, bytes.size(), false);
   if (!b) return tl::unexpected(b.error());
   if (auto e = s_->error_pending()) return tl::unexpected(*e);
@@ -575,6 +597,7 @@ Result<void> Attachment::bar_read(std::uint8_t bar, std::uint64_t offset, std::s
 
 Result<void> Attachment::bar_write_from_window(std::uint8_t bar, std::uint64_t offset, std::uint64_t window_offset,
                                                std::uint64_t length, Deadline deadline) {
+  State::Call call(*s_);
   auto b = bulk_check(s_->device, bar, offset, length, true);
   if (!b) return tl::unexpected(b.error());
   if (!(*b)->direct) return fail(EOPNOTSUPP, "BAR " + std::to_string(bar) + " is not plain memory");
@@ -593,6 +616,7 @@ Result<void> Attachment::bar_write_from_window(std::uint8_t bar, std::uint64_t o
 
 Result<void> Attachment::bar_read_into_window(std::uint8_t bar, std::uint64_t offset, std::uint64_t window_offset,
                                               std::uint64_t length, Deadline deadline) {
+  State::Call call(*s_);
   auto b = bulk_check(s_->device, bar, offset, length, false);
   if (!b) return tl::unexpected(b.error());
   if (!(*b)->direct) return fail(EOPNOTSUPP, "BAR " + std::to_string(bar) + " is not plain memory");
@@ -615,6 +639,7 @@ std::uint64_t Attachment::interrupt_count(std::uint16_t vector) const {
 }
 
 Result<std::uint64_t> Attachment::interrupt_wait(std::uint16_t vector, std::uint64_t seen, Deadline deadline) {
+  State::Call call(*s_);
   if (vector >= s_->device.vectors)
     return fail(EINVAL, "vector " + std::to_string(vector) + " does not exist (the device has " +
                             std::to_string(s_->device.vectors) + ")");

@@ -43,6 +43,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -131,10 +132,11 @@ class Channel {
   Result<void> rma_flush(Deadline deadline);
 
   // Waits until a message is ready for message_recv() (true), the deadline passes, or
-  // `cancel` becomes true (false). Progresses the CQ meanwhile, with the same spin-then-sleep
-  // policy as progress_idle(), so a dispatcher thread can use it as its progress loop and
-  // stand aside (via `cancel`) while another thread receives.
-  Result<bool> message_wait(Deadline deadline, const std::atomic<bool>* cancel = nullptr);
+  // `cancel` returns true (false; it is asked after every poll, so keep it cheap).
+  // Progresses the CQ meanwhile, with the same spin-then-sleep policy as progress_idle(), so
+  // a dispatcher thread can use it as its progress loop and stand aside while another
+  // thread receives.
+  Result<bool> message_wait(Deadline deadline, const std::function<bool()>& cancel = {});
 
   // One non-blocking pass over the CQ. Error if the channel has failed.
   Result<void> progress();
