@@ -150,6 +150,7 @@ struct PayloadSize {
   std::size_t operator()(const AttachRequest& a) const { return 1 + a.export_name.size() + 8; }
   std::size_t operator()(const AttachReply& a) const { return entry_size(a.info) + 4 + 8; }
   std::size_t operator()(const BarCommit&) const { return 1 + 8 + 8 + 8; }
+  std::size_t operator()(const MmioWriteBatch& b) const { return 2 + b.writes.size() * (1 + 1 + 8 + 8); }
 };
 
 // Whether the encoder may emit `m` (the decoder's rules, applied before sending).
@@ -181,6 +182,12 @@ struct Valid {
   bool operator()(const AttachRequest& a) const { return name_valid(a.export_name, kMaxNameText); }
   bool operator()(const AttachReply& a) const { return entry_valid(a.info); }
   bool operator()(const BarCommit& c) const { return bar_transfer_valid(c); }
+  bool operator()(const MmioWriteBatch& b) const {
+    if (b.writes.empty() || b.writes.size() > kMaxBatch) return false;
+    for (const auto& m : b.writes)
+      if (!(*this)(m)) return false;
+    return true;
+  }
 };
 
 struct Encode {
@@ -242,6 +249,10 @@ struct Encode {
     w.uint(a.attachment_id);
   }
   void operator()(const BarCommit& c) const { w.uint(c.bar); w.uint(c.offset); w.uint(c.length); w.uint(c.bounce_offset); }
+  void operator()(const MmioWriteBatch& b) const {
+    w.uint<std::uint16_t>(static_cast<std::uint16_t>(b.writes.size()));
+    for (const auto& m : b.writes) (*this)(m);
+  }
   void entry(const ExportEntry& e) const {
     for (std::string_view t : {e.name, e.backend, e.holder}) {
       w.uint<std::uint8_t>(static_cast<std::uint8_t>(t.size()));
@@ -445,6 +456,22 @@ Result<Message> payload_decode(MsgType type, Reader& r) {
       return checked(r, std::move(a), "attach_reply");
     }
     case MsgType::bar_commit: return checked(r, bar_transfer_decode(r), "bar_commit");
+    case MsgType::mmio_write_batch: {
+      std::size_t n = r.uint<std::uint16_t>();
+      if (!r.ok()) return fail(EPROTO, "mmio_write_batch truncated");
+      if (n == 0 || n > kMaxBatch) return fail(EPROTO, "mmio_write_batch of " + std::to_string(n) + " writes (1.." + std::to_string(kMaxBatch) + ")");
+      MmioWriteBatch b;
+      b.writes.reserve(n);  // bounded by kMaxBatch above
+      for (std::size_t i = 0; i < n; ++i) {
+        MmioWrite m;
+        m.bar = r.uint<std::uint8_t>();
+        m.width = r.uint<std::uint8_t>();
+        m.offset = r.uint<std::uint64_t>();
+        m.value = r.uint<std::uint64_t>();
+        b.writes.push_back(m);
+      }
+      return checked(r, std::move(b), "mmio_write_batch");
+    }
     case MsgType::bar_fetch: {
       BarFetch f;
       static_cast<BarCommit&>(f) = bar_transfer_decode(r);
@@ -463,7 +490,7 @@ bool type_known(std::uint8_t t) {
     case MsgType::rma_notify: case MsgType::auth_hello: case MsgType::auth_challenge:
     case MsgType::auth_proof: case MsgType::auth_ok: case MsgType::list_request:
     case MsgType::list_reply: case MsgType::attach_request: case MsgType::attach_reply:
-    case MsgType::bar_commit: case MsgType::bar_fetch:
+    case MsgType::bar_commit: case MsgType::bar_fetch: case MsgType::mmio_write_batch:
       return true;
   }
   return false;
@@ -479,7 +506,7 @@ MsgType message_type(const Message& m) noexcept {
       MsgType::write_ack,    MsgType::interrupt, MsgType::rma_notify, MsgType::auth_hello,
       MsgType::auth_challenge, MsgType::auth_proof, MsgType::auth_ok, MsgType::list_request,
       MsgType::list_reply,   MsgType::attach_request, MsgType::attach_reply, MsgType::bar_commit,
-      MsgType::bar_fetch};
+      MsgType::bar_fetch,    MsgType::mmio_write_batch};
   static_assert(std::size(kTypes) == std::variant_size_v<Message>);
   return kTypes[m.index()];
 }
@@ -511,6 +538,7 @@ const char* msg_type_name(MsgType t) noexcept {
     case MsgType::attach_reply: return "attach_reply";
     case MsgType::bar_commit: return "bar_commit";
     case MsgType::bar_fetch: return "bar_fetch";
+    case MsgType::mmio_write_batch: return "mmio_write_batch";
   }
   return "unknown";
 }

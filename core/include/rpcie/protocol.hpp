@@ -49,6 +49,7 @@ inline constexpr std::size_t kMaxExports = 128;       // entries in one list_rep
 inline constexpr std::size_t kMaxBarRegions = 6;
 inline constexpr std::size_t kAuthBytes = 32;         // nonces and proofs: exactly this long
 inline constexpr std::size_t kMacTrailer = 32;        // per-frame MAC after the message
+inline constexpr std::size_t kMaxBatch = 256;         // writes in one mmio_write_batch
 
 enum class MsgType : std::uint8_t {
   hello = 1,
@@ -74,6 +75,7 @@ enum class MsgType : std::uint8_t {
   write_ack = 21,
   bar_commit = 22,
   bar_fetch = 23,
+  mmio_write_batch = 24,
   interrupt = 32,
   rma_notify = 33,
 };
@@ -243,10 +245,17 @@ struct BarCommit {
 };
 struct BarFetch : BarCommit {};
 
+// Posted MMIO writes, performed in order (the client coalesces writes that follow each other
+// closely into one message: pipelining without a message per write). 1..kMaxBatch entries,
+// each valid as an MmioWrite.
+struct MmioWriteBatch {
+  std::vector<MmioWrite> writes;
+};
+
 using Message = std::variant<Hello, HelloAck, ErrorMsg, Ping, Pong, Heartbeat, Goodbye, ConfigRead,
                              ConfigWrite, MmioRead, MmioWrite, ReadReply, WriteAck, Interrupt,
                              RmaNotify, AuthHello, AuthChallenge, AuthProof, AuthOk, ListRequest,
-                             ListReply, AttachRequest, AttachReply, BarCommit, BarFetch>;
+                             ListReply, AttachRequest, AttachReply, BarCommit, BarFetch, MmioWriteBatch>;
 
 struct Decoded {
   Header header;
