@@ -37,6 +37,7 @@ constexpr std::uint64_t kMirrorMax = 1ULL << 30;
 constexpr auto kHandshakeTimeout = 5s;
 constexpr auto kDeviceTimeout = 2s;  // a DMA or interrupt that cannot reach the client in this long fails
 constexpr std::size_t kDirtyRangesMax = 64;
+constexpr std::size_t kWarmupBytes = 1024;  // over every provider's inject size
 
 struct ExportSlot {
   ExportConfig config;
@@ -133,6 +134,12 @@ class ServedAttachment final : public DmaPort, public IrqSink {
     auto session = Session::accept(std::move(socket), options, regions, deadline);
     if (!session) return tl::unexpected(session.error());
     session_ = std::move(*session);
+    // Warms the fabric up now rather than on the first device access (the client answers
+    // this ping with a pong): rxm connects on first use, and its first sends larger than
+    // the inject size allocate its buffer pools (measured: 10-20 ms each on tcp).
+    std::vector<std::uint8_t> warm(kWarmupBytes, 0);
+    auto ping = session_->channel().message_send(proto::Ping{warm}, 0, deadline);
+    if (!ping) return ping;
     if (window_size_ > 0) {
       auto w = session_->peer_region(kClientWindow);
       if (!w) return fail(EPROTO, "the client offered no DMA window");
@@ -140,13 +147,8 @@ class ServedAttachment final : public DmaPort, public IrqSink {
       window_ = *w;
       local_mr_ = &session_->region(regions.size() - 1);
     }
-    bounce_mr_index_ = regions.size() - (window_size_ > 0 ? 2 : 1);
-    if (mirror_) {
-      // The device starts from what the client's window holds now.
-      std::lock_guard g(dma_lock_);
-      auto pulled = window_pull_locked();
-      if (!pulled) return pulled;
-    }
+    // (No initial pull of the mirror: the device reads host memory only after a doorbell,
+    // and every doorbell pulls the window first.)
     if (first) {
       // A shared export's device outlives any one attachment, so it gets no ports (shared
       // exports cannot do DMA; create() refuses that) and its interrupts go nowhere.
@@ -176,6 +178,7 @@ class ServedAttachment final : public DmaPort, public IrqSink {
   }
 
   Socket& bootstrap() { return session_->bootstrap(); }
+  bool has_session() const { return session_ != nullptr; }
   bool failed() const { return failed_.load(); }
   std::uint64_t id() const { return id_; }
 
@@ -349,6 +352,15 @@ class ServedAttachment final : public DmaPort, public IrqSink {
     return {};
   }
 
+  Result<void> posted_write(const proto::MmioWrite& m) {
+    if (mirror_ && slot_.backend->mmio_write_is_doorbell(m.bar, m.offset)) {
+      std::lock_guard g(dma_lock_);  // rule 3: the driver's memory before the doorbell
+      auto pulled = window_pull_locked();
+      if (!pulled) return fail(EIO, "window pull before a doorbell failed: " + pulled.error().describe());
+    }
+    return slot_.backend->mmio_write(m.bar, m.offset, m.width, m.value);
+  }
+
   void handle(const proto::Decoded& d) {
     const auto rid = d.header.request_id;
     Result<void> sent{};
@@ -369,16 +381,21 @@ class ServedAttachment final : public DmaPort, public IrqSink {
             calls.unlock();
             sent = reply_send(proto::ReadReply{v ? 0 : v.error().to_errno(), v ? *v : 0}, rid);
           } else if constexpr (std::is_same_v<M, proto::MmioWrite>) {
-            Result<void> r{};
-            if (mirror_ && slot_.backend->mmio_write_is_doorbell(m.bar, m.offset)) {
-              std::lock_guard g(dma_lock_);  // rule 3: the driver's memory before the doorbell
-              r = window_pull_locked();
-              if (!r) r = fail(EIO, "window pull before a doorbell failed: " + r.error().describe());
-            }
-            if (r) r = slot_.backend->mmio_write(m.bar, m.offset, m.width, m.value);
+            auto r = posted_write(m);
             calls.unlock();
             // Posted: only a failure is answered (the client reports it on its next call).
             if (!r) sent = error_send(r.error().to_errno(), r.error().message, rid);
+          } else if constexpr (std::is_same_v<M, proto::MmioWriteBatch>) {
+            // Each write is performed, in order, whatever became of the one before (as
+            // posted writes on PCIe); the first failure is reported.
+            Result<void> first_failure{};
+            for (const auto& w : m.writes) {
+              auto r = posted_write(w);
+              if (!r && first_failure) first_failure = r;
+            }
+            calls.unlock();
+            if (!first_failure)
+              sent = error_send(first_failure.error().to_errno(), first_failure.error().message, rid);
           } else if constexpr (std::is_same_v<M, proto::BarFetch>) {
             auto r = bar_copy(m, false);
             calls.unlock();
@@ -387,6 +404,8 @@ class ServedAttachment final : public DmaPort, public IrqSink {
             auto r = bar_copy(m, true);
             calls.unlock();
             sent = reply_send(proto::WriteAck{r ? 0 : r.error().to_errno()}, rid);
+          } else if constexpr (std::is_same_v<M, proto::Pong>) {
+            calls.unlock();  // the answer to the warm-up ping of setup()
           } else {
             calls.unlock();
             RPCIE_LOG_ONCE(LogLevel::warn, "exportd", "unexpected {} on the data path", proto::msg_type_name(d.header.type));
@@ -430,7 +449,6 @@ class ServedAttachment final : public DmaPort, public IrqSink {
   std::optional<HostBuffer> bounce_;
   std::optional<HostBuffer> local_;  // staging (on-demand) or mirror
   const MemoryRegion* local_mr_ = nullptr;
-  std::size_t bounce_mr_index_ = 0;
   RemoteRegion window_{};
   std::mutex dma_lock_;  // staging / mirror and its dirty ranges
   std::vector<std::pair<std::uint64_t, std::uint64_t>> dirty_;
@@ -554,6 +572,11 @@ struct Exporter::Impl {
         RPCIE_LOG_INFO("exportd", "attachment {} of {} by {}: ending (shutdown)", a.id(), slot.config.spec.name, client);
         return;
       }
+      if (a.failed()) {
+        RPCIE_LOG_WARN("exportd", "attachment {} of {} by {}: ending after a fabric failure", a.id(),
+                       slot.config.spec.name, client);
+        return;
+      }
       if (Deadline::Clock::now() - last_heard > lease) {
         RPCIE_LOG_WARN("exportd", "attachment {} of {} by {}: lease lapsed (no heartbeat for {} ms)", a.id(),
                        slot.config.spec.name, client, lease.count());
@@ -615,6 +638,15 @@ struct Exporter::Impl {
     so.cq_wait_fd = true;  // an idle attachment sleeps; a busy one spins (Channel)
     so.source_check = true;
     auto up = sent ? a->setup(std::move(sock), so, *first, Deadline::after(kHandshakeTimeout)) : sent;
+    // The client waits for this verdict after the hello exchange: a failure after hello_ack
+    // (its window too small, the device refusing to attach) reaches it as an error now
+    // rather than as a dead attachment later.
+    if (a->has_session()) {
+      proto::Message verdict = up ? proto::Message(proto::WriteAck{0})
+                                  : proto::Message(proto::ErrorMsg{up.error().to_errno(), up.error().message});
+      auto v = a->bootstrap().message_send(verdict, rid, Deadline::after(kHandshakeTimeout));
+      if (up && !v) up = v;
+    }
     if (!up) {
       a->teardown(release(*slot, client));
       RPCIE_LOG_WARN("exportd", "attach of {} by {} failed: {}", slot->config.spec.name, client, up.error().describe());

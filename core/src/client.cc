@@ -8,6 +8,8 @@
 #include <mutex>
 #include <thread>
 
+#include <sys/prctl.h>
+
 #include "rpcie/log.hpp"
 #include "rpcie/memory.hpp"
 
@@ -21,6 +23,12 @@ constexpr std::uint32_t kBounceRegion = 16;  // the exporter's bounce buffer
 constexpr std::size_t kStagingSize = 4u << 20;
 // How long after an API call the dispatcher thread keeps off the channel.
 constexpr auto kDispatcherQuiet = std::chrono::milliseconds(2);
+// Posted writes are coalesced into one mmio_write_batch until the batch is full, another
+// operation needs them out, or the oldest has waited this long (a driver that writes a
+// doorbell and then polls host memory must not wait for more).
+constexpr auto kBatchDelay = std::chrono::microseconds(20);
+constexpr auto kSendTimeout = std::chrono::seconds(5);
+constexpr std::size_t kBatchWrites = 64;
 // Request ids of posted writes have the top bit set: the exporter answers them only when
 // they fail, and such an answer is kept for the caller's next operation.
 constexpr std::uint64_t kPostedBit = std::uint64_t{1} << 63;
@@ -152,6 +160,13 @@ struct Attachment::State {
   AttachmentStats stats;
   std::uint64_t next_request = 1;
   bool detached = false;
+  bool posted_unconfirmed = false;  // posted writes sent since the last reply proved them performed
+
+  // Posted writes not yet sent (see kBatchDelay).
+  std::mutex batch_lock;
+  proto::MmioWriteBatch batch;
+  Deadline::Clock::time_point batch_since{};
+  std::atomic<bool> batch_pending{false};
 
   // The receive role: whoever holds it takes messages off the channel.
   std::mutex receiver;
@@ -247,7 +262,45 @@ struct Attachment::State {
     }
   }
 
+  // Sends the posted writes collected so far, in order.
+  Result<void> batch_flush(Deadline deadline) {
+    std::lock_guard b(batch_lock);
+    return batch_flush_locked(deadline);
+  }
+  Result<void> batch_flush_locked(Deadline deadline) {
+    if (batch.writes.empty()) return {};
+    const auto rid = request_id() | kPostedBit;
+    auto sent = batch.writes.size() == 1 ? session->channel().message_send(batch.writes.front(), rid, deadline)
+                                         : session->channel().message_send(batch, rid, deadline);
+    batch.writes.clear();
+    batch_pending.store(false, std::memory_order_relaxed);
+    if (!sent) {
+      fail_with(Error{ErrorDomain::posix, EIO, "link to the exporter lost: " + sent.error().describe()});
+      return sent;
+    }
+    std::lock_guard g(lock);
+    posted_unconfirmed = true;
+    return {};
+  }
+
+  // Everything posted before is performed at the device (rule 2: a non-posted request
+  // does not pass posted writes); for transfers that bypass the ordered queue (one-sided
+  // RMA to a direct BAR).
+  Result<void> posted_settle(Deadline deadline) {
+    auto f = batch_flush(deadline);
+    if (!f) return f;
+    {
+      std::lock_guard g(lock);
+      if (!posted_unconfirmed) return {};
+    }
+    auto r = request(proto::ConfigRead{0, 2}, deadline);
+    if (!r) return tl::unexpected(r.error());
+    return {};
+  }
+
   Result<Reply> request(const proto::Message& m, Deadline deadline) {
+    auto f = batch_flush(deadline);
+    if (!f) return tl::unexpected(f.error());
     if (auto e = error_pending()) return tl::unexpected(*e);
     const auto rid = request_id();
     auto sent = session->channel().message_send(m, rid, deadline);
@@ -260,6 +313,10 @@ struct Attachment::State {
     std::lock_guard g(lock);
     Reply r = std::move(replies[rid]);
     replies.erase(rid);
+    posted_unconfirmed = false;
+    // An error for a posted write sent before this request arrived before its reply: the
+    // posted write failed, and this call is "the next access" that reports it.
+    if (posted_error) return tl::unexpected(*std::exchange(posted_error, std::nullopt));
     return r;
   }
 
@@ -287,10 +344,22 @@ struct Attachment::State {
     // stands aside while calls are in progress or were made within kDispatcherQuiet (a
     // caller that waits receives itself; posted writes need nobody): two threads spinning
     // on one CQ would only take turns on the lock and, with two cores, the CPU.
+    ::prctl(PR_SET_TIMERSLACK, 1000UL);  // wake within ~1 us of kBatchDelay, not the default 50 us
     while (!stop.load()) {
-      if (app_active()) {
+      Deadline::Clock::time_point batch_due = Deadline::Clock::time_point::max();
+      if (batch_pending.load(std::memory_order_relaxed)) {
+        std::lock_guard b(batch_lock);
+        if (!batch.writes.empty()) {
+          if (Deadline::Clock::now() - batch_since >= kBatchDelay) (void)batch_flush_locked(Deadline::after(kSendTimeout));
+          else batch_due = batch_since + kBatchDelay;
+        }
+      }
+      const bool batch_tracked = batch_due != Deadline::Clock::time_point::max();
+      if (app_active() || batch_tracked) {
         std::unique_lock g(lock);
-        changed.wait_for(g, kDispatcherQuiet, [&] { return stop.load(); });
+        changed.wait_until(g, std::min(batch_due, Deadline::Clock::now() + kDispatcherQuiet), [&] {
+          return stop.load() || (!batch_tracked && batch_pending.load(std::memory_order_relaxed));
+        });
         continue;
       }
       auto ready = session->channel().message_wait(Deadline::after(std::chrono::milliseconds(20)),
@@ -383,6 +452,23 @@ Result<std::unique_ptr<Attachment>> Attachment::open(const std::string& host, st
   if (!session) return tl::unexpected(session.error());
   s->session = std::move(*session);
   s->provider = s->session->peer().provider;
+  // The exporter's first fabric message (a ping), answered with a pong of the same size,
+  // sets up the provider's connection and send buffers on both sides now rather than on
+  // the first device accesses (rxm connects on first use and allocates its buffer pools on
+  // the first send over the inject size: 10-20 ms each on tcp).
+  auto ping = s->session->channel().message_recv(deadline);
+  if (!ping) return fail(ping.error().code, "attach " + export_name + ": no fabric traffic from the exporter: " +
+                                                ping.error().message);
+  if (auto* p = std::get_if<proto::Ping>(&(*ping)->message)) {
+    std::vector<std::uint8_t> echo(p->data.begin(), p->data.end());
+    auto pong = s->session->channel().message_send(proto::Pong{{echo}}, 0, deadline);
+    if (!pong) return tl::unexpected(pong.error());
+  }
+  // The exporter's verdict: the device is attached and serving (or why not).
+  auto verdict = reply_recv(s->session->bootstrap(), deadline, "attach " + export_name + " failed");
+  if (!verdict) return tl::unexpected(verdict.error());
+  if (!std::holds_alternative<proto::WriteAck>(verdict->decoded.message))
+    return fail(EPROTO, std::string("attach: unexpected ") + proto::msg_type_name(verdict->decoded.header.type));
   if (window.size) s->window_mr = &s->session->region(0);
   s->staging_mr = &s->session->region(window.size ? 1 : 0);
 
@@ -463,7 +549,6 @@ Result<std::uint64_t> Attachment::mmio_read(std::uint8_t bar, std::uint64_t offs
   if (!ok) return tl::unexpected(ok.error());
   auto r = s_->request(proto::MmioRead{bar, static_cast<std::uint8_t>(width), offset}, deadline);
   if (!r) return tl::unexpected(r.error());
-  if (auto e = s_->error_pending()) return tl::unexpected(*e);  // an earlier posted write failed
   auto st = status_check(r->status, r->text, "MMIO read");
   if (!st) return tl::unexpected(st.error());
   std::lock_guard g(s_->lock);
@@ -478,26 +563,27 @@ Result<void> Attachment::mmio_write(std::uint8_t bar, std::uint64_t offset, unsi
   if (!ok) return ok;
   if (width < 8 && (value >> (8 * width)) != 0) return fail(EINVAL, "MMIO write: value wider than the access");
   if (auto e = s_->error_pending()) return tl::unexpected(*e);
-  const auto rid = s_->request_id() | kPostedBit;
   {
     std::lock_guard g(s_->lock);
     ++s_->stats.mmio_writes;
   }
-  auto sent = s_->session->channel().message_send(proto::MmioWrite{bar, static_cast<std::uint8_t>(width), offset, value},
-                                                  rid, deadline);
-  if (!sent) {
-    s_->fail_with(Error{ErrorDomain::posix, EIO, "link to the exporter lost: " + sent.error().describe()});
-    return tl::unexpected(sent.error());
+  std::lock_guard b(s_->batch_lock);
+  s_->batch.writes.push_back({bar, static_cast<std::uint8_t>(width), offset, value});
+  if (s_->batch.writes.size() == 1) {
+    s_->batch_since = Deadline::Clock::now();
+    s_->batch_pending.store(true, std::memory_order_relaxed);
+    s_->changed.notify_all();  // the dispatcher sends it if nothing else does first
   }
+  if (s_->batch.writes.size() >= kBatchWrites) return s_->batch_flush_locked(deadline);
   return {};
 }
 
 Result<void> Attachment::flush(Deadline deadline) {
   // A config read of the vendor ID is the cheapest non-posted request: its reply proves
   // every earlier write performed (rule 2).
-  auto r = config_read(0, 2, deadline);
+  State::Call call(*s_);
+  auto r = s_->request(proto::ConfigRead{0, 2}, deadline);
   if (!r) return tl::unexpected(r.error());
-  if (auto e = s_->error_pending()) return tl::unexpected(*e);
   return {};
 }
 
@@ -518,6 +604,10 @@ Result<void> Attachment::bar_write(std::uint8_t bar, std::uint64_t offset, std::
   State::Call call(*s_);
   auto b = bulk_check(s_->device, bar, offset, bytes.size(), true);
   if (!b) return tl::unexpected(b.error());
+  if ((*b)->direct) {
+    auto settled = s_->posted_settle(deadline);
+    if (!settled) return settled;
+  }
   if (auto e = s_->error_pending()) return tl::unexpected(*e);
   std::lock_guard sg(s_->staging_lock);
   auto& ch = s_->session->channel();
@@ -557,6 +647,10 @@ Result<void> Attachment::bar_read(std::uint8_t bar, std::uint64_t offset, std::s
   State::Call call(*s_);
   auto b = bulk_check(s_->device, bar, offset, bytes.size(), false);
   if (!b) return tl::unexpected(b.error());
+  if ((*b)->direct) {
+    auto settled = s_->posted_settle(deadline);
+    if (!settled) return settled;
+  }
   if (auto e = s_->error_pending()) return tl::unexpected(*e);
   std::lock_guard sg(s_->staging_lock);
   auto& ch = s_->session->channel();
@@ -602,6 +696,8 @@ Result<void> Attachment::bar_write_from_window(std::uint8_t bar, std::uint64_t o
   if (!b) return tl::unexpected(b.error());
   if (!(*b)->direct) return fail(EOPNOTSUPP, "BAR " + std::to_string(bar) + " is not plain memory");
   if (!s_->window_mr) return fail(EINVAL, "this attachment has no DMA window");
+  auto settled = s_->posted_settle(deadline);
+  if (!settled) return settled;
   if (auto e = s_->error_pending()) return tl::unexpected(*e);
   auto remote = s_->session->peer_region(bar);
   if (!remote) return tl::unexpected(remote.error());
@@ -621,6 +717,8 @@ Result<void> Attachment::bar_read_into_window(std::uint8_t bar, std::uint64_t of
   if (!b) return tl::unexpected(b.error());
   if (!(*b)->direct) return fail(EOPNOTSUPP, "BAR " + std::to_string(bar) + " is not plain memory");
   if (!s_->window_mr) return fail(EINVAL, "this attachment has no DMA window");
+  auto settled = s_->posted_settle(deadline);
+  if (!settled) return settled;
   if (auto e = s_->error_pending()) return tl::unexpected(*e);
   auto remote = s_->session->peer_region(bar);
   if (!remote) return tl::unexpected(remote.error());
@@ -643,6 +741,8 @@ Result<std::uint64_t> Attachment::interrupt_wait(std::uint16_t vector, std::uint
   if (vector >= s_->device.vectors)
     return fail(EINVAL, "vector " + std::to_string(vector) + " does not exist (the device has " +
                             std::to_string(s_->device.vectors) + ")");
+  auto f = s_->batch_flush(deadline);  // a doorbell may still sit in the batch
+  if (!f) return tl::unexpected(f.error());
   auto w = s_->await([&] { return s_->irq_counts[vector] > seen; }, deadline);
   if (!w) return tl::unexpected(w.error());
   return interrupt_count(vector);
@@ -654,6 +754,7 @@ Result<void> Attachment::detach(Deadline deadline) {
     if (s_->detached) return fail(ENOTCONN, "already detached");
     s_->detached = true;
   }
+  (void)s_->batch_flush(deadline);  // posted writes go out before the goodbye
   s_->threads_stop();
   std::lock_guard sg(s_->socket_lock);
   auto& sock = s_->session->bootstrap();

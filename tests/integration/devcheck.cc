@@ -216,7 +216,18 @@ int posted_check(const Common& c, const std::string& name) {
   const double one = rtt[rtt.size() / 2];
   const auto replies_before = a->channel_stats().messages_received;
   auto t0 = std::chrono::steady_clock::now();
-  for (std::uint32_t i = 1; i <= 1000; ++i) wr(*a, kLive, i);
+  std::vector<double> each;
+  for (std::uint32_t i = 1; i <= 1000; ++i) {
+    auto e0 = std::chrono::steady_clock::now();
+    wr(*a, kLive, i);
+    each.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - e0).count());
+  }
+  if (std::getenv("RPCIE_DEVCHECK_VERBOSE")) {
+    std::sort(each.begin(), each.end());
+    std::printf("posted write call: min %.2f median %.2f p90 %.2f p99 %.2f max %.2f us\n", each[0], each[500], each[900],
+                each[990], each[999]);
+  }
+  const double posting = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
   const std::uint64_t last = rd(*a, kLive);
   const double took = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
   const auto replies = a->channel_stats().messages_received - replies_before;
@@ -225,8 +236,8 @@ int posted_check(const Common& c, const std::string& name) {
   CHECK_THAT(replies == 1, "1000 posted writes + 1 read took %llu replies (posted writes are not acknowledged)",
              static_cast<unsigned long long>(replies));
   CHECK_THAT(took < 100 * one, "1000 writes + read took %.0f us = %.1f round trips of %.1f us", took, took / one, one);
-  std::printf("ok: 1000 posted writes + read: %.0f us = %.1f round trips (one: %.1f us), %llu reply\n", took,
-              took / one, one, static_cast<unsigned long long>(replies));
+  std::printf("ok: 1000 posted writes + read: %.0f us (posting %.0f us) = %.1f round trips (one: %.1f us), %llu reply\n",
+              took, posting, took / one, one, static_cast<unsigned long long>(replies));
   return g_failures ? 1 : 0;
 }
 
