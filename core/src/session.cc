@@ -67,6 +67,7 @@ PeerHello Session::hello_local() const {
 Result<std::unique_ptr<Session>> Session::connect(const std::string& host, std::uint16_t port,
                                                   const SessionOptions& options, std::span<const LocalRegion> regions,
                                                   Deadline deadline) {
+  if (regions.size() > proto::kMaxRegions) return fail(EINVAL, "too many regions for one session");
   auto sock = Socket::connect(host, port, deadline);
   if (!sock) return tl::unexpected(sock.error());
   auto s = connect_over(std::move(*sock), options, regions, deadline);
