@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,7 @@ void stop_on_signals() {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGHUP, &sa, nullptr);  // no reload yet: a hang-up ends the daemon cleanly too
 }
 
 int error_exit(const std::string& text, int code = 1) {
@@ -36,6 +38,10 @@ int error_exit(const std::string& text, int code = 1) {
 
 int main(int argc, char** argv) {
   rpcie::signals_init();
+  stop_on_signals();  // before anything that can take a while (key files, backends)
+  // A daemon's operators want attaches, detaches and lease lapses in the log: info unless
+  // $RPCIE_LOG says otherwise.
+  if (std::getenv("RPCIE_LOG") == nullptr) rpcie::log_level_set(rpcie::LogLevel::info);
   CLI::App app{"rpcie-exportd: export PCIe devices to rpcie clients over libfabric"};
   std::string config_file, listen, provider, psk_file;
   std::vector<std::string> exports;
@@ -78,9 +84,9 @@ int main(int argc, char** argv) {
 
   auto exporter = rpcie::dev::Exporter::create(config);
   if (!exporter) return error_exit(exporter.error().describe());
-  stop_on_signals();
   // The port line is what scripts wait for (port 0 picks a free one).
   std::fprintf(stderr, "rpcie-exportd: listening on %s:%u\n", config.listen_host.c_str(), (*exporter)->port());
+  if (g_stop.load()) return 0;  // a signal during start-up
   (*exporter)->run(g_stop);
   return 0;
 }

@@ -28,7 +28,7 @@ constexpr auto kDispatcherQuiet = std::chrono::milliseconds(2);
 // doorbell and then polls host memory must not wait for more).
 constexpr auto kBatchDelay = std::chrono::microseconds(20);
 constexpr auto kSendTimeout = std::chrono::seconds(5);
-constexpr std::size_t kBatchWrites = 64;
+constexpr std::size_t kBatchWrites = proto::kMaxBatch;
 // Request ids of posted writes have the top bit set: the exporter answers them only when
 // they fail, and such an answer is kept for the caller's next operation.
 constexpr std::uint64_t kPostedBit = std::uint64_t{1} << 63;
@@ -164,6 +164,7 @@ struct Attachment::State {
 
   // Posted writes not yet sent (see kBatchDelay).
   std::mutex batch_lock;
+  std::mutex send_lock;  // batches leave in the order they were taken
   proto::MmioWriteBatch batch;
   Deadline::Clock::time_point batch_since{};
   std::atomic<bool> batch_pending{false};
@@ -262,18 +263,23 @@ struct Attachment::State {
     }
   }
 
-  // Sends the posted writes collected so far, in order.
-  Result<void> batch_flush(Deadline deadline) {
-    std::lock_guard b(batch_lock);
-    return batch_flush_locked(deadline);
-  }
-  Result<void> batch_flush_locked(Deadline deadline) {
-    if (batch.writes.empty()) return {};
+  // Sends the posted writes collected so far, in order. The batch is swapped out under
+  // batch_lock (held only for that, so writers are never stuck behind a send) and sent under
+  // send_lock, which keeps the batches in the order they were taken.
+  Result<void> batch_flush(Deadline deadline, bool only_if_due = false) {
+    std::lock_guard sl(send_lock);
+    proto::MmioWriteBatch out;
+    {
+      std::lock_guard b(batch_lock);
+      if (batch.writes.empty()) return {};
+      if (only_if_due && Deadline::Clock::now() - batch_since < kBatchDelay) return {};
+      std::swap(out, batch);
+      batch.writes.reserve(kBatchWrites);
+      batch_pending.store(false, std::memory_order_relaxed);
+    }
     const auto rid = request_id() | kPostedBit;
-    auto sent = batch.writes.size() == 1 ? session->channel().message_send(batch.writes.front(), rid, deadline)
-                                         : session->channel().message_send(batch, rid, deadline);
-    batch.writes.clear();
-    batch_pending.store(false, std::memory_order_relaxed);
+    auto sent = out.writes.size() == 1 ? session->channel().message_send(out.writes.front(), rid, deadline)
+                                       : session->channel().message_send(out, rid, deadline);
     if (!sent) {
       fail_with(Error{ErrorDomain::posix, EIO, "link to the exporter lost: " + sent.error().describe()});
       return sent;
@@ -348,11 +354,9 @@ struct Attachment::State {
     while (!stop.load()) {
       Deadline::Clock::time_point batch_due = Deadline::Clock::time_point::max();
       if (batch_pending.load(std::memory_order_relaxed)) {
+        (void)batch_flush(Deadline::after(kSendTimeout), true);
         std::lock_guard b(batch_lock);
-        if (!batch.writes.empty()) {
-          if (Deadline::Clock::now() - batch_since >= kBatchDelay) (void)batch_flush_locked(Deadline::after(kSendTimeout));
-          else batch_due = batch_since + kBatchDelay;
-        }
+        if (!batch.writes.empty()) batch_due = batch_since + kBatchDelay;
       }
       const bool batch_tracked = batch_due != Deadline::Clock::time_point::max();
       if (app_active() || batch_tracked) {
@@ -567,14 +571,18 @@ Result<void> Attachment::mmio_write(std::uint8_t bar, std::uint64_t offset, unsi
     std::lock_guard g(s_->lock);
     ++s_->stats.mmio_writes;
   }
-  std::lock_guard b(s_->batch_lock);
-  s_->batch.writes.push_back({bar, static_cast<std::uint8_t>(width), offset, value});
-  if (s_->batch.writes.size() == 1) {
-    s_->batch_since = Deadline::Clock::now();
-    s_->batch_pending.store(true, std::memory_order_relaxed);
-    s_->changed.notify_all();  // the dispatcher sends it if nothing else does first
+  bool full = false;
+  {
+    std::lock_guard b(s_->batch_lock);
+    s_->batch.writes.push_back({bar, static_cast<std::uint8_t>(width), offset, value});
+    if (s_->batch.writes.size() == 1) {
+      s_->batch_since = Deadline::Clock::now();
+      s_->batch_pending.store(true, std::memory_order_relaxed);
+      s_->changed.notify_all();  // the dispatcher sends it if nothing else does first
+    }
+    full = s_->batch.writes.size() >= kBatchWrites;
   }
-  if (s_->batch.writes.size() >= kBatchWrites) return s_->batch_flush_locked(deadline);
+  if (full) return s_->batch_flush(deadline);
   return {};
 }
 

@@ -1,0 +1,176 @@
+#!/usr/bin/env bash
+# rpcie-exportd end to end with real processes: the exporter on the "device server", the
+# rpcie CLI and rpcie-devcheck (client API) on the "compute server".
+#   exportd.sh netns BUILDDIR   tcp;ofi_rxm across two network namespaces joined by a veth pair
+#   exportd.sh shm BUILDDIR     both on this host over shm
+# BUILDDIR holds devexport/rpcie-exportd, tools/rpcie and tests/rpcie-devcheck.
+. "$(dirname "$0")/lib.sh"
+MODE=$1 B=$2
+EXPORTD=$B/devexport/rpcie-exportd RPCIE=$B/tools/rpcie DEVCHECK=$B/tests/rpcie-devcheck
+LEASE_S=2
+
+if [ "$MODE" = netns ]; then
+  [ "$(id -u)" = 0 ] || skip "needs root to create network namespaces"
+  command -v ip >/dev/null || skip "iproute2 (ip) is not installed"
+  DEV=rpcie-dev-$$ CMP=rpcie-cmp-$$
+  ip netns add "$DEV" 2>/dev/null || skip "cannot create network namespaces here"
+  CLEANUPS+=("ip netns del $DEV")
+  ip netns add "$CMP" || die "second namespace"
+  CLEANUPS+=("ip netns del $CMP")
+  ip link add "rd$$" netns "$DEV" type veth peer name "rc$$" netns "$CMP" || skip "cannot create a veth pair"
+  ip -n "$DEV" addr add 169.254.78.1/24 dev "rd$$"
+  ip -n "$CMP" addr add 169.254.78.2/24 dev "rc$$"
+  for ns in "$DEV" "$CMP"; do ip -n "$ns" link set lo up; done
+  ip -n "$DEV" link set "rd$$" up
+  ip -n "$CMP" link set "rc$$" up
+  ON_DEV=(nsenter --net="/run/netns/$DEV")
+  ON_CMP=(nsenter --net="/run/netns/$CMP")
+  HOST=169.254.78.1 PROVIDER=tcp
+else
+  ON_DEV=() ON_CMP=()
+  HOST=127.0.0.1 PROVIDER=shm
+fi
+
+"$RPCIE" keygen "$TMP/psk" >/dev/null || die "keygen"
+[ "$(stat -c %a "$TMP/psk")" = 600 ] || die "keygen did not make a 0600 file"
+"$RPCIE" keygen "$TMP/other" >/dev/null || die "keygen (second key)"
+cat >"$TMP/exportd.toml" <<TOML
+listen = "$HOST:0"
+provider = "$PROVIDER"
+psk-file = "$TMP/psk"
+lease = "${LEASE_S}s"
+
+[[export]]
+name = "edu1"
+backend = "edu"
+dma = "mirror"
+TOML
+
+# --- Bad configuration: clear errors, no daemon ---------------------------------------
+printf 'listen = "x\n' >"$TMP/broken.toml"
+out=$("${ON_DEV[@]}" "$EXPORTD" --config "$TMP/broken.toml" --export a=edu 2>&1); rc=$?
+[ $rc = 1 ] && grep -q "broken.toml:1" <<<"$out" || die "malformed config: rc $rc, '$out'"
+printf 'lisen = "x"\n' >"$TMP/unknown.toml"
+out=$("${ON_DEV[@]}" "$EXPORTD" --config "$TMP/unknown.toml" --psk-file "$TMP/psk" --export a=edu 2>&1); rc=$?
+[ $rc = 1 ] && grep -q "unknown key 'lisen'" <<<"$out" || die "unknown config key: rc $rc, '$out'"
+out=$("${ON_DEV[@]}" "$EXPORTD" --psk-file "$TMP/psk" --export a=floppy 2>&1); rc=$?
+[ $rc = 1 ] && grep -q "unknown backend 'floppy'" <<<"$out" || die "unknown backend: rc $rc, '$out'"
+out=$("${ON_DEV[@]}" "$EXPORTD" --psk-file "$TMP/psk" --export a=edu,delay=soon 2>&1); rc=$?
+[ $rc = 1 ] && grep -q "delay" <<<"$out" || die "bad backend parameter: rc $rc, '$out'"
+out=$("${ON_DEV[@]}" "$EXPORTD" --psk-file "$TMP/psk" --export noequals 2>&1); rc=$?
+[ $rc = 2 ] || die "malformed --export: rc $rc, '$out'"
+chmod 644 "$TMP/other"
+out=$("${ON_DEV[@]}" "$EXPORTD" --psk-file "$TMP/other" --export a=edu 2>&1); rc=$?
+[ $rc = 1 ] && grep -q "group or others" <<<"$out" || die "world-readable key accepted: rc $rc, '$out'"
+chmod 600 "$TMP/other"
+pass "bad configuration refused with clear errors"
+
+# --- The exporter ----------------------------------------------------------------------
+start_bg "${ON_DEV[@]}" "$EXPORTD" --config "$TMP/exportd.toml" --export edu0=edu \
+  --export mem0=membar,size=64M --export edu2=edu,delay=1ms 2>"$TMP/exportd.log"
+EXPORTER=$LAST_PID
+deadline=$((SECONDS + 10))
+until grep -q "listening on" "$TMP/exportd.log"; do
+  [ $SECONDS -ge $deadline ] && die "exporter did not start: $(cat "$TMP/exportd.log")"
+  kill -0 "$EXPORTER" 2>/dev/null || die "exporter died: $(cat "$TMP/exportd.log")"
+  sleep 0.05
+done
+PORT=$(sed -n 's/.*listening on .*:\([0-9]*\)$/\1/p' "$TMP/exportd.log" | head -1)
+R=$HOST:$PORT
+cli() { timeout 30 "${ON_CMP[@]}" "$RPCIE" "$@"; }
+check() { timeout 60 "${ON_CMP[@]}" "$DEVCHECK" -r "$R" --psk-file "$TMP/psk" --provider "$PROVIDER" "$@"; }
+
+# --- list ------------------------------------------------------------------------------
+cli list -r "$R" --psk-file "$TMP/psk" -o json >"$TMP/list.json" || die "list: $(cat "$TMP/list.json")"
+python3 - "$TMP/list.json" <<'PY' || die "list JSON: $(cat "$TMP/list.json")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+e = {x["name"]: x for x in d["exports"]}
+assert set(e) == {"edu0", "edu1", "edu2", "mem0"}, e.keys()
+assert e["edu0"]["vendor"] == "0x1234" and e["edu0"]["device"] == "0x11e8" and e["edu0"]["class"] == "0x00ff00"
+assert e["edu0"]["backend"] == "edu" and e["edu0"]["state"] == "free" and e["edu1"]["dma"] == "mirror"
+assert e["edu0"]["bars"] == [{"bar": 0, "size": 1 << 20, "type": "registers", "64bit": False, "readonly": False, "direct": False}]
+assert e["mem0"]["bars"][0]["size"] == 64 << 20 and e["mem0"]["bars"][0]["direct"] and e["mem0"]["bars"][0]["type"] == "memory"
+PY
+cli list -r "$R" --psk-file "$TMP/psk" | grep -q "^edu0 .*1234:11e8 .*free" || die "list text"
+pass "list (text and JSON)"
+
+# --- Device behaviour through the client API ---------------------------------------------
+check edu edu0 || die "edu, on-demand DMA"
+check edu edu1 || die "edu, mirror DMA"
+check posted edu0 || die "posted writes"
+check posted edu1 || die "posted writes (mirror)"
+check membar mem0 64M || die "membar"
+check errors edu0 || die "bad accesses"
+check hostile edu0 || die "hostile data path"
+check reattach edu0 || die "detach / re-attach"
+
+# --- Authentication ------------------------------------------------------------------------
+out=$(cli list -r "$R" --psk-file "$TMP/other" 2>&1); rc=$?
+[ $rc = 1 ] && grep -q "^rpcie: error: .*authentication failed" <<<"$out" || die "wrong key: rc $rc, '$out'"
+out=$(timeout 30 "${ON_CMP[@]}" "$DEVCHECK" -r "$R" --psk-file "$TMP/other" edu edu0 2>&1); rc=$?
+[ $rc != 0 ] && grep -q "authentication failed" <<<"$out" || die "attach with a wrong key: rc $rc, '$out'"
+check badmac || die "bad MAC"
+grep -q "MAC does not verify" "$TMP/exportd.log" || die "exporter did not log the bad MAC"
+pass "wrong key refused, forged frame dropped"
+
+# --- Exclusive attach, leases ---------------------------------------------------------------
+list_state() { cli list -r "$R" --psk-file "$TMP/psk" | awk -v n="$1" '$1 == n { print $NF }'; }
+# wait_free NAME SECONDS: prints how long it took.
+wait_free() {
+  local start=$SECONDS deadline=$((SECONDS + $2))
+  while [ "$(list_state "$1")" != free ]; do
+    [ $SECONDS -ge $deadline ] && return 1
+    sleep 0.1
+  done
+  echo $((SECONDS - start))
+}
+start_bg "${ON_CMP[@]}" "$DEVCHECK" -r "$R" --psk-file "$TMP/psk" --provider "$PROVIDER" --name holder-a hold edu2 120 \
+  >"$TMP/hold.out"
+HOLDER=$LAST_PID
+wait_file "$TMP/hold.out" 20 || die "holder did not attach"
+cli list -r "$R" --psk-file "$TMP/psk" | grep -q "^edu2 .*attached by holder-a" || die "list does not show the holder"
+check --name other-b busy edu2 || die "second attach not refused as busy"
+kill -9 "$HOLDER"
+t=$(wait_free edu2 $((LEASE_S + 3))) || die "export not free after the client was killed"
+pass "second attach refused (busy); SIGKILLed client's export free again after ${t}s"
+# A client that stops answering without closing its connection: only the lease notices.
+start_bg "${ON_CMP[@]}" "$DEVCHECK" -r "$R" --psk-file "$TMP/psk" --provider "$PROVIDER" --name holder-c hold edu2 120 \
+  >"$TMP/hold2.out"
+HOLDER=$LAST_PID
+wait_file "$TMP/hold2.out" 20 || die "second holder did not attach"
+kill -STOP "$HOLDER"
+t=$(wait_free edu2 $((LEASE_S + 3))) || die "export not free within the lease after the client froze"
+kill -9 "$HOLDER"
+grep -q "lease lapsed" "$TMP/exportd.log" || die "the exporter did not report the lease"
+check edu edu2 >/dev/null || die "edu2 unusable after a lease lapse"
+pass "frozen client's export free after ${t}s (lease ${LEASE_S}s); device usable again"
+
+# --- Hostile bootstrap peers: the exporter keeps serving ------------------------------------
+"${ON_CMP[@]}" python3 - "$HOST" "$PORT" <<'PY' || die "hostile peers script"
+import socket, sys, struct
+host, port = sys.argv[1], int(sys.argv[2])
+def peer(data, linger=False):
+    s = socket.create_connection((host, port), timeout=5)
+    if data: s.sendall(data)
+    if linger:
+        s.settimeout(5)
+        try: s.recv(100)
+        except Exception: pass
+    s.close()
+peer(b"GET / HTTP/1.0\r\n\r\n", True)              # garbage
+peer(struct.pack("<I", 0xffffffff), True)          # absurd length
+peer(struct.pack("<I", 100) + b"RPCI", False)      # hang up mid-frame
+peer(b"", False)                                   # connect and leave
+PY
+cli list -r "$R" --psk-file "$TMP/psk" >/dev/null || die "exporter stopped serving after hostile peers"
+kill -0 "$EXPORTER" || die "exporter died"
+pass "garbage, absurd lengths and hang-ups mid-handshake: exporter keeps serving"
+
+# --- Clean shutdown --------------------------------------------------------------------------
+kill -TERM "$EXPORTER"
+timeout 10 tail --pid="$EXPORTER" -f /dev/null || die "exporter did not stop on SIGTERM"
+wait "$EXPORTER"; rc=$?
+[ $rc = 0 ] || die "exporter exited $rc on SIGTERM"
+grep -q "stopped" "$TMP/exportd.log" || die "no clean stop in the log"
+pass "SIGTERM: clean shutdown"
