@@ -12,8 +12,8 @@
 //
 // Invariants checked (abort on violation):
 //  - feed() never consumes more than it is offered; in exact mode it consumes all of it;
-//  - a returned frame has kHeaderSize <= size <= kMaxMessage, and the frames and the final
-//    error (EMSGSIZE for a prefix over kMaxMessage, EPROTO for one under kHeaderSize) are
+//  - a returned frame has kHeaderSize <= size <= kMaxFrame, and the frames and the final
+//    error (EMSGSIZE for a prefix over kMaxFrame, EPROTO for one under kHeaderSize) are
 //    exactly those of a straightforward reference parse of the stream;
 //  - the reader never gets stuck (no bytes taken, no frame, no error, bytes pending);
 //  - after an error, next() keeps failing, feed() takes nothing and wanted() is 0;
@@ -57,7 +57,7 @@ Expected reference_parse(Bytes stream) {
     std::uint32_t len = 0;
     for (std::size_t i = 0; i < proto::kFramePrefix; ++i)
       len |= static_cast<std::uint32_t>(stream[p + i]) << (8 * i);
-    if (len > proto::kMaxMessage) {
+    if (len > proto::kMaxFrame) {
       e.error = EMSGSIZE;
       break;
     }
@@ -117,7 +117,7 @@ class Driver {
 
   void frame_check(Bytes frame) {
     check(frame.size() >= proto::kHeaderSize, "frame shorter than a message header");
-    check(frame.size() <= proto::kMaxMessage, "frame longer than kMaxMessage");
+    check(frame.size() <= proto::kMaxFrame, "frame longer than kMaxFrame");
     check(frames_ < expected_.frames.size(), "more frames than the stream holds");
     Bytes want = expected_.frames[frames_];
     check(frame.size() == want.size() && std::memcmp(frame.data(), want.data(), want.size()) == 0,

@@ -37,6 +37,20 @@ using rpcie::client::Attachment;
 
 int g_failures = 0;
 
+// Timing claims do not hold under sanitizers (every call is several times slower): there the
+// timings are reported, and only the deterministic checks (data, reply counts) can fail.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kTimingChecked = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+constexpr bool kTimingChecked = false;
+#else
+constexpr bool kTimingChecked = true;
+#endif
+#else
+constexpr bool kTimingChecked = true;
+#endif
+
 #define CHECK_THAT(cond, ...)                                      \
   do {                                                             \
     if (!(cond)) {                                                 \
@@ -243,8 +257,8 @@ int posted_check(const Common& c, const std::string& name) {
                 took, posting, each[500], each[990], each[999], took / one, one, static_cast<unsigned long long>(replies));
     best = std::min(best, took);
   }
-  CHECK_THAT(best < 100 * one, "1000 writes + read took at best %.0f us = %.1f round trips of %.1f us", best, best / one,
-             one);
+  CHECK_THAT(!kTimingChecked || best < 100 * one, "1000 writes + read took at best %.0f us = %.1f round trips of %.1f us",
+             best, best / one, one);
   if (best < 100 * one) std::printf("ok: 1000 posted writes and a read in %.1f round trips\n", best / one);
   return g_failures ? 1 : 0;
 }
