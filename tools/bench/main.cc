@@ -17,7 +17,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
+#include <thread>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,6 +30,8 @@
 
 #include "../common.hpp"
 #include "raw_loop.hpp"
+#include "rpcie/auth.hpp"
+#include "rpcie/client.hpp"
 #include "rpcie/log.hpp"
 #include "rpcie/session.hpp"
 #include "rpcie/units.hpp"
@@ -51,6 +56,8 @@ struct Options {
   bool delivery_complete = false;
   bool verbose = false;
   bool target_no_wait_fd = false;
+  bool device = false;
+  std::string exportd;
   std::vector<std::size_t> sizes{8, 4096, 65536, 1u << 20, 4u << 20};
 };
 
@@ -58,7 +65,8 @@ struct Options {
 struct Command {
   std::uint8_t impl = 0;  // 0 raw, 1 rpcie, 2 quit
   std::uint8_t workload = 0;
-  std::uint8_t pad[6] = {};
+  std::uint16_t window = 0;  // raw RMA: operations in flight (0: the default window)
+  std::uint8_t pad[4] = {};
   std::uint64_t size = 0;
   std::uint64_t iterations = 0;
 };
@@ -203,10 +211,12 @@ constexpr double kRoundSeconds = 0.2;
 constexpr unsigned kSlices = 8;
 
 // Runs one round of one implementation; returns seconds.
-Result<double> round_run(Peers& p, std::uint8_t impl, rawbench::Workload w, std::size_t size, std::size_t iterations) {
+Result<double> round_run(Peers& p, std::uint8_t impl, rawbench::Workload w, std::size_t size, std::size_t iterations,
+                         std::uint16_t window = 0) {
   Command cmd;
   cmd.impl = impl;
   cmd.workload = static_cast<std::uint8_t>(w);
+  cmd.window = window;
   cmd.size = size;
   cmd.iterations = iterations;
   auto s = p.control.bytes_send(std::span(reinterpret_cast<const std::uint8_t*>(&cmd), sizeof cmd), Deadline::after(30s));
@@ -216,7 +226,7 @@ Result<double> round_run(Peers& p, std::uint8_t impl, rawbench::Workload w, std:
   double seconds = 0;
   if (impl == 0) {
     std::string err;
-    seconds = p.raw->run(w, size, iterations, &err);
+    seconds = p.raw->run(w, size, iterations, &err, window);
     if (seconds < 0) return fail(EIO, "raw loop: " + err);
   } else {
     Channel& ch = w == rawbench::Workload::round_trip ? p.session_rt->channel() : p.session->channel();
@@ -260,6 +270,234 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+// --- device workloads: the client API against a real rpcie-exportd ------------------------
+//
+// The exporter runs as a child on the target's CPU with an edu and a membar export; the raw
+// baselines run against the usual target. Per workload, slices alternate raw and rpcie.
+//   mmio_read  4 B MMIO read (edu liveness register)      vs raw round_trip 8 B      (us)
+//   bar_write  1 MiB to the membar BAR from the window     vs raw rma_write 1 MiB     (MB/s)
+//   bar_read   1 MiB from the membar BAR into the window   vs raw rma_read 1 MiB      (MB/s)
+//   edu_dma    4 KiB host->device DMA, command to interrupt seen
+//              vs raw 4 KiB fi_read round trip (window 1) + half a raw 8 B round trip  (us)
+
+struct Exporter {
+  pid_t pid = -1;
+  std::uint16_t port = 0;
+  std::string dir;
+  ~Exporter() {
+    if (pid > 0) {
+      kill(pid, SIGTERM);
+      int status = 0;
+      for (int i = 0; i < 100 && waitpid(pid, &status, WNOHANG) == 0; ++i) usleep(20000);
+      if (waitpid(pid, &status, WNOHANG) == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+      }
+    }
+    if (!dir.empty()) {
+      ::unlink((dir + "/psk").c_str());
+      ::rmdir(dir.c_str());
+    }
+  }
+};
+
+std::string exportd_find(const std::string& given) {
+  if (!given.empty()) return given;
+  char self[4096] = {};
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  std::string dir = n > 0 ? std::string(self, static_cast<std::size_t>(n)) : std::string();
+  dir = dir.substr(0, dir.rfind('/'));
+  for (std::string c : {dir + "/rpcie-exportd", dir + "/../../devexport/rpcie-exportd"})
+    if (access(c.c_str(), X_OK) == 0) return c;
+  return "rpcie-exportd";
+}
+
+Result<void> exporter_start(Exporter& e, const std::string& path, const std::string& provider) {
+  char tmpl[] = "/tmp/rpcie-bench.XXXXXX";
+  if (!mkdtemp(tmpl)) return fail(errno, "mkdtemp");
+  e.dir = tmpl;
+  auto k = auth::key_generate_file(e.dir + "/psk", false);
+  if (!k) return k;
+  int out[2];
+  if (pipe(out) != 0) return fail(errno, "pipe");
+  e.pid = fork();
+  if (e.pid < 0) return fail(errno, "fork");
+  if (e.pid == 0) {
+    rpcie::tools::cpu_pin(1);
+    dup2(out[1], 2);
+    close(out[0]);
+    close(out[1]);
+    std::string psk = e.dir + "/psk", prov = provider == "shm" ? "shm" : "tcp";
+    execl(path.c_str(), path.c_str(), "--listen", "127.0.0.1:0", "--provider", prov.c_str(), "--psk-file", psk.c_str(),
+          "--export", "bench-edu=edu", "--export", "bench-mem=membar,size=4M", static_cast<char*>(nullptr));
+    std::fprintf(stderr, "exec %s failed\n", path.c_str());
+    _exit(127);
+  }
+  close(out[1]);
+  // The exporter says "listening on HOST:PORT" on stderr; everything it says is passed on.
+  FILE* f = fdopen(out[0], "r");
+  char line[512];
+  while (f && fgets(line, sizeof line, f)) {
+    if (const char* at = std::strstr(line, "listening on ")) {
+      const char* colon = std::strrchr(at, ':');
+      e.port = static_cast<std::uint16_t>(std::atoi(colon + 1));
+      break;
+    }
+    std::fputs(line, stderr);
+  }
+  if (e.port == 0) {
+    if (f) fclose(f);
+    return fail(EIO, "rpcie-exportd (" + path + ") did not start");
+  }
+  // Keep draining its stderr so that it can never block on a full pipe.
+  std::thread([f] {
+    char l[512];
+    while (fgets(l, sizeof l, f)) std::fputs(l, stderr);
+    fclose(f);
+  }).detach();
+  return {};
+}
+
+int device_run(Peers& p, const Options& o, const std::string& prov_name) {
+  Exporter ex;
+  auto started = exporter_start(ex, exportd_find(o.exportd), prov_name);
+  if (!started) return die(started.error().describe());
+  auto key = auth::key_load(ex.dir + "/psk");
+  if (!key) return die(key.error().describe());
+  client::ClientOptions co;
+  co.name = "bench";
+  co.key = std::make_shared<const auth::Key>(std::move(*key));
+  co.session.provider = *providers::provider_parse(prov_name == "shm" ? "shm" : "tcp");
+  auto window = HostBuffer::create(kMaxSize);
+  if (!window) return die(window.error().describe());
+  auto edu = client::Attachment::open("127.0.0.1", ex.port, "bench-edu", co, {window->data(), 1u << 20},
+                                      Deadline::after(10s));
+  if (!edu) return die("attach edu: " + edu.error().describe());
+  auto mem = client::Attachment::open("127.0.0.1", ex.port, "bench-mem", co, {window->data() + (1u << 20), 2u << 20},
+                                      Deadline::after(10s));
+  if (!mem) return die("attach membar: " + mem.error().describe());
+  client::Attachment& E = **edu;
+  client::Attachment& M = **mem;
+  auto deadline = [] { return Deadline::after(30s); };
+  // edu DMA registers: 4 KiB from IOVA 0 of the window into the device buffer.
+  for (auto [reg, v] : {std::pair<std::uint64_t, std::uint64_t>{0x80, 0}, {0x88, 0x40000}, {0x90, 4096}})
+    if (!E.mmio_write(0, reg, 8, v, deadline())) return die("edu setup");
+
+  enum class W { mmio_read, bar_write, bar_read, edu_dma };
+  struct Spec {
+    W w;
+    const char* name;
+    std::size_t size;
+    bool latency;
+  };
+  const Spec plan[] = {{W::mmio_read, "mmio_read", 4, true},
+                       {W::bar_write, "bar_write", 1u << 20, false},
+                       {W::bar_read, "bar_read", 1u << 20, false},
+                       {W::edu_dma, "edu_dma", 4096, true}};
+  auto rpcie_slice = [&](W w, std::size_t n) -> Result<double> {
+    auto t0 = Clock::now();
+    for (std::size_t i = 0; i < n; ++i) {
+      Result<void> r{};
+      switch (w) {
+        case W::mmio_read: {
+          auto v = E.mmio_read(0, 0x04, 4, deadline());
+          if (!v) r = tl::unexpected(v.error());
+          break;
+        }
+        case W::bar_write: r = M.bar_write_from_window(0, 0, 0, 1u << 20, deadline()); break;
+        case W::bar_read: r = M.bar_read_into_window(0, 0, 0, 1u << 20, deadline()); break;
+        case W::edu_dma: {
+          const auto seen = E.interrupt_count(0);
+          r = E.mmio_write(0, 0x98, 8, 1 | 4, deadline());
+          if (r) {
+            auto irq = E.interrupt_wait(0, seen, deadline());
+            if (!irq) r = tl::unexpected(irq.error());
+          }
+          if (r) r = E.mmio_write(0, 0x64, 4, 0x100, deadline());
+          break;
+        }
+      }
+      if (!r) return tl::unexpected(r.error());
+    }
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+  };
+  // Raw seconds for n operations of the baseline.
+  auto raw_slice = [&](W w, std::size_t n) -> Result<double> {
+    switch (w) {
+      case W::mmio_read: return round_run(p, 0, rawbench::Workload::round_trip, 8, n);
+      case W::bar_write: return round_run(p, 0, rawbench::Workload::rma_write, 1u << 20, n);
+      case W::bar_read: return round_run(p, 0, rawbench::Workload::rma_read, 1u << 20, n);
+      case W::edu_dma: {
+        auto rd = round_run(p, 0, rawbench::Workload::rma_read, 4096, n, 1);
+        if (!rd) return rd;
+        auto rt = round_run(p, 0, rawbench::Workload::round_trip, 8, n);
+        if (!rt) return rt;
+        return *rd + *rt / 2;
+      }
+    }
+    return fail(EINVAL, "workload");
+  };
+
+  struct Row {
+    const char* name;
+    std::size_t size;
+    double raw, rpcie, ratio;
+    bool latency;
+  };
+  std::vector<Row> rows;
+  for (const Spec& sp : plan) {
+    // Warm-up, and the slice size: about kRoundSeconds / kSlices of raw work.
+    auto warm = raw_slice(sp.w, 64);
+    if (!warm) return die(std::string(sp.name) + " raw warm-up: " + warm.error().describe());
+    auto warm_r = rpcie_slice(sp.w, 64);
+    if (!warm_r) return die(std::string(sp.name) + " warm-up: " + warm_r.error().describe());
+    const std::size_t slice = std::clamp<std::size_t>(
+        static_cast<std::size_t>(64.0 * kRoundSeconds / kSlices / std::max(*warm, 1e-6)), 8, 100000);
+    std::vector<double> raws, rpcies, ratios;
+    for (unsigned round = 0; round < o.rounds; ++round) {
+      Round rd;
+      for (unsigned k = 0; k < 2 * kSlices; ++k) {
+        const bool raw = (round + k) % 2 == 0;
+        auto r = raw ? raw_slice(sp.w, slice) : rpcie_slice(sp.w, slice);
+        if (!r) return die(std::string(sp.name) + ": " + r.error().describe());
+        (raw ? rd.raw : rd.rpcie) += *r;
+      }
+      const double n = static_cast<double>(slice * kSlices);
+      double raw_v = sp.latency ? rd.raw / n * 1e6 : static_cast<double>(sp.size) * n / rd.raw / 1e6;
+      double rpcie_v = sp.latency ? rd.rpcie / n * 1e6 : static_cast<double>(sp.size) * n / rd.rpcie / 1e6;
+      if (o.verbose)
+        std::fprintf(stderr, "  %s round %u: raw %.2f rpcie %.2f ratio %.3f\n", sp.name, round, raw_v, rpcie_v,
+                     rpcie_v / raw_v);
+      raws.push_back(raw_v);
+      rpcies.push_back(rpcie_v);
+      ratios.push_back(rpcie_v / raw_v);
+    }
+    rows.push_back({sp.name, sp.size, median(raws), median(rpcies), median(ratios), sp.latency});
+    if (o.output == "text") {
+      const Row& r = rows.back();
+      std::printf("%-10s %8zu %12.2f %12.2f %-5s %6.3f\n", r.name, r.size, r.raw, r.rpcie, r.latency ? "us" : "MB/s",
+                  r.ratio);
+      std::fflush(stdout);
+    }
+  }
+  (void)E.detach(deadline());
+  (void)M.detach(deadline());
+  Command quit;
+  quit.impl = 2;
+  (void)p.control.bytes_send(std::span(reinterpret_cast<const std::uint8_t*>(&quit), sizeof quit), Deadline::after(5s));
+  if (o.output == "json") {
+    nlohmann::json j;
+    j["provider"] = prov_name;
+    j["rounds"] = o.rounds;
+    j["results"] = nlohmann::json::array();
+    for (const auto& r : rows)
+      j["results"].push_back({{"workload", r.name}, {"size", r.size}, {"raw", r.raw}, {"rpcie", r.rpcie},
+                              {"unit", r.latency ? "us" : "MB/s"}, {"ratio", r.ratio}});
+    std::printf("%s\n", j.dump(1).c_str());
+  }
+  return 0;
+}
+
 int initiator_run(const std::string& host, std::uint16_t port, providers::ProviderChoice choice, const Options& o) {
   Peers p{};
   auto c = Socket::connect(host, port, Deadline::after(10s));
@@ -289,6 +527,7 @@ int initiator_run(const std::string& host, std::uint16_t port, providers::Provid
     double raw, rpcie, ratio;
   };
   std::vector<Row> rows;
+  if (o.device) return device_run(p, o, rc.prov_name);
   std::vector<std::pair<rawbench::Workload, std::size_t>> plan;
   for (auto w : {rawbench::Workload::rma_write, rawbench::Workload::rma_read})
     for (auto s : o.sizes) plan.emplace_back(w, s);
@@ -384,6 +623,10 @@ int main(int argc, char** argv) {
                "the rpcie RMA target's CQ gets no wait fd (backs off with sleeps when idle)");
   app.add_flag("--delivery-complete", o.delivery_complete, "rpcie writes complete only when delivered at the target");
   app.add_option("--sizes", sizes, "comma-separated RMA sizes (K/M suffixes)");
+  app.add_flag("--device", o.device,
+               "device workloads through the client API against an rpcie-exportd started here "
+               "(mmio_read, bar_write, bar_read, edu_dma)");
+  app.add_option("--exportd", o.exportd, "rpcie-exportd to start for --device (default: next to this program)");
   try {
     app.parse(argc, argv);
     if (o.serve && !o.remote.empty()) throw CLI::ValidationError("--serve and --remote exclude each other");

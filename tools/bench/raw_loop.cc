@@ -647,7 +647,7 @@ std::unique_ptr<RawPeer> RawPeer::open(const RawConfig& cfg, int ctrl_fd, bool s
   return std::unique_ptr<RawPeer>(new RawPeer(std::move(impl)));
 }
 
-double RawPeer::run(Workload w, std::size_t size, std::size_t iterations, std::string* err) {
+double RawPeer::run(Workload w, std::size_t size, std::size_t iterations, std::string* err, std::size_t window) {
   std::string local_err;
   if (!err) err = &local_err;
   Impl& m = *impl_;
@@ -692,7 +692,8 @@ double RawPeer::run(Workload w, std::size_t size, std::size_t iterations, std::s
   while (m.tx_done - tx_base < iterations) {
     // Top the window up; -FI_EAGAIN means the provider queue is full, so fall
     // through to polling (which frees resources) and retry.
-    while (posted < iterations && !m.tx_free.empty()) {
+    while (posted < iterations && !m.tx_free.empty() &&
+           (window == 0 || posted - (m.tx_done - tx_base) < window)) {
       OpCtx* c = m.tx_free.back();
       ssize_t ret = is_write ? fi_write(m.ep, local, size, m.rma_desc, m.peer, m.peer_base,
                                         m.peer_key, c)

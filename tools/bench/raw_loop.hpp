@@ -43,10 +43,11 @@ class RawPeer {
   RawPeer& operator=(const RawPeer&) = delete;
 
   // Initiator (client) side. RMA: `iterations` fi_write/fi_read of `size` bytes
-  // with `window` in flight. round_trip: `iterations` sends of `size` bytes
+  // with `window` in flight (the config's window when 0; 1 measures one operation's
+  // round trip). round_trip: `iterations` sends of `size` bytes
   // (0 means 8) each followed by waiting for the peer's equal-sized reply.
   // Returns seconds from first post to last completion, or < 0 with *err set.
-  double run(Workload w, std::size_t size, std::size_t iterations, std::string* err);
+  double run(Workload w, std::size_t size, std::size_t iterations, std::string* err, std::size_t window = 0);
 
   // Target (server) side of the same round. RMA: busy-poll the CQ (manual data
   // progress) until the client's end-of-round byte arrives. round_trip: receive

@@ -139,7 +139,11 @@ class Attachment {
 
   // Bulk access to a memory BAR (any size and offset inside it). Direct BARs: one-sided RMA
   // to the BAR through a registered staging buffer of the attachment; others: through the
-  // exporter's bounce buffer. Writes have completed at the device when this returns.
+  // exporter's bounce buffer. Both first settle earlier posted MMIO writes (rule 2). A write
+  // to a direct BAR is posted, like a PCIe memory write: it returns once the provider has
+  // taken the data, every later request is ordered behind it (FI_ORDER_SAW; without it the
+  // write is delivery-complete before returning), and a link lost before it lands fails the
+  // next operation. Through the bounce buffer a write has reached the BAR on return.
   Result<void> bar_write(std::uint8_t bar, std::uint64_t offset, std::span<const std::uint8_t> bytes, Deadline deadline);
   Result<void> bar_read(std::uint8_t bar, std::uint64_t offset, std::span<std::uint8_t> bytes, Deadline deadline);
   // Zero-copy variants for data already in the DMA window (registered): [window_offset,
