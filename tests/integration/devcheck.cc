@@ -12,6 +12,9 @@
 //   rpcie-devcheck [common] reattach EXPORT     attach, detach, attach again at once
 //   rpcie-devcheck [common] badmac              a frame with a bad MAC is dropped, the connection lives on
 //   rpcie-devcheck [common] list                prints exports as "NAME STATE HOLDER"
+//   rpcie-devcheck [common] attachfail EXPORT ERRNO TEXT   the attach must fail so
+//   rpcie-devcheck [common] postedfail EXPORT   read-only device: refused posted write reported next
+//   rpcie-devcheck [common] linkloss EXPORT     prints "attached", then expects the link to die
 // common: -r HOST[:PORT] --psk-file FILE [--name NAME] [--provider P] [--window SIZE]
 #include <sys/mman.h>
 
@@ -392,6 +395,74 @@ int hostile_check(const Common& c, const std::string& name) {
   return g_failures ? 1 : 0;
 }
 
+// An attach that must fail with `code` and a message containing `text`.
+int attachfail_check(const Common& c, const std::string& name, int code, const std::string& text) {
+  Window w(c.window);
+  auto a = Attachment::open(c.host, c.port, name, c.options, w.view(), soon());
+  CHECK_THAT(!a && a.error().code == code && a.error().message.find(text) != std::string::npos,
+             "attach %s: expected errno %d with '%s', got %s", name.c_str(), code, text.c_str(),
+             a ? "success" : a.error().describe().c_str());
+  if (!a && !g_failures) std::printf("ok: refused: %s\n", a.error().describe().c_str());
+  return g_failures ? 1 : 0;
+}
+
+// A read-only device (pci-sysfs bound to a host driver): a posted write is refused at the
+// device and the next access reports it (EPERM), once; reads of the BAR are refused too.
+int postedfail_check(const Common& c, const std::string& name) {
+  Window w(c.window);
+  auto a = attach_or_die(c, name, w);
+  const auto* bar = a->device().bars.empty() ? nullptr : &a->device().bars.front();
+  CHECK_THAT(bar && bar->readonly, "the export's BARs are read-only");
+  if (!bar) return 1;
+  auto vendor = a->config_read(0, 2, soon());
+  CHECK_THAT(vendor && *vendor == a->device().vendor, "config read of the vendor id");
+  auto posted = a->mmio_write(bar->bar, 0, 4, 0, soon());
+  CHECK_THAT(posted.has_value(), "a posted write returns at once: %s", posted ? "" : posted.error().describe().c_str());
+  auto next = a->config_read(0, 2, soon());
+  CHECK_THAT(!next && next.error().code == EPERM, "the next access reports the refused posted write: %s",
+             next ? "succeeded" : next.error().describe().c_str());
+  auto after = a->config_read(0, 2, soon());
+  CHECK_THAT(after && *after == a->device().vendor, "reported once; the attachment goes on");
+  auto rd_bar = a->mmio_read(bar->bar, 0, 4, soon());
+  CHECK_THAT(!rd_bar && rd_bar.error().code == EPERM, "BAR read of a driver-bound function refused: %s",
+             rd_bar ? "succeeded" : rd_bar.error().describe().c_str());
+  auto cw = a->config_write(4, 2, 0, soon());
+  CHECK_THAT(!cw && cw.error().code == EPERM, "config write refused");
+  ok("read-only device: refused posted write reported by the next access, reads and config writes refused");
+  return g_failures ? 1 : 0;
+}
+
+// The exporter dies under an attachment (the script kills it after "attached"): the next
+// operations fail with an error within the deadline, never succeed silently, never hang.
+int linkloss_check(const Common& c, const std::string& name) {
+  Window w(c.window);
+  auto a = attach_or_die(c, name, w);
+  CHECK_THAT(rd(*a, kId) == 0x010000ed, "alive");
+  std::printf("attached %s\n", name.c_str());
+  std::fflush(stdout);
+  auto until = Deadline::after(15s);
+  int code = 0;
+  while (!until.expired()) {
+    (void)a->mmio_write(0, kLive, 4, 1, soon());
+    auto t0 = std::chrono::steady_clock::now();
+    auto r = a->mmio_read(0, kLive, 4, Deadline::after(3s));
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    CHECK_THAT(took < 3.5, "an operation took %.1f s past its 3 s deadline", took);
+    if (!r) {
+      code = r.error().code;
+      std::printf("first failure: %s\n", r.error().describe().c_str());
+      break;
+    }
+    std::this_thread::sleep_for(50ms);
+  }
+  CHECK_THAT(code == EIO || code == ENOTCONN || code == ETIMEDOUT || code == ECONNRESET, "a lost link is an error (%d)",
+             code);
+  auto again = a->mmio_read(0, kId, 4, Deadline::after(1s));
+  CHECK_THAT(!again, "and stays one");
+  ok("exporter lost: the next accesses fail with an error, none hangs");
+  return g_failures ? 1 : 0;
+}
+
 int busy_check(const Common& c, const std::string& name) {
   Window w(c.window);
   auto a = Attachment::open(c.host, c.port, name, c.options, w.view(), soon());
@@ -471,12 +542,17 @@ int main(int argc, char** argv) {
   std::string size = "64M";
   int seconds = 30;
   std::map<std::string, CLI::App*> cmds;
-  for (const char* cmd : {"edu", "posted", "membar", "errors", "hostile", "busy", "hold", "reattach"}) {
+  for (const char* cmd : {"edu", "posted", "membar", "errors", "hostile", "busy", "hold", "reattach", "postedfail",
+                          "linkloss", "attachfail"}) {
     cmds[cmd] = app.add_subcommand(cmd);
     cmds[cmd]->add_option("export", name)->required();
   }
   cmds["membar"]->add_option("size", size);
   cmds["hold"]->add_option("seconds", seconds);
+  int expect_code = 0;
+  std::string expect_text;
+  cmds["attachfail"]->add_option("errno", expect_code)->required();
+  cmds["attachfail"]->add_option("text", expect_text)->required();
   cmds["badmac"] = app.add_subcommand("badmac");
   cmds["list"] = app.add_subcommand("list");
   CLI11_PARSE(app, argc, argv);
@@ -507,6 +583,9 @@ int main(int argc, char** argv) {
   if (*cmds["busy"]) return busy_check(c, name);
   if (*cmds["hold"]) return hold(c, name, seconds);
   if (*cmds["reattach"]) return reattach_check(c, name);
+  if (*cmds["postedfail"]) return postedfail_check(c, name);
+  if (*cmds["linkloss"]) return linkloss_check(c, name);
+  if (*cmds["attachfail"]) return attachfail_check(c, name, expect_code, expect_text);
   if (*cmds["badmac"]) return badmac_check(c);
   return list_print(c);
 }

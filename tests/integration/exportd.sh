@@ -40,11 +40,27 @@ provider = "$PROVIDER"
 psk-file = "$TMP/psk"
 lease = "${LEASE_S}s"
 
+[[client]]
+name = "alice"
+psk-file = "$TMP/alice.psk"
+
 [[export]]
 name = "edu1"
 backend = "edu"
 dma = "mirror"
+
+[[export]]
+name = "edu3"
+backend = "edu"
+allow = ["alice"]
 TOML
+"$RPCIE" keygen "$TMP/alice.psk" >/dev/null || die "keygen (alice)"
+# A real PCI function bound to a host driver, exported read-only (where this machine has one).
+SYSFS_EXPORT=() BDF=
+for d in /sys/bus/pci/devices/*; do
+  [ -e "$d/driver" ] && [ -e "$d/config" ] && { BDF=$(basename "$d"); break; }
+done
+[ -n "$BDF" ] && SYSFS_EXPORT=(--export "sys0=pci-sysfs,bdf=$BDF")
 
 # --- Bad configuration: clear errors, no daemon ---------------------------------------
 printf 'listen = "x\n' >"$TMP/broken.toml"
@@ -67,7 +83,7 @@ pass "bad configuration refused with clear errors"
 
 # --- The exporter ----------------------------------------------------------------------
 start_bg "${ON_DEV[@]}" "$EXPORTD" --config "$TMP/exportd.toml" --export edu0=edu \
-  --export mem0=membar,size=64M --export edu2=edu,delay=1ms 2>"$TMP/exportd.log"
+  --export mem0=membar,size=64M --export edu2=edu,delay=1ms "${SYSFS_EXPORT[@]}" 2>"$TMP/exportd.log"
 EXPORTER=$LAST_PID
 deadline=$((SECONDS + 10))
 until grep -q "listening on" "$TMP/exportd.log"; do
@@ -86,7 +102,7 @@ python3 - "$TMP/list.json" <<'PY' || die "list JSON: $(cat "$TMP/list.json")"
 import json, sys
 d = json.load(open(sys.argv[1]))
 e = {x["name"]: x for x in d["exports"]}
-assert set(e) == {"edu0", "edu1", "edu2", "mem0"}, e.keys()
+assert {"edu0", "edu1", "edu2", "edu3", "mem0"} <= set(e), e.keys()
 assert e["edu0"]["vendor"] == "0x1234" and e["edu0"]["device"] == "0x11e8" and e["edu0"]["class"] == "0x00ff00"
 assert e["edu0"]["backend"] == "edu" and e["edu0"]["state"] == "free" and e["edu1"]["dma"] == "mirror"
 assert e["edu0"]["bars"] == [{"bar": 0, "size": 1 << 20, "type": "registers", "64bit": False, "readonly": False, "direct": False}]
@@ -104,6 +120,11 @@ check membar mem0 64M || die "membar"
 check errors edu0 || die "bad accesses"
 check hostile edu0 || die "hostile data path"
 check reattach edu0 || die "detach / re-attach"
+if [ -n "$BDF" ]; then
+  check postedfail sys0 || die "read-only pci-sysfs device ($BDF)"
+else
+  echo "note: no driver-bound PCI function here: pci-sysfs export not exercised"
+fi
 
 # --- Authentication ------------------------------------------------------------------------
 out=$(cli list -r "$R" --psk-file "$TMP/other" 2>&1); rc=$?
@@ -111,6 +132,13 @@ out=$(cli list -r "$R" --psk-file "$TMP/other" 2>&1); rc=$?
 out=$(timeout 30 "${ON_CMP[@]}" "$DEVCHECK" -r "$R" --psk-file "$TMP/other" edu edu0 2>&1); rc=$?
 [ $rc != 0 ] && grep -q "authentication failed" <<<"$out" || die "attach with a wrong key: rc $rc, '$out'"
 check badmac || die "bad MAC"
+# Per-client keys and allow lists: alice has her own key and is the only one allowed on edu3.
+alice() { timeout 60 "${ON_CMP[@]}" "$DEVCHECK" -r "$R" --psk-file "$TMP/alice.psk" --name alice --provider "$PROVIDER" "$@"; }
+alice reattach edu3 || die "alice with her own key on edu3"
+check --name bob attachfail edu3 13 "not allowed" || die "bob attached edu3 despite the allow list"
+out=$(timeout 30 "${ON_CMP[@]}" "$DEVCHECK" -r "$R" --psk-file "$TMP/psk" --name alice list 2>&1); rc=$?
+[ $rc != 0 ] && grep -q "authentication failed" <<<"$out" || die "alice authenticated with the shared key: '$out'"
+check attachfail no-such-export 2 "no export named" || die "unknown export"
 grep -q "MAC does not verify" "$TMP/exportd.log" || die "exporter did not log the bad MAC"
 pass "wrong key refused, forged frame dropped"
 
@@ -166,6 +194,25 @@ PY
 cli list -r "$R" --psk-file "$TMP/psk" >/dev/null || die "exporter stopped serving after hostile peers"
 kill -0 "$EXPORTER" || die "exporter died"
 pass "garbage, absurd lengths and hang-ups mid-handshake: exporter keeps serving"
+
+# --- Link loss: the exporter dies under an attachment -----------------------------------------
+start_bg "${ON_DEV[@]}" "$EXPORTD" --listen "$HOST:0" --provider "$PROVIDER" --psk-file "$TMP/psk" \
+  --export edu9=edu 2>"$TMP/exportd2.log"
+DOOMED=$LAST_PID
+deadline=$((SECONDS + 10))
+until grep -q "listening on" "$TMP/exportd2.log"; do
+  [ $SECONDS -ge $deadline ] && die "second exporter did not start"
+  sleep 0.05
+done
+PORT2=$(sed -n 's/.*listening on .*:\([0-9]*\)$/\1/p' "$TMP/exportd2.log" | head -1)
+start_bg timeout 60 "${ON_CMP[@]}" "$DEVCHECK" -r "$HOST:$PORT2" --psk-file "$TMP/psk" --provider "$PROVIDER" \
+  linkloss edu9 >"$TMP/linkloss.out"
+LOSER=$LAST_PID
+wait_file "$TMP/linkloss.out" 20 || die "linkloss client did not attach"
+kill -9 "$DOOMED"
+wait "$LOSER"; rc=$?
+cat "$TMP/linkloss.out"
+[ $rc = 0 ] || die "link loss not reported as an error (rc $rc)"
 
 # --- Clean shutdown --------------------------------------------------------------------------
 kill -TERM "$EXPORTER"
