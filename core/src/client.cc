@@ -28,7 +28,16 @@ constexpr auto kDispatcherQuiet = std::chrono::milliseconds(2);
 // doorbell and then polls host memory must not wait for more).
 constexpr auto kBatchDelay = std::chrono::microseconds(20);
 constexpr auto kSendTimeout = std::chrono::seconds(5);
-constexpr std::size_t kBatchWrites = proto::kMaxBatch;
+// Writes per mmio_write_batch: as many as fit in one fi_inject where the provider's inject
+// is large (shm: 4 KiB, 226 writes), so that posting never waits for the peer (a larger
+// shm send is segmented and moves only while both ends progress, and the posting thread
+// does not poll); else kMaxBatch (tcp injects only 64 bytes, and its eager sends of a few
+// KiB complete locally).
+std::size_t batch_writes_max(std::size_t inject_size) {
+  constexpr std::size_t kEntry = 1 + 1 + 8 + 8, kFixed = proto::kHeaderSize + 2, kWorthIt = 16;
+  if (inject_size < kFixed + kWorthIt * kEntry) return proto::kMaxBatch;
+  return std::min(proto::kMaxBatch, (inject_size - kFixed) / kEntry);
+}
 constexpr std::uint64_t kBulkPiece = 256u << 10;  // reads of a bulk transfer in flight at once
 // Request ids of posted writes have the top bit set: the exporter answers them only when
 // they fail, and such an answer is kept for the caller's next operation.
@@ -164,6 +173,7 @@ struct Attachment::State {
   bool posted_unconfirmed = false;  // posted writes sent since the last reply proved them performed
 
   // Posted writes not yet sent (see kBatchDelay).
+  std::size_t batch_max = proto::kMaxBatch;  // batch_writes_max() of this attachment's fabric
   std::mutex batch_lock;
   std::mutex send_lock;  // batches leave in the order they were taken
   proto::MmioWriteBatch batch;
@@ -275,7 +285,7 @@ struct Attachment::State {
       if (batch.writes.empty()) return {};
       if (only_if_due && Deadline::Clock::now() - batch_since < kBatchDelay) return {};
       std::swap(out, batch);
-      batch.writes.reserve(kBatchWrites);
+      batch.writes.reserve(batch_max);
       batch_pending.store(false, std::memory_order_relaxed);
     }
     const auto rid = request_id() | kPostedBit;
@@ -481,6 +491,7 @@ Result<std::unique_ptr<Attachment>> Attachment::open(const std::string& host, st
     return fail(EPROTO, std::string("attach: unexpected ") + proto::msg_type_name(verdict->decoded.header.type));
   if (window.size) s->window_mr = &s->session->region(0);
   s->staging_mr = &s->session->region(window.size ? 1 : 0);
+  s->batch_max = batch_writes_max(s->session->channel().fabric().inject_size());
 
   std::unique_ptr<Attachment> a(new Attachment(std::move(s)));
   State* st = a->s_.get();
@@ -586,7 +597,7 @@ Result<void> Attachment::mmio_write(std::uint8_t bar, std::uint64_t offset, unsi
       s_->batch_pending.store(true, std::memory_order_relaxed);
       s_->changed.notify_all();  // the dispatcher sends it if nothing else does first
     }
-    full = s_->batch.writes.size() >= kBatchWrites;
+    full = s_->batch.writes.size() >= s_->batch_max;
   }
   if (full) return s_->batch_flush(deadline);
   return {};
