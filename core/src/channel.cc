@@ -189,6 +189,10 @@ Result<void> Channel::poll_locked() {
   }
 }
 
+void Channel::wake() noexcept {
+  if (fabric_->wait_fd() >= 0) (void)fi_cq_signal(fabric_->cq());
+}
+
 Result<void> Channel::progress() {
   std::lock_guard g(lock_);
   return poll_locked();

@@ -187,6 +187,7 @@ struct Attachment::State {
   std::atomic<int> busy{0};
   std::atomic<Deadline::Clock::rep> last_call{0};
   std::atomic<bool> stop{false};
+  std::atomic<bool> dispatcher_on_fd{false};  // the dispatcher is inside message_wait()
   std::thread dispatcher;
   std::thread heartbeat;
 
@@ -342,6 +343,9 @@ struct Attachment::State {
     explicit Call(State& st) : s(st) {
       s.busy.fetch_add(1, std::memory_order_relaxed);
       s.last_call.store(Deadline::Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+      // A dispatcher asleep on the CQ wait fd would wake for every completion of this call
+      // (and take this thread's CPU each time): move it to its condition variable now.
+      if (s.dispatcher_on_fd.load(std::memory_order_relaxed)) s.session->channel().wake();
     }
     ~Call() {
       s.last_call.store(Deadline::Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
@@ -377,8 +381,11 @@ struct Attachment::State {
         });
         continue;
       }
-      auto ready = session->channel().message_wait(Deadline::after(std::chrono::milliseconds(20)),
-                                                   [this] { return busy.load(std::memory_order_relaxed) > 0; });
+      dispatcher_on_fd.store(true, std::memory_order_relaxed);
+      auto ready = app_active() ? Result<bool>(false)
+                                : session->channel().message_wait(Deadline::after(std::chrono::milliseconds(20)),
+                                                                  [this] { return busy.load(std::memory_order_relaxed) > 0; });
+      dispatcher_on_fd.store(false, std::memory_order_relaxed);
       if (!ready) {
         fail_with(Error{ErrorDomain::posix, EIO, "link to the exporter lost: " + ready.error().describe()});
         std::unique_lock g(lock);

@@ -138,6 +138,10 @@ class Channel {
   // thread receives.
   Result<bool> message_wait(Deadline deadline, const std::function<bool()>& cancel = {});
 
+  // Wakes a thread sleeping on the CQ wait fd in message_wait() / progress_idle(), so that
+  // it re-checks its cancel condition now (fi_cq_signal). No effect without a wait fd.
+  void wake() noexcept;
+
   // One non-blocking pass over the CQ. Error if the channel has failed.
   Result<void> progress();
   // Progress for a side that waits for nothing in particular (ProgressThread): polls, and if
