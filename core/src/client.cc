@@ -721,10 +721,11 @@ Result<void> Attachment::bar_read(std::uint8_t bar, std::uint64_t offset, std::s
   return {};
 }
 
-Result<void> Attachment::bar_write_from_window(std::uint8_t bar, std::uint64_t offset, std::uint64_t window_offset,
-                                               std::uint64_t length, Deadline deadline) {
+// Direct BAR <-> window transfer: the part the zero-copy variants share.
+Result<void> Attachment::window_transfer(bool write, std::uint8_t bar, std::uint64_t offset,
+                                         std::uint64_t window_offset, std::uint64_t length, Deadline deadline) {
   State::Call call(*s_);
-  auto b = bulk_check(s_->device, bar, offset, length, true);
+  auto b = bulk_check(s_->device, bar, offset, length, write);
   if (!b) return tl::unexpected(b.error());
   if (!(*b)->direct) return fail(EOPNOTSUPP, "BAR " + std::to_string(bar) + " is not plain memory");
   if (!s_->window_mr) return fail(EINVAL, "this attachment has no DMA window");
@@ -734,39 +735,32 @@ Result<void> Attachment::bar_write_from_window(std::uint8_t bar, std::uint64_t o
   auto remote = s_->session->peer_region(bar);
   if (!remote) return tl::unexpected(remote.error());
   auto& ch = s_->session->channel();
-  auto w = ch.rma_write(*s_->window_mr, window_offset, *remote, offset, length, deadline);
-  if (w) w = ch.rma_flush(deadline);
-  if (!w) return w;
+  Result<void> r{};
+  if (write) {
+    r = ch.rma_write(*s_->window_mr, window_offset, *remote, offset, length, deadline);
+  } else {
+    // Several reads in flight rather than one large one: a read's latency is paid once per
+    // piece in flight, not per call (measured on tcp: 1 MiB in one read 0.57 of raw, in
+    // four 0.7-0.97).
+    for (std::uint64_t done = 0; r && done < length; done += kBulkPiece)
+      r = ch.rma_read(*s_->window_mr, window_offset + done, *remote, offset + done,
+                      std::min(kBulkPiece, length - done), deadline);
+  }
+  if (r) r = ch.rma_flush(deadline);
+  if (!r) return r;
   std::lock_guard g(s_->lock);
-  s_->stats.bar_bytes_written += length;
+  (write ? s_->stats.bar_bytes_written : s_->stats.bar_bytes_read) += length;
   return {};
+}
+
+Result<void> Attachment::bar_write_from_window(std::uint8_t bar, std::uint64_t offset, std::uint64_t window_offset,
+                                               std::uint64_t length, Deadline deadline) {
+  return window_transfer(true, bar, offset, window_offset, length, deadline);
 }
 
 Result<void> Attachment::bar_read_into_window(std::uint8_t bar, std::uint64_t offset, std::uint64_t window_offset,
                                               std::uint64_t length, Deadline deadline) {
-  State::Call call(*s_);
-  auto b = bulk_check(s_->device, bar, offset, length, false);
-  if (!b) return tl::unexpected(b.error());
-  if (!(*b)->direct) return fail(EOPNOTSUPP, "BAR " + std::to_string(bar) + " is not plain memory");
-  if (!s_->window_mr) return fail(EINVAL, "this attachment has no DMA window");
-  auto settled = s_->posted_settle(deadline);
-  if (!settled) return settled;
-  if (auto e = s_->error_pending()) return tl::unexpected(*e);
-  auto remote = s_->session->peer_region(bar);
-  if (!remote) return tl::unexpected(remote.error());
-  auto& ch = s_->session->channel();
-  // Several reads in flight rather than one large one: a read's latency is paid once per
-  // call, not once per byte stream (measured on tcp: 1 MiB in one read 0.57 of raw, in
-  // four 0.8-0.9).
-  Result<void> r{};
-  for (std::uint64_t done = 0; r && done < length; done += kBulkPiece)
-    r = ch.rma_read(*s_->window_mr, window_offset + done, *remote, offset + done, std::min(kBulkPiece, length - done),
-                    deadline);
-  if (r) r = ch.rma_flush(deadline);
-  if (!r) return r;
-  std::lock_guard g(s_->lock);
-  s_->stats.bar_bytes_read += length;
-  return {};
+  return window_transfer(false, bar, offset, window_offset, length, deadline);
 }
 
 std::uint64_t Attachment::interrupt_count(std::uint16_t vector) const {

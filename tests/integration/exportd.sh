@@ -14,19 +14,7 @@ PIN_DEV=() PIN_CMP=()
 if [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then PIN_DEV=(taskset -c 0) PIN_CMP=(taskset -c 1); fi
 
 if [ "$MODE" = netns ]; then
-  [ "$(id -u)" = 0 ] || skip "needs root to create network namespaces"
-  command -v ip >/dev/null || skip "iproute2 (ip) is not installed"
-  DEV=rpcie-dev-$$ CMP=rpcie-cmp-$$
-  ip netns add "$DEV" 2>/dev/null || skip "cannot create network namespaces here"
-  CLEANUPS+=("ip netns del $DEV")
-  ip netns add "$CMP" || die "second namespace"
-  CLEANUPS+=("ip netns del $CMP")
-  ip link add "rd$$" netns "$DEV" type veth peer name "rc$$" netns "$CMP" || skip "cannot create a veth pair"
-  ip -n "$DEV" addr add 169.254.78.1/24 dev "rd$$"
-  ip -n "$CMP" addr add 169.254.78.2/24 dev "rc$$"
-  for ns in "$DEV" "$CMP"; do ip -n "$ns" link set lo up; done
-  ip -n "$DEV" link set "rd$$" up
-  ip -n "$CMP" link set "rc$$" up
+  netns_pair rpcie 169.254.78
   ON_DEV=(nsenter --net="/run/netns/$DEV")
   ON_CMP=(nsenter --net="/run/netns/$CMP")
   HOST=169.254.78.1 PROVIDER=tcp

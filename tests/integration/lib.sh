@@ -36,3 +36,24 @@ start_bg() {
   PIDS+=($!)
   LAST_PID=$!
 }
+
+# netns_pair PREFIX SUBNET: two network namespaces "$PREFIX-dev-$$" and "$PREFIX-cmp-$$" joined
+# by a veth pair, SUBNET.1 on the device side and SUBNET.2 on the compute side (SUBNET like
+# 169.254.77). Sets DEV and CMP; removed on exit. Skips (77) where namespaces cannot be made.
+netns_pair() {
+  local prefix=$1 subnet=$2
+  [ "$(id -u)" = 0 ] || skip "needs root to create network namespaces"
+  command -v ip >/dev/null || skip "iproute2 (ip) is not installed"
+  DEV=$prefix-dev-$$ CMP=$prefix-cmp-$$
+  ip netns add "$DEV" 2>/dev/null || skip "cannot create network namespaces here"
+  CLEANUPS+=("ip netns del $DEV")
+  ip netns add "$CMP" || die "second namespace"
+  CLEANUPS+=("ip netns del $CMP")
+  ip link add "vd$$" netns "$DEV" type veth peer name "vc$$" netns "$CMP" || skip "cannot create a veth pair"
+  ip -n "$DEV" addr add "$subnet.1/24" dev "vd$$"
+  ip -n "$CMP" addr add "$subnet.2/24" dev "vc$$"
+  ip -n "$DEV" link set lo up
+  ip -n "$CMP" link set lo up
+  ip -n "$DEV" link set "vd$$" up
+  ip -n "$CMP" link set "vc$$" up
+}

@@ -4,22 +4,10 @@
 #
 #   netns rpcie-dev-$$            netns rpcie-cmp-$$
 #   [selftest serve]              [selftest connect]
-#    veth rd$$ 169.254.77.1/24 <==> veth rc$$ 169.254.77.2/24
+#    veth vd$$ 169.254.77.1/24 <==> veth vc$$ 169.254.77.2/24
 . "$(dirname "$0")/lib.sh"
 SELFTEST=$1
-[ "$(id -u)" = 0 ] || skip "needs root to create network namespaces"
-command -v ip >/dev/null || skip "iproute2 (ip) is not installed"
-DEV=rpcie-dev-$$ CMP=rpcie-cmp-$$
-ip netns add "$DEV" 2>/dev/null || skip "cannot create network namespaces here"
-CLEANUPS+=("ip netns del $DEV")
-ip netns add "$CMP" || die "second namespace"
-CLEANUPS+=("ip netns del $CMP")
-ip link add "rd$$" netns "$DEV" type veth peer name "rc$$" netns "$CMP" || skip "cannot create a veth pair"
-ip -n "$DEV" addr add 169.254.77.1/24 dev "rd$$"
-ip -n "$CMP" addr add 169.254.77.2/24 dev "rc$$"
-for ns in "$DEV" "$CMP"; do ip -n "$ns" link set lo up; done
-ip -n "$DEV" link set "rd$$" up
-ip -n "$CMP" link set "rc$$" up
+netns_pair rpcie 169.254.77
 
 start_bg nsenter --net="/run/netns/$DEV" "$SELFTEST" serve --listen 169.254.77.1:0 --sessions 1 \
   --port-file "$TMP/port" --provider tcp

@@ -171,6 +171,8 @@ class Attachment {
  private:
   struct State;
   explicit Attachment(std::unique_ptr<State> state);
+  Result<void> window_transfer(bool write, std::uint8_t bar, std::uint64_t offset, std::uint64_t window_offset,
+                               std::uint64_t length, Deadline deadline);
   std::unique_ptr<State> s_;
 };
 
