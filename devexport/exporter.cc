@@ -563,24 +563,26 @@ struct Exporter::Impl {
     return slot.holders.empty();
   }
 
-  // Serves one attachment until goodbye, lease lapse, connection loss or shutdown.
-  void attachment_serve(ServedAttachment& a, ExportSlot& slot, const std::string& client) {
+  // Serves one attachment until goodbye, lease lapse, connection loss or shutdown. Returns
+  // the request id of the client's goodbye (answered once the device is reset), if that
+  // is how it ended.
+  std::optional<std::uint64_t> attachment_serve(ServedAttachment& a, ExportSlot& slot, const std::string& client) {
     auto last_heard = Deadline::Clock::now();
     const auto lease = config.lease;
     for (;;) {
       if (stopping()) {
         RPCIE_LOG_INFO("exportd", "attachment {} of {} by {}: ending (shutdown)", a.id(), slot.config.spec.name, client);
-        return;
+        return std::nullopt;
       }
       if (a.failed()) {
         RPCIE_LOG_WARN("exportd", "attachment {} of {} by {}: ending after a fabric failure", a.id(),
                        slot.config.spec.name, client);
-        return;
+        return std::nullopt;
       }
       if (Deadline::Clock::now() - last_heard > lease) {
         RPCIE_LOG_WARN("exportd", "attachment {} of {} by {}: lease lapsed (no heartbeat for {} ms)", a.id(),
                        slot.config.spec.name, client, lease.count());
-        return;
+        return std::nullopt;
       }
       auto& sock = a.bootstrap();
       if (!readable_wait(sock.fd(), 200ms)) continue;
@@ -588,7 +590,7 @@ struct Exporter::Impl {
       if (!m) {
         RPCIE_LOG_INFO("exportd", "attachment {} of {} by {}: connection lost ({})", a.id(), slot.config.spec.name,
                        client, m.error().describe());
-        return;
+        return std::nullopt;
       }
       last_heard = Deadline::Clock::now();
       const auto rid = m->decoded.header.request_id;
@@ -596,8 +598,7 @@ struct Exporter::Impl {
         (void)sock.message_send(proto::Heartbeat{hb->sequence}, rid, Deadline::after(lease));
       } else if (std::holds_alternative<proto::Goodbye>(m->decoded.message)) {
         RPCIE_LOG_INFO("exportd", "attachment {} of {} by {}: detached", a.id(), slot.config.spec.name, client);
-        detach_pending_goodbye = rid;
-        return;
+        return rid;
       } else {
         (void)sock.message_send(proto::ErrorMsg{EPROTO, std::string("unexpected ") +
                                                             proto::msg_type_name(m->decoded.header.type)},
@@ -605,9 +606,6 @@ struct Exporter::Impl {
       }
     }
   }
-  // (Per-connection state would be cleaner; one connection thread owns this value while
-  // it is set, see connection_serve.)
-  static thread_local std::optional<std::uint64_t> detach_pending_goodbye;
 
   Result<void> attach(Socket& sock, const proto::AttachRequest& req, std::uint64_t rid, const std::string& client) {
     ExportSlot* slot = slot_find(req.export_name);
@@ -654,10 +652,8 @@ struct Exporter::Impl {
     }
     RPCIE_LOG_INFO("exportd", "attachment {}: {} attached {} (window {} bytes, dma {})", id, client,
                    slot->config.spec.name, req.window_size, slot->config.dma == DmaMode::mirror ? "mirror" : "on-demand");
-    detach_pending_goodbye.reset();
-    attachment_serve(*a, *slot, client);
+    const auto goodbye = attachment_serve(*a, *slot, client);
     const bool last = release(*slot, client);
-    auto goodbye = detach_pending_goodbye;
     // The reply to goodbye goes out once the device is reset and the keys are closed, so
     // that a client that re-attaches right after finds the export free.
     Socket keep = std::move(a->bootstrap());
@@ -719,7 +715,6 @@ struct Exporter::Impl {
   }
 };
 
-thread_local std::optional<std::uint64_t> Exporter::Impl::detach_pending_goodbye;
 
 Exporter::Exporter(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Exporter::~Exporter() = default;

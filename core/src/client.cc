@@ -786,7 +786,9 @@ Result<void> Attachment::detach(Deadline deadline) {
     if (s_->detached) return fail(ENOTCONN, "already detached");
     s_->detached = true;
   }
-  (void)s_->batch_flush(deadline);  // posted writes go out before the goodbye
+  // Posted writes are performed before the goodbye: it travels on the bootstrap connection,
+  // which nothing orders with the fabric.
+  (void)s_->posted_settle(deadline);
   s_->threads_stop();
   std::lock_guard sg(s_->socket_lock);
   auto& sock = s_->session->bootstrap();
