@@ -27,7 +27,9 @@ constexpr auto kDispatcherQuiet = std::chrono::milliseconds(2);
 // operation needs them out, or the oldest has waited this long (a driver that writes a
 // doorbell and then polls host memory must not wait for more).
 constexpr auto kBatchDelay = std::chrono::microseconds(20);
-constexpr auto kSendTimeout = std::chrono::seconds(5);
+// The dispatcher's own sends (timed batch flushes). Short: it holds the send lock meanwhile,
+// and on a dead link a send only ever finds the queue full.
+constexpr auto kSendTimeout = std::chrono::milliseconds(500);
 // Writes per mmio_write_batch: as many as fit in one fi_inject where the provider's inject
 // is large (shm: 4 KiB, 226 writes), so that posting never waits for the peer (a larger
 // shm send is segmented and moves only while both ends progress, and the posting thread
@@ -175,7 +177,7 @@ struct Attachment::State {
   // Posted writes not yet sent (see kBatchDelay).
   std::size_t batch_max = proto::kMaxBatch;  // batch_writes_max() of this attachment's fabric
   std::mutex batch_lock;
-  std::mutex send_lock;  // batches leave in the order they were taken
+  std::timed_mutex send_lock;  // batches leave in the order they were taken
   proto::MmioWriteBatch batch;
   Deadline::Clock::time_point batch_since{};
   std::atomic<bool> batch_pending{false};
@@ -279,7 +281,9 @@ struct Attachment::State {
   // batch_lock (held only for that, so writers are never stuck behind a send) and sent under
   // send_lock, which keeps the batches in the order they were taken.
   Result<void> batch_flush(Deadline deadline, bool only_if_due = false) {
-    std::lock_guard sl(send_lock);
+    // Taken within the caller's deadline: the dispatcher may be stuck sending on a dead link.
+    std::unique_lock sl(send_lock, std::defer_lock);
+    if (!sl.try_lock_until(deadline.when())) return fail(ETIMEDOUT, "deadline passed waiting to send posted writes");
     proto::MmioWriteBatch out;
     {
       std::lock_guard b(batch_lock);

@@ -131,7 +131,9 @@ class Attachment {
   Result<void> config_write(std::uint16_t offset, unsigned width, std::uint32_t value, Deadline deadline);
 
   Result<std::uint64_t> mmio_read(std::uint8_t bar, std::uint64_t offset, unsigned width, Deadline deadline);
-  // Posted: returns once sent (see ordering above).
+  // Posted: returns once queued (see ordering above); the batch it joins is sent within
+  // 20 us or by the next operation. If the batch cannot be sent within the deadline of the
+  // call that sends it (a dead link), those writes are lost and the attachment fails (EIO).
   Result<void> mmio_write(std::uint8_t bar, std::uint64_t offset, unsigned width, std::uint64_t value,
                           Deadline deadline);
   // Returns once every earlier posted write has been performed by the device.
