@@ -759,7 +759,15 @@ void Exporter::run(const std::atomic<bool>& stop) {
   while (!stop.load()) {
     im.connections_reap(false);
     auto s = im.listener->accept(Deadline::after(200ms));
-    if (!s) continue;  // timeout (or a transient accept error, retried after the slice)
+    if (!s) {
+      if (s.error().code != ETIMEDOUT) {
+        // Out of descriptors and the like: the pending connection stays readable, so back
+        // off instead of spinning on it (and say so once).
+        RPCIE_LOG_ONCE(LogLevel::warn, "exportd", "accept failed: {} (retrying)", s.error().describe());
+        std::this_thread::sleep_for(100ms);
+      }
+      continue;
+    }
     if (im.connections.size() >= kMaxConnections) {
       (void)s->message_send(proto::ErrorMsg{EBUSY, "too many connections"}, 0, Deadline::after(100ms));
       continue;
