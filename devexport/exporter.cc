@@ -105,8 +105,8 @@ bool readable_wait(int fd, std::chrono::milliseconds slice) {
 
 class ServedAttachment final : public DmaPort, public IrqSink {
  public:
-  ServedAttachment(ExportSlot& slot, std::uint64_t id, std::string client, std::uint64_t window_size)
-      : slot_(slot), id_(id), client_(std::move(client)), window_size_(window_size),
+  ServedAttachment(ExportSlot& slot, std::uint64_t id, std::uint64_t window_size)
+      : slot_(slot), id_(id), window_size_(window_size),
         mirror_(slot.config.dma == DmaMode::mirror && window_size > 0),
         irq_counts_(slot.backend->vector_count(), 0) {}
   ~ServedAttachment() override { teardown(false); }
@@ -442,7 +442,6 @@ class ServedAttachment final : public DmaPort, public IrqSink {
 
   ExportSlot& slot_;
   std::uint64_t id_;
-  std::string client_;
   std::uint64_t window_size_;
   bool mirror_;
   std::unique_ptr<Session> session_;
@@ -617,15 +616,12 @@ struct Exporter::Impl {
     auto first = claim(*slot, client);
     if (!first) return tl::unexpected(first.error());
     const std::uint64_t id = next_attachment.fetch_add(1);
-    auto a = std::make_unique<ServedAttachment>(*slot, id, client, req.window_size);
-    std::string holder;
-    {
-      std::lock_guard g(lock);
-      holder = holders_text(slot->holders);
-    }
+    auto a = std::make_unique<ServedAttachment>(*slot, id, req.window_size);
+    std::string holder;  // the reply's entry points into it
     proto::AttachReply reply;
     {
       std::lock_guard g(lock);
+      holder = holders_text(slot->holders);
       reply.info = entry_make(*slot, holder);
     }
     reply.lease_ms = static_cast<std::uint32_t>(config.lease.count());

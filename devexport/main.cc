@@ -1,6 +1,5 @@
 // rpcie-exportd — exports PCIe functions (emulated or real) to rpcie clients over
 // libfabric. See docs/rpcie-exportd.md.
-#include <signal.h>
 
 #include <atomic>
 #include <cstdio>
@@ -18,17 +17,6 @@
 
 namespace {
 
-std::atomic<bool> g_stop{false};
-
-void stop_on_signals() {
-  struct sigaction sa {};
-  sa.sa_handler = [](int) { g_stop.store(true); };
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-  sigaction(SIGHUP, &sa, nullptr);  // no reload yet: a hang-up ends the daemon cleanly too
-}
-
 int error_exit(const std::string& text, int code = 1) {
   std::fprintf(stderr, "rpcie-exportd: error: %s\n", text.c_str());
   return code;
@@ -38,7 +26,7 @@ int error_exit(const std::string& text, int code = 1) {
 
 int main(int argc, char** argv) {
   rpcie::signals_init();
-  stop_on_signals();  // before anything that can take a while (key files, backends)
+  rpcie::stop_signals_install();  // before anything that can take a while (key files, backends)
   // A daemon's operators want attaches, detaches and lease lapses in the log: info unless
   // $RPCIE_LOG says otherwise.
   if (std::getenv("RPCIE_LOG") == nullptr) rpcie::log_level_set(rpcie::LogLevel::info);
@@ -86,7 +74,7 @@ int main(int argc, char** argv) {
   if (!exporter) return error_exit(exporter.error().describe());
   // The port line is what scripts wait for (port 0 picks a free one).
   std::fprintf(stderr, "rpcie-exportd: listening on %s:%u\n", config.listen_host.c_str(), (*exporter)->port());
-  if (g_stop.load()) return 0;  // a signal during start-up
-  (*exporter)->run(g_stop);
+  if (rpcie::stop_requested().load()) return 0;  // a signal during start-up
+  (*exporter)->run(rpcie::stop_requested());
   return 0;
 }

@@ -1,22 +1,11 @@
 #include "common.hpp"
 
 #include <sched.h>
-#include <signal.h>
 
 
 #include "rpcie/log.hpp"
 
 namespace rpcie::tools {
-
-std::atomic<bool> g_stop{false};
-
-void stop_signals_install() {
-  struct sigaction sa {};
-  sa.sa_handler = [](int) { g_stop.store(true); };
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-}
 
 bool cpu_pin(int cpu) {
   cpu_set_t set;

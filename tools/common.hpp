@@ -10,9 +10,6 @@
 
 namespace rpcie::tools {
 
-// SIGINT/SIGTERM set this flag (installed by stop_signals_install()).
-extern std::atomic<bool> g_stop;
-void stop_signals_install();
 
 // Pins the calling process to one CPU; false (and a warning) if that CPU is not available.
 bool cpu_pin(int cpu);

@@ -50,6 +50,19 @@ std::string sockaddr_text(const sockaddr_storage& ss) {
 
 void signals_init() noexcept { ::signal(SIGPIPE, SIG_IGN); }
 
+namespace {
+std::atomic<bool> g_stop{false};
+}
+
+void stop_signals_install() noexcept {
+  struct sigaction sa {};
+  sa.sa_handler = [](int) { g_stop.store(true); };
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
+}
+
+const std::atomic<bool>& stop_requested() noexcept { return g_stop; }
+
 Result<std::pair<std::string, std::uint16_t>> address_parse(std::string_view text, std::uint16_t default_port) {
   auto bad = [&](const char* why) { return fail(EINVAL, std::string(why) + " in address '" + std::string(text) + "'"); };
   std::string_view host = text;

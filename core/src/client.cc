@@ -320,6 +320,23 @@ struct Attachment::State {
     return {};
   }
 
+  // Start of every bulk transfer: range checks, earlier posted writes settled where the
+  // transfer bypasses the ordered queue (direct BARs), a pending error reported.
+  Result<const BarDesc*> bulk_begin(std::uint8_t bar, std::uint64_t offset, std::uint64_t length, bool write,
+                                    Deadline deadline) {
+    const BarDesc* b = device.bar_find(bar);
+    if (!b) return fail(EINVAL, "BAR " + std::to_string(bar) + " does not exist");
+    if (b->kind != proto::BarKind::memory) return fail(EINVAL, "BAR " + std::to_string(bar) + " is not a memory BAR");
+    if (offset > b->size || length > b->size - offset) return fail(EINVAL, "range outside BAR " + std::to_string(bar));
+    if (write && b->readonly) return fail(EPERM, "BAR " + std::to_string(bar) + " is read-only");
+    if (b->direct) {
+      auto settled = posted_settle(deadline);
+      if (!settled) return tl::unexpected(settled.error());
+    }
+    if (auto e = error_pending()) return tl::unexpected(*e);
+    return b;
+  }
+
   Result<Reply> request(const proto::Message& m, Deadline deadline) {
     auto f = batch_flush(deadline);
     if (!f) return tl::unexpected(f.error());
@@ -623,28 +640,12 @@ Result<void> Attachment::flush(Deadline deadline) {
   return {};
 }
 
-namespace {
-Result<const BarDesc*> bulk_check(const ExportDesc& d, std::uint8_t bar, std::uint64_t offset, std::uint64_t length,
-                                  bool write) {
-  const BarDesc* b = d.bar_find(bar);
-  if (!b) return fail(EINVAL, "BAR " + std::to_string(bar) + " does not exist");
-  if (b->kind != proto::BarKind::memory) return fail(EINVAL, "BAR " + std::to_string(bar) + " is not a memory BAR");
-  if (offset > b->size || length > b->size - offset) return fail(EINVAL, "range outside BAR " + std::to_string(bar));
-  if (write && b->readonly) return fail(EPERM, "BAR " + std::to_string(bar) + " is read-only");
-  return b;
-}
-}  // namespace
 
 Result<void> Attachment::bar_write(std::uint8_t bar, std::uint64_t offset, std::span<const std::uint8_t> bytes,
                                    Deadline deadline) {
   State::Call call(*s_);
-  auto b = bulk_check(s_->device, bar, offset, bytes.size(), true);
+  auto b = s_->bulk_begin(bar, offset, bytes.size(), true, deadline);
   if (!b) return tl::unexpected(b.error());
-  if ((*b)->direct) {
-    auto settled = s_->posted_settle(deadline);
-    if (!settled) return settled;
-  }
-  if (auto e = s_->error_pending()) return tl::unexpected(*e);
   std::lock_guard sg(s_->staging_lock);
   auto& ch = s_->session->channel();
   for (std::size_t done = 0; done < bytes.size();) {
@@ -681,13 +682,8 @@ Result<void> Attachment::bar_write(std::uint8_t bar, std::uint64_t offset, std::
 Result<void> Attachment::bar_read(std::uint8_t bar, std::uint64_t offset, std::span<std::uint8_t> bytes,
                                   Deadline deadline) {
   State::Call call(*s_);
-  auto b = bulk_check(s_->device, bar, offset, bytes.size(), false);
+  auto b = s_->bulk_begin(bar, offset, bytes.size(), false, deadline);
   if (!b) return tl::unexpected(b.error());
-  if ((*b)->direct) {
-    auto settled = s_->posted_settle(deadline);
-    if (!settled) return settled;
-  }
-  if (auto e = s_->error_pending()) return tl::unexpected(*e);
   std::lock_guard sg(s_->staging_lock);
   auto& ch = s_->session->channel();
   for (std::size_t done = 0; done < bytes.size();) {
@@ -729,13 +725,10 @@ Result<void> Attachment::bar_read(std::uint8_t bar, std::uint64_t offset, std::s
 Result<void> Attachment::window_transfer(bool write, std::uint8_t bar, std::uint64_t offset,
                                          std::uint64_t window_offset, std::uint64_t length, Deadline deadline) {
   State::Call call(*s_);
-  auto b = bulk_check(s_->device, bar, offset, length, write);
+  if (!s_->window_mr) return fail(EINVAL, "this attachment has no DMA window");
+  auto b = s_->bulk_begin(bar, offset, length, write, deadline);
   if (!b) return tl::unexpected(b.error());
   if (!(*b)->direct) return fail(EOPNOTSUPP, "BAR " + std::to_string(bar) + " is not plain memory");
-  if (!s_->window_mr) return fail(EINVAL, "this attachment has no DMA window");
-  auto settled = s_->posted_settle(deadline);
-  if (!settled) return settled;
-  if (auto e = s_->error_pending()) return tl::unexpected(*e);
   auto remote = s_->session->peer_region(bar);
   if (!remote) return tl::unexpected(remote.error());
   auto& ch = s_->session->channel();

@@ -16,8 +16,6 @@
 //   rpcie-devcheck [common] postedfail EXPORT   read-only device: refused posted write reported next
 //   rpcie-devcheck [common] linkloss EXPORT     prints "attached", then expects the link to die
 // common: -r HOST[:PORT] --psk-file FILE [--name NAME] [--provider P] [--window SIZE]
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -82,17 +80,20 @@ struct Common {
   std::size_t window = 1u << 20;
 };
 
-// An anonymous shared mapping stands in for hostd's shared-memory file.
+// Core's HostBuffer (an anonymous mapping) stands in for hostd's shared-memory file.
+rpcie::HostBuffer buffer_or_die(std::size_t n) {
+  auto b = rpcie::HostBuffer::create(n);
+  if (!b) {
+    std::printf("FAIL: window of %zu bytes: %s\n", n, b.error().describe().c_str());
+    std::exit(1);
+  }
+  return std::move(*b);
+}
 struct Window {
-  explicit Window(std::size_t n) : size(n) {
-    void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    base = p == MAP_FAILED ? nullptr : static_cast<std::uint8_t*>(p);
-  }
-  ~Window() {
-    if (base) ::munmap(base, size);
-  }
+  explicit Window(std::size_t n) : buffer(buffer_or_die(n)), base(buffer.data()), size(n) {}
   rpcie::client::DmaWindow view() const { return {base, size}; }
-  std::uint8_t* base = nullptr;
+  rpcie::HostBuffer buffer;
+  std::uint8_t* base;
   std::size_t size;
 };
 

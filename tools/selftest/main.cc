@@ -122,7 +122,7 @@ int serve(const ServeOptions& o) {
   std::vector<std::thread> peers;
   std::atomic<unsigned> ended{0}, ok{0};
   unsigned accepted = 0;
-  while (!tools::g_stop.load() && (o.sessions == 0 || accepted < o.sessions)) {
+  while (!rpcie::stop_requested().load() && (o.sessions == 0 || accepted < o.sessions)) {
     auto s = listener->accept(Deadline::after(200ms));
     if (!s) {
       if (s.error().code == ETIMEDOUT) continue;
@@ -294,7 +294,7 @@ int connect(const ConnectOptions& o) {
 
 int main(int argc, char** argv) {
   rpcie::signals_init();
-  rpcie::tools::stop_signals_install();
+  rpcie::stop_signals_install();
   CLI::App app{"rpcie transport self-check"};
   app.require_subcommand(1);
   ServeOptions so;

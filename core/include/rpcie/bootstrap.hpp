@@ -11,6 +11,7 @@
 // Sockets are owned (RAII) and move-only; a Socket is used by one thread at a time.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -26,6 +27,11 @@ namespace rpcie {
 
 // Ignore SIGPIPE process-wide. Every rpcie program calls it first thing.
 void signals_init() noexcept;
+
+// Daemons and long-running tools: SIGINT, SIGTERM and SIGHUP set the flag that
+// stop_requested() returns (no reload on SIGHUP: it ends the program cleanly too).
+void stop_signals_install() noexcept;
+const std::atomic<bool>& stop_requested() noexcept;
 
 inline constexpr std::uint16_t kDefaultPort = 7385;
 
