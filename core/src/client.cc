@@ -198,12 +198,23 @@ struct Attachment::State {
     return next_request++;
   }
   void fail_with(Error e) {
-    std::lock_guard g(lock);
-    if (!failed) {
+    {
+      std::lock_guard g(lock);
+      if (failed) return;
       RPCIE_LOG_WARN("client", "attachment {} to {} failed: {}", id, device.name, e.describe());
       failed = std::move(e);
+      changed.notify_all();
     }
-    changed.notify_all();
+    listener_call();
+  }
+
+  // Attachment::listen(): called outside `lock`, under listener_lock (which listen() takes
+  // too, so that no call is running once a listener has been replaced).
+  std::mutex listener_lock;
+  std::function<void()> listener;
+  void listener_call() {
+    std::lock_guard l(listener_lock);
+    if (listener) listener();
   }
   // Error for the next operation: a failure, or a posted write the device refused.
   std::optional<Error> error_pending() {
@@ -215,7 +226,12 @@ struct Attachment::State {
 
   // Takes one decoded message and files it. Called with the receive role held.
   void message_file(const proto::Decoded& d) {
+    if (message_store(d)) listener_call();
+  }
+  // Files the message under `lock`; true when it was an interrupt.
+  bool message_store(const proto::Decoded& d) {
     std::lock_guard g(lock);
+    bool interrupt = false;
     const auto rid = d.header.request_id;
     std::visit(
         [&](const auto& m) {
@@ -238,6 +254,7 @@ struct Attachment::State {
             if (m.vector < irq_counts.size()) {
               irq_counts[m.vector] = std::max(irq_counts[m.vector], m.count);
               ++stats.interrupts;
+              interrupt = true;
             }
           } else {
             RPCIE_LOG_ONCE(LogLevel::warn, "client", "ignoring unexpected {} from the exporter",
@@ -246,6 +263,7 @@ struct Attachment::State {
         },
         d.message);
     changed.notify_all();
+    return interrupt;
   }
 
   // Receives while waiting for `done` (under `lock`), taking the receive role when free.
@@ -804,6 +822,11 @@ Result<void> Attachment::detach(Deadline deadline) {
     s_->changed.notify_all();
   }
   return result;
+}
+
+void Attachment::listen(std::function<void()> listener) {
+  std::lock_guard l(s_->listener_lock);
+  s_->listener = std::move(listener);
 }
 
 std::optional<Error> Attachment::failure() const {

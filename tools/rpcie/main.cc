@@ -1,5 +1,6 @@
-// rpcie — the command-line tool (nvme-cli / usbip shape). This part: `list` (talks to an
-// exporter directly) and `keygen`. Errors go to stderr as "rpcie: error: ..."; exit 0 on
+// rpcie — the command-line tool (nvme-cli / usbip shape): `list` talks to an exporter
+// directly; `attach`, `detach` and `status` ask rpcie-hostd over its control socket
+// (--control, $RPCIE_CONTROL, /run/rpcie.sock); `keygen` writes a key file. Errors go to stderr as "rpcie: error: ..."; exit 0 on
 // success, 1 on failure (a refused key included), 2 on usage errors.
 #include <cstdio>
 #include <string>
@@ -10,6 +11,8 @@
 #include "rpcie/auth.hpp"
 #include "rpcie/bootstrap.hpp"
 #include "rpcie/client.hpp"
+#include "rpcie/control.hpp"
+#include "rpcie/units.hpp"
 #include "rpcie/log.hpp"
 
 namespace {
@@ -85,6 +88,34 @@ void list_print_text(const std::vector<ExportDesc>& exports) {
   }
 }
 
+void status_print_text(const nlohmann::json& answer) {
+  std::printf("%-8s %-22s %-12s %-13s %-12s %4s %10s %10s %8s\n", "DEVICE", "EXPORTER", "EXPORT", "STATE", "PROVIDER",
+              "GEN", "MMIO_RD", "MMIO_WR", "IRQS");
+  for (const auto& a : answer.value("attachments", nlohmann::json::array())) {
+    const auto& c = a.value("counters", nlohmann::json::object());
+    std::printf("%-8s %-22s %-12s %-13s %-12s %4llu %10llu %10llu %8llu\n", a.value("device", "").c_str(),
+                a.value("exporter", "").c_str(), a.value("export", "").c_str(), a.value("state", "").c_str(),
+                a.value("provider", "-").c_str(), static_cast<unsigned long long>(a.value("generation", 0ull)),
+                static_cast<unsigned long long>(c.value("mmio_reads", 0ull)),
+                static_cast<unsigned long long>(c.value("mmio_writes", 0ull)),
+                static_cast<unsigned long long>(c.value("interrupts", 0ull)));
+    if (a.contains("error") && a.value("state", "") != "connected")
+      std::printf("         %s\n", a["error"].get<std::string>().c_str());
+  }
+}
+
+// One request to rpcie-hostd; prints its answer (JSON as is, text by `text`).
+template <class Text>
+int control_run(const std::string& control_flag, const nlohmann::json& request, int timeout_s, bool json, Text&& text) {
+  const auto path = rpcie::control::socket_path_resolve(control_flag);
+  auto answer = rpcie::control::call(path, request, rpcie::Deadline::after(std::chrono::seconds(timeout_s)));
+  if (!answer) return error_exit(answer.error().message);
+  if (json) std::printf("%s\n", answer->dump().c_str());
+  else text(*answer);
+  if (answer->contains("warning")) std::fprintf(stderr, "rpcie: warning: %s\n", (*answer)["warning"].get<std::string>().c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -110,8 +141,27 @@ int main(int argc, char** argv) {
   keygen->add_flag("-f,--force", force, "replace an existing file");
   keygen->add_option("-o,--output", output, "text or json")->check(CLI::IsMember({"text", "json"}));
 
+  std::string control_path, export_name, window, device;
+  int control_timeout_s = 15;
+  bool all = false;
+  auto* attach = app.add_subcommand("attach", "attach a remote device (through rpcie-hostd)");
+  attach->add_option("-r,--remote", remote, "HOST[:PORT] of the exporter (port 7385 by default)")->required();
+  attach->add_option("-e,--export", export_name, "export name (see rpcie list)")->required();
+  attach->add_option("--dma-window", window, "DMA window size (default: hostd's, 16M)");
+  auto* detach = app.add_subcommand("detach", "detach a device (its files are gone when this returns)");
+  auto* detach_device = detach->add_option("-d,--device", device, "rpcieN (or /dev/rpcieN)");
+  auto* detach_all = detach->add_flag("--all", all, "every attached device");
+  detach_device->excludes(detach_all);
+  auto* status = app.add_subcommand("status", "attachments of rpcie-hostd: state, generation, counters");
+  for (auto* sub : {attach, detach, status}) {
+    sub->add_option("--control", control_path, "hostd's control socket (default $RPCIE_CONTROL or /run/rpcie.sock)");
+    sub->add_option("--timeout", control_timeout_s, "seconds (default 15)")->check(CLI::Range(1, 3600));
+    sub->add_option("-o,--output", output, "text or json")->check(CLI::IsMember({"text", "json"}));
+  }
+
   try {
     app.parse(argc, argv);
+    if (*detach && device.empty() && !all) throw CLI::RequiredError("detach needs -d rpcieN or --all");
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) {
       app.exit(e);
@@ -129,6 +179,30 @@ int main(int argc, char** argv) {
                      key_file.c_str());
     return 0;
   }
+
+  if (*attach) {
+    auto address = rpcie::address_parse(remote, rpcie::kDefaultPort);
+    if (!address) return error_exit(address.error().message, 2);
+    nlohmann::json request{{"op", "attach"}, {"host", address->first}, {"port", address->second}, {"export", export_name}};
+    if (!window.empty()) {
+      auto bytes = rpcie::size_parse(window);
+      if (!bytes || *bytes == 0) return error_exit("--dma-window: expected a size such as 16M, got '" + window + "'", 2);
+      request["dma_window"] = *bytes;
+    }
+    return control_run(control_path, request, control_timeout_s, json, [](const nlohmann::json& a) {
+      std::printf("%s %s %s\n", a.value("device", "").c_str(), a.value("path", "").c_str(), a.value("sysfs", "").c_str());
+    });
+  }
+  if (*detach) {
+    nlohmann::json request{{"op", "detach"}};
+    if (all) request["all"] = true;
+    else request["device"] = device.substr(device.rfind('/') + 1);  // /dev/rpcie0 -> rpcie0
+    return control_run(control_path, request, control_timeout_s, json, [](const nlohmann::json& a) {
+      for (const auto& n : a.value("detached", nlohmann::json::array())) std::printf("detached %s\n", n.get<std::string>().c_str());
+    });
+  }
+  if (*status)
+    return control_run(control_path, {{"op", "status"}}, control_timeout_s, json, status_print_text);
 
   auto address = rpcie::address_parse(remote, rpcie::kDefaultPort);
   if (!address) return error_exit(address.error().message, 2);

@@ -35,6 +35,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -160,6 +161,13 @@ class Attachment {
   // Waits until the count on `vector` exceeds `seen`; returns the new count. ETIMEDOUT at
   // the deadline; EIO when the attachment fails meanwhile.
   Result<std::uint64_t> interrupt_wait(std::uint16_t vector, std::uint64_t seen, Deadline deadline);
+
+  // `listener` is called whenever an interrupt count rises or the attachment fails, by the
+  // thread that received the news (an API caller or the background thread): it must be
+  // quick and must not call this attachment's blocking operations (interrupt_count() and
+  // failure() are fine). Calls are serialised; once listen() returns, the previous listener
+  // is not running and will not be called again. An empty function removes it.
+  void listen(std::function<void()> listener);
 
   // Orderly end: the exporter resets the device and closes the memory keys. Afterwards every
   // call fails with ENOTCONN.

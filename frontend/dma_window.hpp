@@ -1,0 +1,40 @@
+// A DMA window as a shared-memory file: hostd creates it, maps it, and the attachment
+// registers the mapping with the fabric, so the remote device's DMA reads and writes this
+// very memory. The device directory's `dma` symlink points at the file: a driver that maps
+// it shares the pages (offset == IOVA, zero copy).
+// Ownership: move-only; the destructor unmaps and unlinks the file (a driver that still has
+// it mapped keeps its pages, which are no longer anyone's DMA window).
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include <sys/types.h>
+
+#include "rpcie/result.hpp"
+
+namespace rpcie::hostd {
+
+class DmaWindowFile {
+ public:
+  // Creates `dir`/`name` (O_EXCL: an existing file is EEXIST), sized `size` (a multiple of
+  // the page size), owned by root:`group` with `mode`, and maps it MAP_SHARED.
+  static Result<DmaWindowFile> create(const std::string& dir, const std::string& name, std::size_t size, gid_t group,
+                                      mode_t mode);
+  DmaWindowFile(DmaWindowFile&& other) noexcept;
+  DmaWindowFile& operator=(DmaWindowFile&& other) noexcept;
+  ~DmaWindowFile();
+
+  const std::string& path() const noexcept { return path_; }
+  void* base() const noexcept { return base_; }
+  std::size_t size() const noexcept { return size_; }
+
+ private:
+  DmaWindowFile() = default;
+  void release() noexcept;
+  std::string path_;
+  void* base_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+}  // namespace rpcie::hostd

@@ -1,0 +1,279 @@
+#include "remote_device.hpp"
+
+#include <algorithm>
+
+#include <unistd.h>
+
+#include "rpcie/log.hpp"
+
+namespace rpcie::hostd {
+
+namespace {
+
+constexpr auto kBackoffFirst = std::chrono::milliseconds(100);
+constexpr auto kBackoffMax = std::chrono::seconds(2);
+
+// PCI Express functions have 4 KiB of config space (sysfs shows 4096), others 256.
+std::uint32_t config_size_probe(client::Attachment& a, Deadline deadline) {
+  auto status = a.config_read(0x06, 2, deadline);
+  if (!status || (*status & 0x10) == 0) return 256;
+  auto ptr = a.config_read(0x34, 1, deadline);
+  std::uint32_t at = ptr ? (*ptr & 0xfc) : 0;
+  for (int hops = 0; at >= 0x40 && hops < 48; ++hops) {
+    auto cap = a.config_read(static_cast<std::uint16_t>(at), 2, deadline);
+    if (!cap) break;
+    if ((*cap & 0xff) == 0x10) return 4096;
+    at = (*cap >> 8) & 0xfc;
+  }
+  return 256;
+}
+
+// An error that will not go away by retrying: the state is "failed" (retries go on).
+bool error_permanent(const Error& e) {
+  const int code = e.to_errno();
+  return code == EACCES || code == ENOENT || code == EPERM || code == EINVAL;
+}
+
+}  // namespace
+
+const char* link_state_name(LinkState s) noexcept {
+  switch (s) {
+    case LinkState::connected: return "connected";
+    case LinkState::reconnecting: return "reconnecting";
+    case LinkState::failed: return "failed";
+  }
+  return "unknown";
+}
+
+RemoteDevice::RemoteDevice(const AttachParams& params, const AttachContext& context, unsigned index,
+                           DmaWindowFile window)
+    : params_(params), context_(context), index_(index), window_(std::move(window)) {}
+
+Result<std::shared_ptr<client::Attachment>> RemoteDevice::open_once(Deadline deadline) {
+  auto a = client::Attachment::open(params_.host, params_.port, params_.export_name, context_.client,
+                                    client::DmaWindow{window_.base(), window_.size()}, deadline);
+  if (!a) return tl::unexpected(a.error());
+  return std::shared_ptr<client::Attachment>(std::move(*a));
+}
+
+Result<std::shared_ptr<RemoteDevice>> RemoteDevice::attach(const AttachParams& params, const AttachContext& context,
+                                                           unsigned index, Deadline deadline) {
+  const std::string file = "rpcie-dma-" + std::to_string(::getpid()) + "-rpcie" + std::to_string(index);
+  auto window = DmaWindowFile::create(context.shm_dir, file, params.window_size, context.group, context.mode);
+  if (!window) return tl::unexpected(window.error());
+  std::shared_ptr<RemoteDevice> d(new RemoteDevice(params, context, index, std::move(*window)));
+  auto a = d->open_once(deadline);
+  if (!a) return tl::unexpected(a.error());
+  d->desc_ = (*a)->device();
+  d->config_size_ = config_size_probe(**a, deadline);
+  // Region addresses for `resource`: what the device's BARs hold, or a synthetic address
+  // (64 GiB apart per device) where the exporter reports none.
+  std::uint64_t synthetic = 0xf000000000ull + static_cast<std::uint64_t>(index) * 0x1000000000ull;
+  for (const auto& b : d->desc_.bars) {
+    if (b.bar >= 6) continue;
+    std::uint64_t addr = 0;
+    if (auto lo = (*a)->config_read(static_cast<std::uint16_t>(0x10 + 4 * b.bar), 4, deadline)) {
+      addr = *lo & (b.kind == proto::BarKind::io ? ~0x3ull : ~0xfull) & 0xffffffffull;
+      if (b.is_64bit && b.bar < 5)
+        if (auto hi = (*a)->config_read(static_cast<std::uint16_t>(0x14 + 4 * b.bar), 4, deadline))
+          addr |= static_cast<std::uint64_t>(*hi) << 32;
+    }
+    if (addr == 0) {
+      const std::uint64_t align = std::max<std::uint64_t>(b.size, 4096);
+      synthetic = (synthetic + align - 1) / align * align;
+      addr = synthetic;
+      synthetic += b.size;
+    }
+    d->bar_address_[b.bar] = addr;
+  }
+  const std::size_t nv = d->desc_.vectors;
+  d->base_.assign(nv, 0);
+  d->visible_.assign(nv, 0);
+  d->masked_.assign(nv, false);
+  d->install(std::move(*a));
+  d->supervisor_ = std::thread([raw = d.get()] { raw->supervise(); });
+  return d;
+}
+
+RemoteDevice::~RemoteDevice() {
+  (void)detach(Deadline::after(std::chrono::seconds(1)));
+}
+
+void RemoteDevice::listen(std::function<void(DeviceChange)> listener) {
+  std::lock_guard l(listener_lock_);
+  listener_ = std::move(listener);
+}
+
+void RemoteDevice::notify(DeviceChange change) {
+  std::lock_guard l(listener_lock_);
+  if (listener_) listener_(change);
+}
+
+// Visible counts follow the attachment's, except on masked vectors.
+void RemoteDevice::counts_refresh_locked() {
+  for (std::size_t v = 0; v < visible_.size(); ++v) {
+    if (masked_[v]) continue;
+    const std::uint64_t now = base_[v] + (current_ ? current_->interrupt_count(static_cast<std::uint16_t>(v)) : 0);
+    visible_[v] = std::max(visible_[v], now);
+  }
+}
+
+void RemoteDevice::install(std::shared_ptr<client::Attachment> a) {
+  client::Attachment* raw = a.get();
+  {
+    std::lock_guard g(lock_);
+    current_ = std::move(a);
+    state_ = LinkState::connected;
+    counts_refresh_locked();
+  }
+  // The attachment's news: interrupts refresh the counts, a failure wakes the supervisor.
+  raw->listen([this, raw] {
+    bool lost = false, rose = false;
+    {
+      std::lock_guard g(lock_);
+      if (current_.get() != raw) return;
+      if (raw->failure()) {
+        lost = true;
+        wake_.notify_all();
+      } else {
+        auto before = visible_;
+        counts_refresh_locked();
+        rose = before != visible_;
+      }
+    }
+    if (rose) notify(DeviceChange::interrupt);
+    (void)lost;  // the supervisor reports the loss once it has taken the attachment out
+  });
+  // Interrupts that arrived before the listener was in place.
+  bool rose = false;
+  {
+    std::lock_guard g(lock_);
+    auto before = visible_;
+    counts_refresh_locked();
+    rose = before != visible_;
+  }
+  if (rose) notify(DeviceChange::interrupt);
+}
+
+void RemoteDevice::supervise() {
+  auto backoff = std::chrono::milliseconds(kBackoffFirst);
+  std::unique_lock g(lock_);
+  while (!stop_) {
+    if (current_) {
+      wake_.wait_for(g, std::chrono::milliseconds(200), [&] { return stop_ || (current_ && current_->failure()); });
+      if (stop_ || !current_ || !current_->failure()) continue;
+      // Lost: take the attachment out, keep its interrupt counts, tell the tree.
+      auto old = std::move(current_);
+      const auto why = old->failure();
+      last_error_ = why ? why->describe() : "link lost";
+      state_ = LinkState::reconnecting;
+      ++losses_;
+      g.unlock();
+      old->listen(nullptr);
+      {
+        std::lock_guard c(lock_);
+        for (std::size_t v = 0; v < base_.size(); ++v) base_[v] += old->interrupt_count(static_cast<std::uint16_t>(v));
+      }
+      RPCIE_LOG_WARN("hostd", "rpcie{}: {} on {}:{} lost ({}); reconnecting", index_, params_.export_name,
+                     params_.host, params_.port, last_error_);
+      notify(DeviceChange::lost);
+      old.reset();  // bounded: a failed attachment ends without waiting for the exporter
+      backoff = kBackoffFirst;
+      g.lock();
+      continue;
+    }
+    // Reconnecting: back off, then try once.
+    wake_.wait_for(g, backoff, [&] { return stop_; });
+    if (stop_) break;
+    g.unlock();
+    auto a = open_once(Deadline::after(context_.timeout));
+    g.lock();
+    if (stop_) break;  // the attachment (if any) is dropped below, outside the lock
+    if (!a) {
+      last_error_ = a.error().describe();
+      state_ = error_permanent(a.error()) ? LinkState::failed : LinkState::reconnecting;
+      backoff = std::min<std::chrono::milliseconds>(backoff * 2, kBackoffMax);
+      continue;
+    }
+    ++generation_;
+    g.unlock();
+    install(std::move(*a));
+    RPCIE_LOG_INFO("hostd", "rpcie{}: {} on {}:{} reconnected (generation {})", index_, params_.export_name,
+                   params_.host, params_.port, generation_);
+    notify(DeviceChange::reconnected);
+    g.lock();
+  }
+}
+
+Result<std::shared_ptr<client::Attachment>> RemoteDevice::link() const {
+  std::lock_guard g(lock_);
+  if (detached_) return fail(ENOTCONN, "rpcie" + std::to_string(index_) + " is detached");
+  if (!current_) return fail(EIO, "rpcie" + std::to_string(index_) + " is " + link_state_name(state_) + ": " + last_error_);
+  return current_;
+}
+
+RemoteDevice::Status RemoteDevice::status() const {
+  std::shared_ptr<client::Attachment> a;
+  Status s;
+  {
+    std::lock_guard g(lock_);
+    s.state = state_;
+    s.generation = generation_;
+    s.losses = losses_;
+    s.last_error = last_error_;
+    a = current_;
+  }
+  if (a) {
+    s.provider = a->provider();
+    s.stats = a->stats();
+  }
+  return s;
+}
+
+std::uint64_t RemoteDevice::losses() const {
+  std::lock_guard g(lock_);
+  return losses_;
+}
+
+std::uint64_t RemoteDevice::interrupts(std::uint16_t vector) const {
+  std::lock_guard g(lock_);
+  return vector < visible_.size() ? visible_[vector] : 0;
+}
+
+void RemoteDevice::mask_set(std::uint16_t vector, bool masked) {
+  bool rose = false;
+  {
+    std::lock_guard g(lock_);
+    if (vector >= masked_.size()) return;
+    masked_[vector] = masked;
+    if (!masked) {
+      const auto before = visible_[vector];
+      counts_refresh_locked();
+      rose = visible_[vector] != before;
+    }
+  }
+  if (rose) notify(DeviceChange::interrupt);
+}
+
+Result<void> RemoteDevice::detach(Deadline deadline) {
+  std::shared_ptr<client::Attachment> a;
+  {
+    std::lock_guard g(lock_);
+    if (detached_) return {};
+    detached_ = true;
+    stop_ = true;
+    wake_.notify_all();
+  }
+  if (supervisor_.joinable()) supervisor_.join();
+  {
+    std::lock_guard g(lock_);
+    a = std::move(current_);
+  }
+  listen(nullptr);
+  if (!a) return {};
+  a->listen(nullptr);
+  if (a->failure()) return {};
+  return a->detach(deadline);
+}
+
+}  // namespace rpcie::hostd

@@ -1,0 +1,129 @@
+// One remote device as rpcie-hostd holds it: the attachment to the exporter, kept alive
+// across link losses (reconnect with back-off, same DMA window, new generation), and the
+// interrupt counts the `events` files show.
+//
+// Threads: a supervisor thread per device watches the attachment and reconnects. Every
+// public member is thread-safe. The change listener runs on fabric or supervisor threads,
+// never with this object's lock held.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dma_window.hpp"
+#include "rpcie/client.hpp"
+
+namespace rpcie::hostd {
+
+struct AttachParams {
+  std::string host;
+  std::uint16_t port = 0;
+  std::string export_name;
+  std::size_t window_size = 0;
+};
+
+// What every attachment of this hostd shares.
+struct AttachContext {
+  client::ClientOptions client;
+  std::chrono::milliseconds timeout{5000};  // bounds every operation, attach included
+  std::string shm_dir = "/dev/shm";
+  gid_t group = 0;
+  mode_t mode = 0660;
+};
+
+enum class LinkState { connected, reconnecting, failed };
+const char* link_state_name(LinkState s) noexcept;
+
+enum class DeviceChange {
+  interrupt,    // an interrupt count rose
+  lost,         // the attachment failed; the device reconnects in the background
+  reconnected,  // a new attachment (new generation): cached BAR contents are stale
+};
+
+class RemoteDevice {
+ public:
+  // Attaches (bounded by `deadline`), reads what the tree needs (config size, BAR
+  // addresses) and starts the supervisor. `index` is N of rpcieN.
+  static Result<std::shared_ptr<RemoteDevice>> attach(const AttachParams& params, const AttachContext& context,
+                                                      unsigned index, Deadline deadline);
+  ~RemoteDevice();  // detaches if still attached (bounded)
+  RemoteDevice(const RemoteDevice&) = delete;
+  RemoteDevice& operator=(const RemoteDevice&) = delete;
+
+  // Set once, right after attach, before anything can change.
+  void listen(std::function<void(DeviceChange)> listener);
+
+  unsigned index() const noexcept { return index_; }
+  const AttachParams& params() const noexcept { return params_; }
+  // Identity and BARs as the exporter described them at the first attach.
+  const client::ExportDesc& desc() const noexcept { return desc_; }
+  std::uint32_t config_size() const noexcept { return config_size_; }  // 256, or 4096 for PCI Express
+  std::uint64_t bar_address(std::uint8_t bar) const noexcept { return bar < 6 ? bar_address_[bar] : 0; }
+  const std::string& window_path() const noexcept { return window_.path(); }
+  std::uint16_t vectors() const noexcept { return desc_.vectors; }
+
+  // The attachment to use now: EIO while reconnecting (with the reason), ENOTCONN after detach.
+  Result<std::shared_ptr<client::Attachment>> link() const;
+
+  struct Status {
+    LinkState state = LinkState::connected;
+    std::uint64_t generation = 1;  // 1 at attach, +1 per reconnect
+    std::uint64_t losses = 0;      // link losses so far
+    std::string provider;
+    std::string last_error;        // why the last loss / reconnect attempt failed
+    client::AttachmentStats stats; // of the current attachment
+  };
+  Status status() const;
+  std::uint64_t losses() const;
+
+  // Interrupts on `vector` since attach (across reconnects), as the mask lets them through:
+  // while masked the count holds; unmasking delivers what arrived meanwhile (like MSI's
+  // pending bit).
+  std::uint64_t interrupts(std::uint16_t vector) const;
+  void mask_set(std::uint16_t vector, bool masked);
+
+  // Orderly end: stops reconnecting, detaches (the exporter resets the device).
+  Result<void> detach(Deadline deadline);
+
+ private:
+  RemoteDevice(const AttachParams& params, const AttachContext& context, unsigned index, DmaWindowFile window);
+  Result<std::shared_ptr<client::Attachment>> open_once(Deadline deadline);
+  void install(std::shared_ptr<client::Attachment> a);  // takes the lock
+  void counts_refresh_locked();
+  void supervise();
+  void notify(DeviceChange change);
+
+  const AttachParams params_;
+  const AttachContext context_;
+  const unsigned index_;
+  DmaWindowFile window_;
+  client::ExportDesc desc_;
+  std::uint32_t config_size_ = 256;
+  std::uint64_t bar_address_[6] = {};
+
+  mutable std::mutex lock_;
+  std::condition_variable wake_;
+  std::shared_ptr<client::Attachment> current_;  // null while reconnecting
+  LinkState state_ = LinkState::connected;
+  std::uint64_t generation_ = 1;
+  std::uint64_t losses_ = 0;
+  std::string last_error_;
+  bool stop_ = false;
+  bool detached_ = false;
+  std::vector<std::uint64_t> base_;     // interrupts of earlier attachments, by vector
+  std::vector<std::uint64_t> visible_;  // what `events` shows, by vector
+  std::vector<bool> masked_;
+
+  std::mutex listener_lock_;
+  std::function<void(DeviceChange)> listener_;
+  std::thread supervisor_;
+};
+
+}  // namespace rpcie::hostd

@@ -1,0 +1,82 @@
+// The FUSE file system of rpcie-hostd: every attached device as a directory in the layout
+// of Linux sysfs (<mount>/pci/devices/<DDDDD:BB:DD.F>/), so that pciutils and UIO-style
+// drivers work unchanged. docs/rpcie-hostd.md describes each file.
+//
+// Requests are answered from FUSE worker threads, except reads of `events`, which are
+// parked without a thread and answered when an interrupt arrives, the link is lost, the
+// device is detached or the reader is interrupted (EINTR). lookup, getattr, readdir and
+// open never touch the fabric. Every request that does is bounded twice: the operation's
+// own deadline (a little under --timeout) and a watchdog that answers EIO to any such
+// request older than the timeout, whatever the fabric does.
+//
+// Thread-safety: all members may be called from any thread.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "remote_device.hpp"
+
+struct fuse_session;
+
+namespace rpcie::hostd {
+
+struct TreeOptions {
+  std::string mount = "/run/rpcie";
+  std::string dev_dir = "/dev";  // where rpcieN and rpcie/by-export/ links go
+  std::chrono::milliseconds timeout{5000};
+  gid_t group = 0;
+  mode_t mode = 0660;  // device files (config, resourceN, events) and the DMA window
+};
+
+class Tree {
+ public:
+  // Mounts (a stale mount of an earlier hostd at the same place is detached first) and
+  // removes links an earlier hostd left in dev_dir.
+  static Result<std::unique_ptr<Tree>> mount(const TreeOptions& options);
+  ~Tree();  // answers what is parked, unmounts, removes the links
+
+  // Serves requests until a stop signal (SIGINT/SIGTERM/SIGHUP) or stop(). Returns 0 or
+  // the negative errno of the FUSE loop.
+  int run();
+  void stop();
+
+  // Publishes an attached device: visible at once, with its /dev links. Its name rpcieN
+  // is the device's index.
+  struct Published {
+    std::string name, path, sysfs;
+  };
+  Result<Published> publish(std::shared_ptr<RemoteDevice> device);
+  // Removes it: the tree and links are gone (the kernel told) before this returns; parked
+  // requests are answered ENODEV. Then detaches. ENOENT if there is no such device.
+  Result<void> withdraw(const std::string& name, Deadline deadline);
+  std::vector<std::string> names() const;
+  // Lowest N for which rpcieN is free (reserved until publish or release_index).
+  unsigned index_reserve();
+  void index_release(unsigned index);
+
+  struct DeviceView {
+    std::string name, path, sysfs;
+    std::shared_ptr<RemoteDevice> device;
+  };
+  std::vector<DeviceView> devices() const;
+  const TreeOptions& options() const noexcept { return options_; }
+
+  // FUSE entry points (tree.cc) reach the implementation through this.
+  struct Impl;
+
+ private:
+  explicit Tree(const TreeOptions& options);
+  TreeOptions options_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace rpcie::hostd
