@@ -32,6 +32,7 @@ Result<DmaWindowFile> DmaWindowFile::create(const std::string& dir, const std::s
   void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   if (p == MAP_FAILED) return undo(errno, "map DMA window");
   ::close(fd);  // the mapping keeps the file
+  w.linked_ = true;
   w.base_ = p;
   w.size_ = size;
   return w;
@@ -39,6 +40,7 @@ Result<DmaWindowFile> DmaWindowFile::create(const std::string& dir, const std::s
 
 DmaWindowFile::DmaWindowFile(DmaWindowFile&& other) noexcept
     : path_(std::exchange(other.path_, {})),
+      linked_(std::exchange(other.linked_, false)),
       base_(std::exchange(other.base_, nullptr)),
       size_(std::exchange(other.size_, 0)) {}
 
@@ -46,6 +48,7 @@ DmaWindowFile& DmaWindowFile::operator=(DmaWindowFile&& other) noexcept {
   if (this != &other) {
     release();
     path_ = std::exchange(other.path_, {});
+    linked_ = std::exchange(other.linked_, false);
     base_ = std::exchange(other.base_, nullptr);
     size_ = std::exchange(other.size_, 0);
   }
@@ -54,9 +57,14 @@ DmaWindowFile& DmaWindowFile::operator=(DmaWindowFile&& other) noexcept {
 
 DmaWindowFile::~DmaWindowFile() { release(); }
 
+void DmaWindowFile::unlink() noexcept {
+  if (linked_) ::unlink(path_.c_str());
+  linked_ = false;
+}
+
 void DmaWindowFile::release() noexcept {
   if (base_) ::munmap(base_, size_);
-  if (!path_.empty()) ::unlink(path_.c_str());
+  unlink();
   base_ = nullptr;
   size_ = 0;
   path_.clear();

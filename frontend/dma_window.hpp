@@ -3,7 +3,8 @@
 // very memory. The device directory's `dma` symlink points at the file: a driver that maps
 // it shares the pages (offset == IOVA, zero copy).
 // Ownership: move-only; the destructor unmaps and unlinks the file (a driver that still has
-// it mapped keeps its pages, which are no longer anyone's DMA window).
+// it mapped keeps its pages, which are no longer anyone's DMA window). path() stays valid
+// after unlink(), for the `dma` link text.
 #pragma once
 
 #include <cstddef>
@@ -26,6 +27,8 @@ class DmaWindowFile {
   ~DmaWindowFile();
 
   const std::string& path() const noexcept { return path_; }
+  // Removes the file name now (detach); the mapping stays until destruction. Idempotent.
+  void unlink() noexcept;
   void* base() const noexcept { return base_; }
   std::size_t size() const noexcept { return size_; }
 
@@ -33,6 +36,7 @@ class DmaWindowFile {
   DmaWindowFile() = default;
   void release() noexcept;
   std::string path_;
+  bool linked_ = false;
   void* base_ = nullptr;
   std::size_t size_ = 0;
 };

@@ -7,7 +7,9 @@
 #include <string>
 
 #include <CLI/CLI.hpp>
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <grp.h>
 #include <poll.h>
 #include <unistd.h>
@@ -68,6 +70,21 @@ void background_ready(int fd) {
   }
   (void)::write(fd, "1", 1);
   ::close(fd);
+}
+
+// DMA windows of a hostd that died without cleaning up (rpcie-dma-<pid>-...).
+void windows_stale_remove(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return;
+  while (auto* e = ::readdir(d)) {
+    unsigned long pid = 0;
+    if (std::sscanf(e->d_name, "rpcie-dma-%lu-", &pid) != 1 || pid == 0) continue;
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    const std::string path = dir + "/" + e->d_name;
+    RPCIE_LOG_INFO("hostd", "removing {} (its hostd is gone)", path);
+    ::unlink(path.c_str());
+  }
+  ::closedir(d);
 }
 
 struct Hostd {
@@ -223,6 +240,7 @@ int main(int argc, char** argv) {
   auto tree = hostd::Tree::mount(tree_options);
   if (!tree) return error_exit(tree.error().describe());
   h.tree = tree->get();
+  windows_stale_remove(h.context.shm_dir);
   auto control = hostd::ControlServer::start(control_path, *g, static_cast<mode_t>(m),
                                              [&h](const json& r) { return h.handle(r); });
   if (!control) return error_exit(control.error().describe());

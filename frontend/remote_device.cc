@@ -1,6 +1,7 @@
 #include "remote_device.hpp"
 
 #include <algorithm>
+#include <atomic>
 
 #include <unistd.h>
 
@@ -58,7 +59,10 @@ Result<std::shared_ptr<client::Attachment>> RemoteDevice::open_once(Deadline dea
 
 Result<std::shared_ptr<RemoteDevice>> RemoteDevice::attach(const AttachParams& params, const AttachContext& context,
                                                            unsigned index, Deadline deadline) {
-  const std::string file = "rpcie-dma-" + std::to_string(::getpid()) + "-rpcie" + std::to_string(index);
+  // Unique for this hostd's life (an old window may still be mapped by a driver).
+  static std::atomic<std::uint64_t> windows{0};
+  const std::string file =
+      "rpcie-dma-" + std::to_string(::getpid()) + "-rpcie" + std::to_string(index) + "-" + std::to_string(++windows);
   auto window = DmaWindowFile::create(context.shm_dir, file, params.window_size, context.group, context.mode);
   if (!window) return tl::unexpected(window.error());
   std::shared_ptr<RemoteDevice> d(new RemoteDevice(params, context, index, std::move(*window)));
@@ -270,6 +274,7 @@ Result<void> RemoteDevice::detach(Deadline deadline) {
     a = std::move(current_);
   }
   listen(nullptr);
+  window_.unlink();  // the `dma` link goes with the tree; the memory with this object
   if (!a) return {};
   a->listen(nullptr);
   if (a->failure()) return {};

@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# rpcie-hostd end to end: rpcie-exportd in one network namespace, rpcie-hostd (a real FUSE
+# mount) in another, joined by a veth pair (tcp;ofi_rxm); lspci/setpci/dd/python as users.
+#   hostd.sh BUILDDIR
+# hostd runs under `nsenter --net` (not `ip netns exec`, which would give it a private mount
+# namespace and hide the mount from everyone else).
+. "$(dirname "$0")/lib.sh"
+B=$1
+EXPORTD=$B/devexport/rpcie-exportd HOSTD=$B/frontend/rpcie-hostd RPCIE=$B/tools/rpcie
+DRIVER=$B/tools/edu-driver/rpcie-edu-driver
+CHECK="python3 $(dirname "$0")/hostd_check.py"
+[ -e /dev/fuse ] || skip "no /dev/fuse"
+command -v python3 >/dev/null || skip "python3 is not installed"
+netns_pair rpcieh 169.254.79
+ON_DEV=(nsenter --net="/run/netns/$DEV") ON_CMP=(nsenter --net="/run/netns/$CMP")
+HOST=169.254.79.1
+MNT=$TMP/mnt DEVDIR=$TMP/dev SOCK=$TMP/hostd.sock
+export RPCIE_CONTROL=$SOCK
+TIMEOUT_S=2
+mkdir -p "$DEVDIR"
+chmod 755 "$TMP"  # the unprivileged user below walks through it
+
+# A group and a user in it, for the non-root check (removed on exit).
+GROUP=rpcie$$ USER_NAME=rpcieu$$
+if groupadd "$GROUP" 2>/dev/null; then
+  CLEANUPS+=("groupdel $GROUP")
+  useradd -M -N -g "$GROUP" -s /bin/false "$USER_NAME" && CLEANUPS+=("userdel $USER_NAME")
+else
+  GROUP=0 USER_NAME=
+fi
+
+"$RPCIE" keygen "$TMP/psk" >/dev/null || die "keygen"
+exportd_start() {
+  start_bg "${ON_DEV[@]}" "$EXPORTD" --listen "$HOST" --provider tcp --psk-file "$TMP/psk" --export edu0=edu \
+    --export edu1=edu,dma=mirror --export mem0=membar,size=64M 2>>"$TMP/exportd.log"
+  EXPORTER=$LAST_PID
+  local deadline=$((SECONDS + 10))
+  until grep -q "listening on" "$TMP/exportd.log" 2>/dev/null && [ "$(grep -c 'listening on' "$TMP/exportd.log")" -ge "$1" ]; do
+    [ $SECONDS -ge $deadline ] && die "exporter did not start: $(cat "$TMP/exportd.log")"
+    sleep 0.05
+  done
+}
+hostd_start() {
+  start_bg "${ON_CMP[@]}" "$HOSTD" --foreground --mount "$MNT" --control "$SOCK" --dev-dir "$DEVDIR" \
+    --psk-file "$TMP/psk" --provider tcp --timeout "$TIMEOUT_S" --group "$GROUP" --mode 0660 2>>"$TMP/hostd.log"
+  HOSTD_PID=$LAST_PID
+  local deadline=$((SECONDS + 10))
+  until "$RPCIE" status >/dev/null 2>&1; do
+    [ $SECONDS -ge $deadline ] && die "hostd did not start: $(cat "$TMP/hostd.log")"
+    sleep 0.05
+  done
+}
+CLEANUPS+=("umount -l $MNT")
+attach() { "${ON_CMP[@]}" "$RPCIE" attach -r "$HOST" -e "$1" -o json; }
+json_get() { python3 -c "import json,sys; print(json.load(sys.stdin)$1)"; }
+
+# --- CLI and daemon misuse -------------------------------------------------------------
+for args in "attach" "attach -r $HOST" "detach" "detach -d rpcie0 --all" "status --bogus" "frobnicate" \
+            "attach -r $HOST -e x --dma-window lots"; do
+  "$RPCIE" $args >/dev/null 2>"$TMP/err"; rc=$?
+  [ $rc = 2 ] || die "rpcie $args: exit $rc, expected 2 ($(cat "$TMP/err"))"
+done
+"$RPCIE" status >/dev/null 2>"$TMP/err"; rc=$?
+[ $rc = 1 ] && grep -q "rpcie: error: no rpcie-hostd listens" "$TMP/err" || die "status without hostd: rc $rc, $(cat "$TMP/err")"
+for args in "--timeout soon" "--dma-window 3" "--mode 999" "--group no-such-group-$$" "--bogus"; do
+  "$HOSTD" --foreground --mount "$MNT" --control "$SOCK" --psk-file "$TMP/psk" $args >/dev/null 2>"$TMP/err"; rc=$?
+  [ $rc = 2 ] || die "rpcie-hostd $args: exit $rc, expected 2 ($(cat "$TMP/err"))"
+done
+pass "CLI and daemon misuse: usage errors, exit 2"
+
+exportd_start 1
+hostd_start
+out=$(attach nosuch 2>&1); rc=$?
+[ $rc = 1 ] && grep -q "rpcie: error:.*nosuch" <<<"$out" || die "attach of an unknown export: rc $rc, $out"
+J0=$(attach edu0) || die "attach edu0"
+J1=$(attach edu1) || die "attach edu1"
+JM=$(attach mem0) || die "attach mem0"
+D0=$(json_get "['sysfs']" <<<"$J0") D1=$(json_get "['sysfs']" <<<"$J1") DM=$(json_get "['sysfs']" <<<"$JM")
+N0=$(json_get "['device']" <<<"$J0")
+[ "$N0" = rpcie0 ] && [ "$(json_get "['path']" <<<"$J0")" = "$DEVDIR/rpcie0" ] || die "attach answer: $J0"
+[ "$(readlink "$DEVDIR/rpcie0")" = "$D0" ] || die "/dev link rpcie0 -> $(readlink "$DEVDIR/rpcie0"), expected $D0"
+[ "$(readlink "$DEVDIR/rpcie/by-export/$HOST/edu1")" = "$D1" ] || die "by-export link of edu1"
+[ "$(cat "$D0/vendor") $(cat "$D0/device") $(cat "$D0/class")" = "0x1234 0x11e8 0x00ff00" ] || die "sysfs text files"
+[ "$(wc -l <"$D0/resource")" = 7 ] || die "resource has $(wc -l <"$D0/resource") lines"
+[ "$(stat -c %s "$D0/dma")" -gt 0 ] && [ "$(stat -L -c %s "$D0/dma")" = $((16 << 20)) ] || die "dma link / window size"
+grep -q "^state connected" "$D0/remote" && grep -q "^generation 1" "$D0/remote" || die "remote: $(cat "$D0/remote")"
+pass "attach: tree, /dev links, sysfs files, remote"
+
+# --- pciutils, dd ----------------------------------------------------------------------
+BDF0=$(basename "$D0")
+LSPCI=(lspci -A linux-sysfs -O "sysfs.path=$MNT/pci")
+SETPCI=(setpci -A linux-sysfs -O "sysfs.path=$MNT/pci")
+out=$("${LSPCI[@]}" -vv -nn -s "$BDF0" 2>/dev/null)
+grep -q "\[1234:11e8\]" <<<"$out" && grep -q "Region 0: Memory at .*size=1M" <<<"$out" && grep -q "MSI: Enable" <<<"$out" ||
+  die "lspci -vv: $out"
+"${SETPCI[@]}" -s "$BDF0" COMMAND.w=0x0002 || die "setpci write"
+[ "$("${SETPCI[@]}" -s "$BDF0" COMMAND.w)" = 0002 ] || die "setpci read back"
+"${LSPCI[@]}" -vv -s "$BDF0" 2>/dev/null | grep -q "Control: I/O- Mem+" || die "lspci does not show the setpci change"
+id=$(dd if="$D0/resource0" bs=4 count=1 status=none | od -An -tx4 | tr -d ' ')
+[ "$id" = 010000ed ] || die "dd of the edu ID: '$id'"
+pass "lspci -vv (ID, BAR0, MSI), setpci write read back, dd reads the edu ID"
+
+# --- file semantics --------------------------------------------------------------------
+$CHECK badinput "$D0" || die "bad input"
+$CHECK events "$D0" || die "events"
+$CHECK membar "$DM" 64 || die "membar"
+if [ -x "$DRIVER" ]; then
+  "$DRIVER" "$D0" >"$TMP/drv0" 2>&1 || die "sample driver, on-demand DMA: $(cat "$TMP/drv0")"
+  "$DRIVER" "$DEVDIR/rpcie1" >"$TMP/drv1" 2>&1 || die "sample driver, mirror DMA: $(cat "$TMP/drv1")"
+  pass "sample driver passes in both DMA modes"
+fi
+if [ -n "$USER_NAME" ]; then
+  runuser -u "$USER_NAME" -- python3 "$(dirname "$0")/hostd_check.py" liveness "$D0" || die "non-root user in the group"
+  out=$(runuser -u nobody -- dd if="$D0/resource0" bs=4 count=1 2>&1) && die "a user outside the group read resource0"
+  grep -q "Permission denied" <<<"$out" || die "outside user: $out"
+  pass "a non-root user in the group drives edu; others are refused"
+fi
+kill -0 "$HOSTD_PID" || die "hostd died"
+
+# --- device server lost mid-I/O, then back -----------------------------------------------
+exec 7<"$D0/events"  # open across the loss: its next read reports the loss once
+$CHECK loop "$D0" 20 >"$TMP/loop" 2>&1 &
+LOOP=$!
+( $CHECK block "$D0" >"$TMP/block" 2>&1 ) &
+BLOCK=$!
+wait_file "$TMP/block" 5 || die "events reader did not start"
+sleep 0.3
+kill -9 "$EXPORTER"
+t0=$SECONDS
+wait "$LOOP" || die "I/O loop: $(cat "$TMP/loop")"
+grep -q "errno EIO" "$TMP/loop" || die "I/O with the exporter gone: $(cat "$TMP/loop")"
+wait "$BLOCK"
+grep -q "errno EIO" "$TMP/block" || die "blocked events read on loss: $(cat "$TMP/block")"
+[ $((SECONDS - t0)) -le $((TIMEOUT_S + 2)) ] || die "EIO took $((SECONDS - t0)) s (timeout $TIMEOUT_S s)"
+out=$(timeout 10 dd if="$D0/resource0" bs=4 count=1 2>&1) && die "read succeeded with the exporter gone"
+grep -q "Input/output error" <<<"$out" || die "read while gone: $out"
+grep -q "^state reconnecting" "$D0/remote" || die "remote while gone: $(cat "$D0/remote")"
+pass "exporter SIGKILLed mid-I/O: EIO within the timeout, blocked events read failed, no hung process"
+exportd_start 2
+deadline=$((SECONDS + 15))
+until grep -q "^generation 2" "$D0/remote" && grep -q "^state connected" "$D0/remote"; do
+  [ $SECONDS -ge $deadline ] && die "no reconnect: $(cat "$D0/remote")"
+  sleep 0.1
+done
+id=$(dd if="$D0/resource0" bs=4 count=1 status=none | od -An -tx4 | tr -d ' ')
+[ "$id" = 010000ed ] || die "after reconnect, dd: '$id'"
+out=$(dd bs=4 count=1 status=none <&7 2>&1) && die "events file opened before the loss read without error"
+grep -q "Input/output error" <<<"$out" || die "events file across the loss: $out"
+exec 7<&-
+$CHECK events "$D0" || die "events after reconnect"
+pass "reconnect after restart: same path, generation 2, I/O and interrupts work"
+
+# --- detach ------------------------------------------------------------------------------
+"$RPCIE" detach -d rpcie0 >/dev/null || die "detach"
+[ ! -e "$D0" ] && [ ! -L "$DEVDIR/rpcie0" ] && [ ! -e "$DEVDIR/rpcie/by-export/$HOST/edu0" ] || die "detach left files"
+ls "$MNT/pci/devices" | grep -q "$BDF0" && die "readdir still lists $BDF0"
+J0=$(attach edu0) || die "re-attach"
+[ "$(json_get "['sysfs']" <<<"$J0")" = "$D0" ] && [ -e "$D0/config" ] || die "re-attach not visible at once: $J0"
+"$RPCIE" detach --all -o json | grep -q '"detached"' || die "detach --all"
+[ -z "$(ls "$MNT/pci/devices")" ] || die "detach --all left $(ls "$MNT/pci/devices")"
+pass "detach removes the tree and links at once; re-attach visible at once"
+
+# --- hostd crash and restart -------------------------------------------------------------
+J0=$(attach edu0) || die "attach before the crash"
+kill -9 "$HOSTD_PID"
+wait "$HOSTD_PID" 2>/dev/null
+stat "$MNT" >/dev/null 2>&1 && die "mount is not stale after SIGKILL (test premise)"
+hostd_start
+stat "$MNT/pci/devices" >/dev/null || die "restart did not replace the stale mount"
+[ "$(grep -c " $MNT " /proc/mounts)" = 1 ] || die "mounts at $MNT: $(grep -c " $MNT " /proc/mounts)"
+[ ! -L "$DEVDIR/rpcie0" ] || die "stale /dev link survived the restart"
+deadline=$((SECONDS + 10))  # the exporter frees edu0 when the dead hostd's lease lapses
+until attach edu0 >/dev/null 2>&1; do
+  [ $SECONDS -ge $deadline ] && die "edu0 not free after the old hostd's lease"
+  sleep 0.2
+done
+kill -TERM "$HOSTD_PID"
+wait "$HOSTD_PID" || die "hostd exit status on SIGTERM"
+grep -q " $MNT " /proc/mounts && die "SIGTERM left the mount"
+[ ! -L "$DEVDIR/rpcie0" ] || die "SIGTERM left the /dev link"
+ls /dev/shm | grep -q "rpcie-dma-$HOSTD_PID-" && die "SIGTERM left a DMA window file"
+pass "hostd SIGKILL: restart replaces the stale mount and links; SIGTERM cleans up everything"

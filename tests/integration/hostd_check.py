@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+"""File-level checks of an rpcie-hostd device directory (used by hostd.sh).
+
+Each subcommand takes the device directory and exits 0 when every check holds, 1 with a
+"FAIL: ..." line otherwise. Only open/pread/pwrite/mmap/poll/read on the files, as a driver.
+"""
+import errno
+import hashlib
+import mmap
+import os
+import select
+import struct
+import sys
+import time
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def expect_errno(code, fn, what):
+    try:
+        fn()
+    except OSError as e:
+        if e.errno != code:
+            fail(f"{what}: errno {e.errno} ({os.strerror(e.errno)}), expected {errno.errorcode[code]}")
+        return
+    fail(f"{what}: succeeded, expected {errno.errorcode[code]}")
+
+
+def rd(fd, off, width=4):
+    return int.from_bytes(os.pread(fd, width, off), "little")
+
+
+def wr(fd, off, value, width=4):
+    n = os.pwrite(fd, value.to_bytes(width, "little"), off)
+    if n != width:
+        fail(f"short write at {off:#x}: {n}")
+
+
+def badinput(d):
+    r = os.open(d + "/resource0", os.O_RDWR)
+    size = os.fstat(r).st_size
+    if rd(r, 0) != 0x010000ED:
+        fail(f"edu ID {rd(r, 0):#x}")
+    for n, off in [(3, 0), (16, 0), (4, 2), (2, 1), (8, 4)]:
+        expect_errno(errno.EINVAL, lambda: os.pread(r, n, off), f"register pread of {n} at {off:#x}")
+        expect_errno(errno.EINVAL, lambda: os.pwrite(r, b"\0" * n, off), f"register pwrite of {n} at {off:#x}")
+    if os.pread(r, 4, size) != b"":
+        fail("a read beyond the BAR returned data")
+    expect_errno(errno.EFBIG, lambda: os.pwrite(r, b"\0" * 4, size), "write beyond the BAR")
+    expect_errno(errno.ENODEV, lambda: mmap.mmap(r, 4096), "mmap of a register BAR")
+    if rd(r, 0x1000) != 0xFFFFFFFF:
+        fail("an undefined register did not read all-ones")
+    for name in ["vendor", "device", "class", "resource", "remote", "irq"]:
+        expect_errno(errno.EACCES, lambda: os.open(d + "/" + name, os.O_WRONLY), f"opening {name} for writing")
+    c = os.open(d + "/config", os.O_RDWR)
+    if os.pread(c, 4, 0) != struct.pack("<HH", 0x1234, 0x11E8):
+        fail("config bytes 0-3")
+    if os.pread(c, 8, 0x100) != b"":
+        fail("config read beyond 256 bytes returned data")
+    expect_errno(errno.EFBIG, lambda: os.pwrite(c, b"\0", 0x100), "config write beyond the end")
+    ev = os.open(d + "/events", os.O_RDWR)
+    expect_errno(errno.EINVAL, lambda: os.read(ev, 3), "events read of 3 bytes")
+    expect_errno(errno.EINVAL, lambda: os.write(ev, b"\x01\0"), "events write of 2 bytes")
+    expect_errno(errno.EINVAL, lambda: os.write(ev, struct.pack("<I", 7)), "events write of 7")
+    os.set_blocking(ev, False)
+    expect_errno(errno.EAGAIN, lambda: os.read(ev, 4), "non-blocking events read without news")
+    # Still alive and well after all that.
+    wr(r, 0x04, 0x5A5A0F0F)
+    if rd(r, 0x04) != (~0x5A5A0F0F & 0xFFFFFFFF):
+        fail("liveness after bad input")
+    print("ok: bad input refused with the right errno, device unharmed")
+
+
+def events(d):
+    r = os.open(d + "/resource0", os.O_RDWR)
+    ev = os.open(d + "/events", os.O_RDWR)
+    p = select.poll()
+    p.register(ev, select.POLLIN)
+    t = time.monotonic()
+    if p.poll(200):
+        fail("a fresh events file polled readable")
+    if time.monotonic() - t < 0.19:
+        fail("poll returned early")
+    wr(r, 0x20, 0x80)  # factorial interrupt on
+    wr(r, 0x08, 6)
+    got = p.poll(3000)
+    if not got or not got[0][1] & select.POLLIN:
+        fail(f"no interrupt within 3 s: {got}")
+    count = struct.unpack("<I", os.read(ev, 4))[0]
+    if count < 1:
+        fail(f"count {count}")
+    if rd(r, 0x08) != 720:
+        fail(f"6! read {rd(r, 0x08)}")
+    wr(r, 0x64, rd(r, 0x24))
+    if p.poll(0):
+        fail("readable again without a new interrupt")
+    # A second file counts from its open; mask holds the count, unmask delivers.
+    ev2 = os.open(d + "/events", os.O_RDWR)
+    os.write(ev2, struct.pack("<I", 0))  # mask
+    wr(r, 0x08, 3)
+    time.sleep(0.3)
+    if p.poll(0):
+        fail("an interrupt got through the mask")
+    os.write(ev2, struct.pack("<I", 1))  # unmask: the pending one arrives
+    if not p.poll(2000):
+        fail("unmask did not deliver the pending interrupt")
+    c2 = struct.unpack("<I", os.read(ev, 4))[0]
+    if c2 != count + 1:
+        fail(f"count after unmask {c2}, expected {count + 1}")
+    wr(r, 0x64, rd(r, 0x24))
+    print("ok: events: fresh file not readable for 200 ms, interrupt wakes poll and read, mask/unmask")
+
+
+def membar(d, mb):
+    size = mb << 20
+    f = os.open(d + "/resource0", os.O_RDWR)
+    if os.fstat(f).st_size < size:
+        fail("membar smaller than the test")
+    data = os.urandom(size)
+    for off in range(0, size, 1 << 20):
+        if os.pwrite(f, data[off:off + (1 << 20)], off) != 1 << 20:
+            fail("short pwrite")
+    os.fsync(f)
+    os.close(f)
+    f = os.open(d + "/resource0", os.O_RDONLY)  # a fresh open reads the device again
+    back = b"".join(os.pread(f, 1 << 20, off) for off in range(0, size, 1 << 20))
+    if hashlib.sha256(back).digest() != hashlib.sha256(data).digest():
+        fail("pwrite/pread round trip differs")
+    os.close(f)
+    # mmap + msync, read back through a new open.
+    f = os.open(d + "/resource0", os.O_RDWR)
+    m = mmap.mmap(f, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+    data2 = os.urandom(size)
+    m[:] = data2
+    m.flush()
+    m.close()
+    os.close(f)
+    f = os.open(d + "/resource0", os.O_RDONLY)
+    back = b"".join(os.pread(f, 1 << 20, off) for off in range(0, size, 1 << 20))
+    if hashlib.sha256(back).digest() != hashlib.sha256(data2).digest():
+        fail("mmap+msync round trip differs")
+    print(f"ok: membar {mb} MiB round trip through pwrite/pread and through mmap+msync")
+
+
+def loop_until_error(d, seconds):
+    """Reads the ID register until an error; prints the errno and how long the last call took."""
+    r = os.open(d + "/resource0", os.O_RDONLY)
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        t = time.monotonic()
+        try:
+            os.pread(r, 4, 0)
+        except OSError as e:
+            print(f"errno {errno.errorcode[e.errno]} after {time.monotonic() - t:.2f} s")
+            return
+    fail("no error while the exporter was gone")
+
+
+def events_block(d, seconds):
+    """A blocked events read; prints how it ended."""
+    ev = os.open(d + "/events", os.O_RDONLY)
+    print("blocked", flush=True)
+    try:
+        os.read(ev, 4)
+        print("read returned")
+    except OSError as e:
+        print(f"errno {errno.errorcode[e.errno]}")
+
+
+def liveness(d):
+    r = os.open(d + "/resource0", os.O_RDWR)
+    wr(r, 0x04, 0x12345678)
+    if rd(r, 0x04) != (~0x12345678 & 0xFFFFFFFF):
+        fail("liveness")
+    print(f"ok: liveness as uid {os.getuid()}")
+
+
+if __name__ == "__main__":
+    cmd, d = sys.argv[1], sys.argv[2]
+    if cmd == "badinput":
+        badinput(d)
+    elif cmd == "events":
+        events(d)
+    elif cmd == "membar":
+        membar(d, int(sys.argv[3]))
+    elif cmd == "loop":
+        loop_until_error(d, float(sys.argv[3]))
+    elif cmd == "block":
+        events_block(d, 0)
+    elif cmd == "liveness":
+        liveness(d)
+    else:
+        fail("unknown command " + cmd)
