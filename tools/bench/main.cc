@@ -29,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../common.hpp"
+#include "frontend.hpp"
 #include "raw_loop.hpp"
 #include "rpcie/auth.hpp"
 #include "rpcie/client.hpp"
@@ -627,6 +628,12 @@ int main(int argc, char** argv) {
                "device workloads through the client API against an rpcie-exportd started here "
                "(mmio_read, bar_write, bar_read, edu_dma)");
   app.add_option("--exportd", o.exportd, "rpcie-exportd to start for --device (default: next to this program)");
+  bool frontend = false;
+  std::string hostd;
+  app.add_flag("--frontend", frontend,
+               "file front end (rpcie-hostd started here) vs the client API: reg_read, bar_write, bar_read, "
+               "dma_write, dma_read");
+  app.add_option("--hostd", hostd, "rpcie-hostd to start for --frontend (default: next to this program)");
   try {
     app.parse(argc, argv);
     if (o.serve && !o.remote.empty()) throw CLI::ValidationError("--serve and --remote exclude each other");
@@ -653,6 +660,16 @@ int main(int argc, char** argv) {
   if (!choice) {
     std::fprintf(stderr, "rpcie-bench: error: %s\n", why.c_str());
     return 2;
+  }
+  if (frontend) {
+    rpcie::bench::FrontendOptions fo;
+    fo.provider = !choice->automatic && choice->kind == rpcie::providers::ProviderKind::shm ? "shm" : "tcp";
+    fo.rounds = o.rounds;
+    fo.json = o.output == "json";
+    fo.verbose = o.verbose;
+    fo.exportd = o.exportd;
+    fo.hostd = hostd;
+    return rpcie::bench::frontend_bench(fo);
   }
   if (o.cpu >= 0) rpcie::tools::cpu_pin(o.cpu);
   g_delivery_complete = o.delivery_complete;
