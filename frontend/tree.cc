@@ -99,6 +99,7 @@ struct Node {
 struct OpenFile {
   std::shared_ptr<Node> node;
   unsigned id = 0;
+  bool writable = false;  // opened for writing: close waits for the writes to be performed
   // events files, under Impl::events_lock:
   std::uint64_t seen = 0;    // the count this file last reported
   std::uint64_t losses = 0;  // link losses this file has reported
@@ -392,6 +393,12 @@ struct Tree::Impl {
   }
 
   // ---- fabric operations ----------------------------------------------------------------
+  // The errno for a failed fabric operation; a deadline that passed gives the link up.
+  static int fabric_errno(Node& n, const std::shared_ptr<client::Attachment>& a, const Error& e) {
+    if (e.to_errno() == ETIMEDOUT) n.dev->link_abandon(a, e);
+    return errno_of(e);
+  }
+
   // Config space of any size and offset, as aligned 1/2/4-byte accesses.
   template <class Access>
   static Result<void> config_pieces(std::uint64_t off, std::size_t size, Access&& access) {
@@ -413,6 +420,7 @@ struct Tree::Impl {
     auto link = f.node->dev->link();
     if (!link) return reply_err(errno_of(link.error()));
     auto& a = **link;
+    auto fabric_err = [&](const Error& e) { reply_err(fabric_errno(*f.node, *link, e)); };
     const auto deadline = op_deadline();
     if (f.id == kConfig) {
       const std::uint64_t limit = f.node->dev->config_size();
@@ -428,7 +436,7 @@ struct Tree::Impl {
         std::memcpy(buf.data() + (o - off), &*v, w);  // little-endian, like the kernel's file
         return {};
       });
-      if (!r) return reply_err(errno_of(r.error()));
+      if (!r) return fabric_err(r.error());
       if (untrack(ticket)) fuse_reply_buf(req, buf.data(), buf.size());
       return;
     }
@@ -444,7 +452,7 @@ struct Tree::Impl {
           static_cast<std::uint64_t>(off) + size > b->size)
         return reply_err(EINVAL);
       auto v = a.mmio_read(b->bar, static_cast<std::uint64_t>(off), static_cast<unsigned>(size), deadline);
-      if (!v) return reply_err(errno_of(v.error()));
+      if (!v) return fabric_err(v.error());
       const std::uint64_t value = *v;
       if (untrack(ticket)) fuse_reply_buf(req, reinterpret_cast<const char*>(&value), size);
       return;
@@ -452,7 +460,7 @@ struct Tree::Impl {
     size = static_cast<std::size_t>(std::min<std::uint64_t>(size, b->size - static_cast<std::uint64_t>(off)));
     auto buf = std::make_unique_for_overwrite<std::uint8_t[]>(size);  // up to 1 MiB: no zero-fill
     auto r = a.bar_read(b->bar, static_cast<std::uint64_t>(off), {buf.get(), size}, deadline);
-    if (!r) return reply_err(errno_of(r.error()));
+    if (!r) return fabric_err(r.error());
     if (untrack(ticket)) fuse_reply_buf(req, reinterpret_cast<const char*>(buf.get()), size);
   }
 
@@ -464,6 +472,7 @@ struct Tree::Impl {
     auto link = f.node->dev->link();
     if (!link) return reply_err(errno_of(link.error()));
     auto& a = **link;
+    auto fabric_err = [&](const Error& e) { reply_err(fabric_errno(*f.node, *link, e)); };
     const auto deadline = op_deadline();
     if (f.id == kConfig) {
       const std::uint64_t limit = f.node->dev->config_size();
@@ -474,7 +483,7 @@ struct Tree::Impl {
         std::memcpy(&v, data + (o - off), w);
         return a.config_write(o, w, v, deadline);
       });
-      if (!r) return reply_err(errno_of(r.error()));
+      if (!r) return fabric_err(r.error());
       if (untrack(ticket)) fuse_reply_write(req, size);
       return;
     }
@@ -488,20 +497,20 @@ struct Tree::Impl {
       std::uint64_t v = 0;
       std::memcpy(&v, data, size);
       auto r = a.mmio_write(b->bar, static_cast<std::uint64_t>(off), static_cast<unsigned>(size), v, deadline);
-      if (!r) return reply_err(errno_of(r.error()));
+      if (!r) return fabric_err(r.error());
       if (untrack(ticket)) fuse_reply_write(req, size);
       return;
     }
     size = static_cast<std::size_t>(std::min<std::uint64_t>(size, b->size - static_cast<std::uint64_t>(off)));
     auto r = a.bar_write(b->bar, static_cast<std::uint64_t>(off),
                          std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(data), size), deadline);
-    if (!r) return reply_err(errno_of(r.error()));
+    if (!r) return fabric_err(r.error());
     if (untrack(ticket)) fuse_reply_write(req, size);
   }
 
   // fsync / flush (close): every earlier write has reached the device, or its error.
-  void do_flush(fuse_req_t req, OpenFile& f) {
-    if (f.id != kConfig && !f.node->bar(f.id)) {
+  void do_flush(fuse_req_t req, OpenFile& f, bool sync) {
+    if ((f.id != kConfig && !f.node->bar(f.id)) || (!sync && !f.writable)) {
       fuse_reply_err(req, 0);
       return;
     }
@@ -509,7 +518,7 @@ struct Tree::Impl {
     auto link = f.node->dev->link();
     int e = 0;
     if (!link) e = errno_of(link.error());
-    else if (auto r = (*link)->flush(op_deadline()); !r) e = errno_of(r.error());
+    else if (auto r = (*link)->flush(op_deadline()); !r) e = fabric_errno(*f.node, *link, r.error());
     if (untrack(ticket)) fuse_reply_err(req, e);
   }
 };
@@ -616,6 +625,7 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   auto f = std::make_unique<OpenFile>();
   f->node = node;
   f->id = id;
+  f->writable = writing;
   const auto* bar = node->bar(id);
   const bool cached = bar && bar->kind == proto::BarKind::memory;
   fi->direct_io = cached ? 0 : 1;  // page cache and mmap only for memory BARs
@@ -661,8 +671,9 @@ void op_write(fuse_req_t req, fuse_ino_t, const char* buf, size_t size, off_t of
   fuse_reply_err(req, EACCES);
 }
 
-void op_flush(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) { impl_of(req).do_flush(req, file_of(fi)); }
-void op_fsync(fuse_req_t req, fuse_ino_t, int, fuse_file_info* fi) { impl_of(req).do_flush(req, file_of(fi)); }
+// close (flush) of a file opened for writing, and fsync: earlier writes are performed.
+void op_flush(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) { impl_of(req).do_flush(req, file_of(fi), false); }
+void op_fsync(fuse_req_t req, fuse_ino_t, int, fuse_file_info* fi) { impl_of(req).do_flush(req, file_of(fi), true); }
 
 void op_poll(fuse_req_t req, fuse_ino_t, fuse_file_info* fi, fuse_pollhandle* ph) {
   auto& t = impl_of(req);

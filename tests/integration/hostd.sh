@@ -150,6 +150,21 @@ exec 7<&-
 $CHECK events "$D0" || die "events after reconnect"
 pass "reconnect after restart: same path, generation 2, I/O and interrupts work"
 
+# --- device server frozen (alive, silent): the deadline, not the socket, ends the wait ----
+kill -STOP "$EXPORTER"
+t0=$(date +%s%N)
+out=$(timeout 20 dd if="$D0/resource0" bs=4 count=1 2>&1) && die "read succeeded with the exporter frozen"
+ms=$((($(date +%s%N) - t0) / 1000000))
+grep -q "Input/output error" <<<"$out" || die "read with the exporter frozen: $out"
+[ "$ms" -le $((TIMEOUT_S * 1000 + 500)) ] || die "EIO after $ms ms with the exporter frozen (timeout ${TIMEOUT_S} s)"
+kill -CONT "$EXPORTER"
+deadline=$((SECONDS + 20))
+until grep -q "^state connected" "$D0/remote" && dd if="$D0/resource0" bs=4 count=1 status=none >/dev/null 2>&1; do
+  [ $SECONDS -ge $deadline ] && die "no recovery after the exporter resumed: $(cat "$D0/remote")"
+  sleep 0.2
+done
+pass "exporter frozen: EIO in $ms ms (timeout ${TIMEOUT_S} s), back once it resumes"
+
 # --- detach ------------------------------------------------------------------------------
 "$RPCIE" detach -d rpcie0 >/dev/null || die "detach"
 [ ! -e "$D0" ] && [ ! -L "$DEVDIR/rpcie0" ] && [ ! -e "$DEVDIR/rpcie/by-export/$HOST/edu0" ] || die "detach left files"
