@@ -11,6 +11,7 @@
 #include "rpcie/bootstrap.hpp"
 #include "rpcie/client.hpp"
 #include "rpcie/log.hpp"
+#include "fabric.hpp"
 
 namespace {
 
@@ -110,6 +111,8 @@ int main(int argc, char** argv) {
   keygen->add_flag("-f,--force", force, "replace an existing file");
   keygen->add_option("-o,--output", output, "text or json")->check(CLI::IsMember({"text", "json"}));
 
+  auto& fabric = rpcie::cli::fabric_add(app, output);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -120,6 +123,7 @@ int main(int argc, char** argv) {
     return error_exit(e.what(), 2);
   }
   const bool json = output == "json";
+  if (*fabric.app) return rpcie::cli::fabric_run(fabric, json);
 
   if (*keygen) {
     auto r = rpcie::auth::key_generate_file(key_file, force);
