@@ -1,6 +1,7 @@
 // rpcie — the command-line tool (nvme-cli / usbip shape): `list` talks to an exporter
 // directly; `attach`, `detach` and `status` ask rpcie-hostd over its control socket
-// (--control, $RPCIE_CONTROL, /run/rpcie.sock); `keygen` writes a key file. Errors go to stderr as "rpcie: error: ..."; exit 0 on
+// (--control, $RPCIE_CONTROL, /run/rpcie.sock); `fabric` shows the usable providers;
+// `keygen` writes a key file. Errors go to stderr as "rpcie: error: ..."; exit 0 on
 // success, 1 on failure (a refused key included), 2 on usage errors.
 #include <cstdio>
 #include <string>
@@ -14,6 +15,7 @@
 #include "rpcie/control.hpp"
 #include "rpcie/units.hpp"
 #include "rpcie/log.hpp"
+#include "fabric.hpp"
 
 namespace {
 
@@ -158,6 +160,7 @@ int main(int argc, char** argv) {
     sub->add_option("--timeout", control_timeout_s, "seconds (default 15)")->check(CLI::Range(1, 3600));
     sub->add_option("-o,--output", output, "text or json")->check(CLI::IsMember({"text", "json"}));
   }
+  auto& fabric = rpcie::cli::fabric_add(app, output);
 
   try {
     app.parse(argc, argv);
@@ -170,6 +173,7 @@ int main(int argc, char** argv) {
     return error_exit(e.what(), 2);
   }
   const bool json = output == "json";
+  if (*fabric.app) return rpcie::cli::fabric_run(fabric, json);
 
   if (*keygen) {
     auto r = rpcie::auth::key_generate_file(key_file, force);
