@@ -123,7 +123,7 @@ $CHECK loop "$D0" 20 >"$TMP/loop" 2>&1 &
 LOOP=$!
 ( $CHECK block "$D0" >"$TMP/block" 2>&1 ) &
 BLOCK=$!
-wait_file "$TMP/block" 5 || die "events reader did not start"
+wait_file "$TMP/block" 15 || die "events reader did not start: $(cat "$TMP/block" "$TMP/loop")"
 sleep 0.3
 kill -9 "$EXPORTER"
 t0=$SECONDS
