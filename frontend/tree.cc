@@ -796,6 +796,7 @@ Result<std::unique_ptr<Tree>> Tree::mount(const TreeOptions& options) {
   const char* argv[] = {"rpcie-hostd", fs_opts.c_str(), nullptr};
   fuse_args args = FUSE_ARGS_INIT(2, const_cast<char**>(argv));
   m.se = fuse_session_new(&args, &kOps, sizeof kOps, &m);
+  fuse_opt_free_args(&args);  // the session copied what it needs (and may have added to args)
   if (!m.se) return fail(EIO, "FUSE session could not be created (see the message above)");
   if (fuse_session_mount(m.se, options.mount.c_str()) != 0)
     return fail(EIO, "mount FUSE at " + options.mount + " (is /dev/fuse there, are we root?)");

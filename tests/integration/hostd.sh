@@ -17,6 +17,12 @@ HOST=169.254.79.1
 MNT=$TMP/mnt DEVDIR=$TMP/dev SOCK=$TMP/hostd.sock
 export RPCIE_CONTROL=$SOCK
 TIMEOUT_S=2
+# On failure, the daemons' last words too.
+die() {
+  echo "FAIL: $*" >&2
+  for l in hostd exportd; do [ -f "$TMP/$l.log" ] && { echo "--- $l.log" >&2; tail -n 25 "$TMP/$l.log" >&2; }; done
+  exit 1
+}
 mkdir -p "$DEVDIR"
 chmod 755 "$TMP"  # the unprivileged user below walks through it
 
