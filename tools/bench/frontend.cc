@@ -105,6 +105,37 @@ struct TempDir {
   }
 };
 
+// rpcie-exportd on loopback, pinned to CPU 1, with the four exports; returns its port.
+Result<std::uint16_t> exporter_local_start(Child& exporter, const std::string& program, const std::string& prov,
+                                           const std::string& psk) {
+  int err = -1;
+  auto s = exporter.start({program_find(program, "rpcie-exportd", "devexport"), "--listen", "127.0.0.1:0", "--provider",
+                           prov, "--psk-file", psk, "--export", "edu-a=edu", "--export", "edu-b=edu", "--export",
+                           "mem-a=membar,size=4M", "--export", "mem-b=membar,size=4M"},
+                          1, &err);
+  if (!s) return tl::unexpected(s.error());
+  FILE* f = fdopen(err, "r");
+  std::uint16_t port = 0;
+  char line[512];
+  while (f && fgets(line, sizeof line, f)) {
+    if (const char* at = std::strstr(line, "listening on ")) {
+      port = static_cast<std::uint16_t>(std::atoi(std::strrchr(at, ':') + 1));
+      break;
+    }
+    std::fputs(line, stderr);
+  }
+  if (port == 0) {
+    if (f) fclose(f);
+    return fail(EIO, "rpcie-exportd did not start");
+  }
+  std::thread([f] {  // keep draining: the exporter must never block on a full pipe
+    char l[512];
+    while (fgets(l, sizeof l, f)) std::fputs(l, stderr);
+    fclose(f);
+  }).detach();
+  return port;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const std::size_t n = v.size();
@@ -118,36 +149,22 @@ int frontend_bench(const FrontendOptions& o) {
   char tmpl[] = "/tmp/rpcie-bench-fe.XXXXXX";
   if (!mkdtemp(tmpl)) return die("mkdtemp");
   tmp.path = tmpl;
-  const std::string psk = tmp.path + "/psk", mount = tmp.path + "/mnt", sock = tmp.path + "/hostd.sock";
-  if (auto k = auth::key_generate_file(psk, false); !k) return die(k.error().describe());
+  const bool exporter_here = o.remote_host.empty();
+  const std::string psk = exporter_here ? tmp.path + "/psk" : o.psk_file, mount = tmp.path + "/mnt",
+                    sock = tmp.path + "/hostd.sock";
+  const std::string host = exporter_here ? "127.0.0.1" : o.remote_host;
   const std::string prov = o.provider == "shm" ? "shm" : "tcp";
-
+  std::uint16_t port = o.remote_port;
   Child exporter;
-  int err = -1;
-  auto s = exporter.start({program_find(o.exportd, "rpcie-exportd", "devexport"), "--listen", "127.0.0.1:0", "--provider",
-                           prov, "--psk-file", psk, "--export", "edu-a=edu", "--export", "edu-b=edu", "--export",
-                           "mem-a=membar,size=4M", "--export", "mem-b=membar,size=4M"},
-                          1, &err);
-  if (!s) return die(s.error().describe());
-  FILE* f = fdopen(err, "r");
-  std::uint16_t port = 0;
-  char line[512];
-  while (f && fgets(line, sizeof line, f)) {
-    if (const char* at = std::strstr(line, "listening on ")) {
-      port = static_cast<std::uint16_t>(std::atoi(std::strrchr(at, ':') + 1));
-      break;
-    }
-    std::fputs(line, stderr);
+  if (exporter_here) {
+    if (auto k = auth::key_generate_file(psk, false); !k) return die(k.error().describe());
+    auto p = exporter_local_start(exporter, o.exportd, prov, psk);
+    if (!p) return die(p.error().describe());
+    port = *p;
   }
-  if (port == 0) return die("rpcie-exportd did not start");
-  std::thread([f] {  // keep draining: the exporter must never block on a full pipe
-    char l[512];
-    while (fgets(l, sizeof l, f)) std::fputs(l, stderr);
-    fclose(f);
-  }).detach();
 
   Child hostd;
-  s = hostd.start({program_find(o.hostd, "rpcie-hostd", "frontend"), "--foreground", "--mount", mount, "--control", sock,
+  auto s = hostd.start({program_find(o.hostd, "rpcie-hostd", "frontend"), "--foreground", "--mount", mount, "--control", sock,
                    "--dev-dir", tmp.path, "--psk-file", psk, "--provider", prov},
                   -1, nullptr);
   if (!s) return die(s.error().describe());
@@ -157,7 +174,7 @@ int frontend_bench(const FrontendOptions& o) {
     std::this_thread::sleep_for(20ms);
   }
   auto attach = [&](const char* e) -> Result<std::string> {
-    auto a = control::call(sock, {{"op", "attach"}, {"host", "127.0.0.1"}, {"port", port}, {"export", e}},
+    auto a = control::call(sock, {{"op", "attach"}, {"host", host}, {"port", port}, {"export", e}},
                            Deadline::after(10s));
     if (!a) return tl::unexpected(a.error());
     return (*a)["sysfs"].get<std::string>();
@@ -174,8 +191,8 @@ int frontend_bench(const FrontendOptions& o) {
   co.session.provider = *providers::provider_parse(prov);
   auto window = HostBuffer::create(2 * kMiB);
   if (!window) return die(window.error().describe());
-  auto edu = client::Attachment::open("127.0.0.1", port, "edu-a", co, {window->data(), kMiB}, Deadline::after(10s));
-  auto mem = client::Attachment::open("127.0.0.1", port, "mem-a", co, {window->data() + kMiB, kMiB}, Deadline::after(10s));
+  auto edu = client::Attachment::open(host, port, "edu-a", co, {window->data(), kMiB}, Deadline::after(10s));
+  auto mem = client::Attachment::open(host, port, "mem-a", co, {window->data() + kMiB, kMiB}, Deadline::after(10s));
   if (!edu || !mem) return die("attach through the client API: " + (edu ? mem : edu).error().describe());
   auto& E = **edu;
   auto& M = **mem;

@@ -2,6 +2,7 @@
 // built on, both attached to one rpcie-exportd started here. See docs/rpcie-bench.md.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace rpcie::bench {
@@ -13,6 +14,12 @@ struct FrontendOptions {
   bool verbose = false;
   std::string exportd;  // programs to start (default: found next to rpcie-bench)
   std::string hostd;
+  // An exporter already running (e.g. in another network namespace) with the exports
+  // edu-a, edu-b (edu) and mem-a, mem-b (membar, >= 1 MiB), and its key; else one is
+  // started here on loopback.
+  std::string remote_host;
+  std::uint16_t remote_port = 0;
+  std::string psk_file;
 };
 
 // Prints the table (or JSON); returns the exit status.

@@ -634,6 +634,9 @@ int main(int argc, char** argv) {
                "file front end (rpcie-hostd started here) vs the client API: reg_read, bar_write, bar_read, "
                "dma_write, dma_read");
   app.add_option("--hostd", hostd, "rpcie-hostd to start for --frontend (default: next to this program)");
+  std::string psk_file = rpcie::auth::kDefaultKeyPath;
+  app.add_option("--psk-file", psk_file,
+                 "--frontend -r HOST: the running exporter's key (it exports edu-a, edu-b, mem-a, mem-b)");
   try {
     app.parse(argc, argv);
     if (o.serve && !o.remote.empty()) throw CLI::ValidationError("--serve and --remote exclude each other");
@@ -669,6 +672,13 @@ int main(int argc, char** argv) {
     fo.verbose = o.verbose;
     fo.exportd = o.exportd;
     fo.hostd = hostd;
+    if (!o.remote.empty()) {
+      auto addr = rpcie::address_parse(o.remote, rpcie::kDefaultPort);
+      if (!addr) return die(addr.error().describe());
+      fo.remote_host = addr->first;
+      fo.remote_port = addr->second;
+      fo.psk_file = psk_file;
+    }
     return rpcie::bench::frontend_bench(fo);
   }
   if (o.cpu >= 0) rpcie::tools::cpu_pin(o.cpu);
