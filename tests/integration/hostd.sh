@@ -109,6 +109,7 @@ pass "lspci -vv (ID, BAR0, MSI), setpci write read back, dd reads the edu ID"
 # --- file semantics --------------------------------------------------------------------
 $CHECK badinput "$D0" || die "bad input"
 $CHECK events "$D0" || die "events"
+$CHECK interrupted "$D0" || die "interrupted events read"
 $CHECK membar "$DM" 64 || die "membar"
 if [ -x "$DRIVER" ]; then
   "$DRIVER" "$D0" >"$TMP/drv0" 2>&1 || die "sample driver, on-demand DMA: $(cat "$TMP/drv0")"

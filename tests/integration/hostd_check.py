@@ -170,6 +170,32 @@ def events_block(d, seconds):
         print(f"errno {errno.errorcode[e.errno]}")
 
 
+def interrupted(d):
+    """A blocked events read ends with EINTR when a signal arrives (FUSE interrupt)."""
+    import signal
+
+    class Alarm(Exception):
+        pass
+
+    def on_alarm(signum, frame):
+        raise Alarm()
+
+    ev = os.open(d + "/events", os.O_RDONLY)
+    signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, 0.3)
+    t = time.monotonic()
+    try:
+        os.read(ev, 4)
+        fail("a blocked events read returned without an interrupt")
+    except Alarm:
+        pass
+    took = time.monotonic() - t
+    if not 0.25 <= took < 2:
+        fail(f"the interrupted read took {took:.2f} s")
+    os.close(ev)
+    print(f"ok: a blocked events read is interrupted by a signal ({took:.2f} s)")
+
+
 def liveness(d):
     r = os.open(d + "/resource0", os.O_RDWR)
     wr(r, 0x04, 0x12345678)
@@ -190,6 +216,8 @@ if __name__ == "__main__":
         loop_until_error(d, float(sys.argv[3]))
     elif cmd == "block":
         events_block(d, 0)
+    elif cmd == "interrupted":
+        interrupted(d)
     elif cmd == "liveness":
         liveness(d)
     else:
