@@ -393,12 +393,6 @@ struct Tree::Impl {
   }
 
   // ---- fabric operations ----------------------------------------------------------------
-  // The errno for a failed fabric operation; a deadline that passed gives the link up.
-  static int fabric_errno(Node& n, const std::shared_ptr<client::Attachment>& a, const Error& e) {
-    if (e.to_errno() == ETIMEDOUT) n.dev->link_abandon(a, e);
-    return errno_of(e);
-  }
-
   // Config space of any size and offset, as aligned 1/2/4-byte accesses.
   template <class Access>
   static Result<void> config_pieces(std::uint64_t off, std::size_t size, Access&& access) {
@@ -412,100 +406,121 @@ struct Tree::Impl {
     return {};
   }
 
+  // A request that goes to the device: tracked for the watchdog from the start, answered
+  // at most once (by whoever untracks it), with the attachment current at its start and a
+  // deadline a little under the timeout.
+  class DeviceRequest {
+   public:
+    DeviceRequest(Impl& t, fuse_req_t req, OpenFile& f)
+        : t_(t), req_(req), f_(f), ticket_(t.track(req)), deadline_(t.op_deadline()) {}
+    // The attachment, or false after answering the error (reconnecting, detached).
+    bool link() {
+      auto l = f_.node->dev->link();
+      if (!l) return fail(errno_of(l.error())), false;
+      link_ = std::move(*l);
+      return true;
+    }
+    client::Attachment& a() { return *link_; }
+    Deadline deadline() const { return deadline_; }
+    void fail(int e) {
+      if (t_.untrack(ticket_)) fuse_reply_err(req_, e);
+    }
+    // A fabric operation failed; a deadline that passed gives the link up (later requests
+    // fail at once instead of each waiting out its own deadline).
+    void fail(const Error& e) {
+      if (e.to_errno() == ETIMEDOUT) f_.node->dev->link_abandon(link_, e);
+      fail(errno_of(e));
+    }
+    void data(const void* p, std::size_t n) {
+      if (t_.untrack(ticket_)) fuse_reply_buf(req_, static_cast<const char*>(p), n);
+    }
+    void written(std::size_t n) {
+      if (t_.untrack(ticket_)) fuse_reply_write(req_, n);
+    }
+    void ok() {
+      if (t_.untrack(ticket_)) fuse_reply_err(req_, 0);
+    }
+
+   private:
+    Impl& t_;
+    fuse_req_t req_;
+    OpenFile& f_;
+    std::uint64_t ticket_;
+    Deadline deadline_;
+    std::shared_ptr<client::Attachment> link_;
+  };
+
+  // A register BAR access is exactly one naturally aligned 1/2/4/8-byte access inside it.
+  static bool register_access_valid(const client::BarDesc& b, std::size_t size, off_t off) {
+    return (size == 1 || size == 2 || size == 4 || size == 8) && off % static_cast<off_t>(size) == 0 &&
+           static_cast<std::uint64_t>(off) + size <= b.size;
+  }
+  // Bytes of [off, off+size) inside a file of `limit` bytes (off < limit).
+  static std::size_t clip(std::size_t size, off_t off, std::uint64_t limit) {
+    return static_cast<std::size_t>(std::min<std::uint64_t>(size, limit - static_cast<std::uint64_t>(off)));
+  }
+
   void do_read(fuse_req_t req, OpenFile& f, std::size_t size, off_t off) {
-    const auto ticket = track(req);
-    auto reply_err = [&](int e) {
-      if (untrack(ticket)) fuse_reply_err(req, e);
-    };
-    auto link = f.node->dev->link();
-    if (!link) return reply_err(errno_of(link.error()));
-    auto& a = **link;
-    auto fabric_err = [&](const Error& e) { reply_err(fabric_errno(*f.node, *link, e)); };
-    const auto deadline = op_deadline();
+    DeviceRequest r(*this, req, f);
+    const auto* b = f.node->bar(f.id);
+    const std::uint64_t limit = f.id == kConfig ? f.node->dev->config_size() : b ? b->size : 0;
+    if (!b && f.id != kConfig) return r.fail(EBADF);
+    if (static_cast<std::uint64_t>(off) >= limit) return r.data(nullptr, 0);  // end of file
+    const bool registers = b && b->kind != proto::BarKind::memory;
+    if (registers && !register_access_valid(*b, size, off)) return r.fail(EINVAL);
+    if (!r.link()) return;
     if (f.id == kConfig) {
-      const std::uint64_t limit = f.node->dev->config_size();
-      if (static_cast<std::uint64_t>(off) >= limit) {
-        if (untrack(ticket)) fuse_reply_buf(req, nullptr, 0);
-        return;
-      }
-      size = static_cast<std::size_t>(std::min<std::uint64_t>(size, limit - static_cast<std::uint64_t>(off)));
+      size = clip(size, off, limit);
       std::vector<char> buf(size);
-      auto r = config_pieces(static_cast<std::uint64_t>(off), size, [&](std::uint16_t o, unsigned w) -> Result<void> {
-        auto v = a.config_read(o, w, deadline);
+      auto done = config_pieces(static_cast<std::uint64_t>(off), size, [&](std::uint16_t o, unsigned w) -> Result<void> {
+        auto v = r.a().config_read(o, w, r.deadline());
         if (!v) return tl::unexpected(v.error());
         std::memcpy(buf.data() + (o - off), &*v, w);  // little-endian, like the kernel's file
         return {};
       });
-      if (!r) return fabric_err(r.error());
-      if (untrack(ticket)) fuse_reply_buf(req, buf.data(), buf.size());
-      return;
+      return done ? r.data(buf.data(), buf.size()) : r.fail(done.error());
     }
-    const auto* b = f.node->bar(f.id);
-    if (!b) return reply_err(EBADF);
-    if (static_cast<std::uint64_t>(off) >= b->size) {
-      if (untrack(ticket)) fuse_reply_buf(req, nullptr, 0);
-      return;
-    }
-    if (b->kind != proto::BarKind::memory) {
-      // Register BAR: exactly one naturally aligned access.
-      if ((size != 1 && size != 2 && size != 4 && size != 8) || off % static_cast<off_t>(size) != 0 ||
-          static_cast<std::uint64_t>(off) + size > b->size)
-        return reply_err(EINVAL);
-      auto v = a.mmio_read(b->bar, static_cast<std::uint64_t>(off), static_cast<unsigned>(size), deadline);
-      if (!v) return fabric_err(v.error());
+    if (registers) {
+      auto v = r.a().mmio_read(b->bar, static_cast<std::uint64_t>(off), static_cast<unsigned>(size), r.deadline());
+      if (!v) return r.fail(v.error());
       const std::uint64_t value = *v;
-      if (untrack(ticket)) fuse_reply_buf(req, reinterpret_cast<const char*>(&value), size);
-      return;
+      return r.data(&value, size);
     }
-    size = static_cast<std::size_t>(std::min<std::uint64_t>(size, b->size - static_cast<std::uint64_t>(off)));
+    size = clip(size, off, limit);
     auto buf = std::make_unique_for_overwrite<std::uint8_t[]>(size);  // up to 1 MiB: no zero-fill
-    auto r = a.bar_read(b->bar, static_cast<std::uint64_t>(off), {buf.get(), size}, deadline);
-    if (!r) return fabric_err(r.error());
-    if (untrack(ticket)) fuse_reply_buf(req, reinterpret_cast<const char*>(buf.get()), size);
+    auto done = r.a().bar_read(b->bar, static_cast<std::uint64_t>(off), {buf.get(), size}, r.deadline());
+    return done ? r.data(buf.get(), size) : r.fail(done.error());
   }
 
   void do_write(fuse_req_t req, OpenFile& f, const char* data, std::size_t size, off_t off) {
-    const auto ticket = track(req);
-    auto reply_err = [&](int e) {
-      if (untrack(ticket)) fuse_reply_err(req, e);
-    };
-    auto link = f.node->dev->link();
-    if (!link) return reply_err(errno_of(link.error()));
-    auto& a = **link;
-    auto fabric_err = [&](const Error& e) { reply_err(fabric_errno(*f.node, *link, e)); };
-    const auto deadline = op_deadline();
+    DeviceRequest r(*this, req, f);
+    const auto* b = f.node->bar(f.id);
+    const std::uint64_t limit = f.id == kConfig ? f.node->dev->config_size() : b ? b->size : 0;
+    if (!b && f.id != kConfig) return r.fail(EBADF);
+    if (static_cast<std::uint64_t>(off) >= limit) return r.fail(EFBIG);  // as sysfs
+    const bool registers = b && b->kind != proto::BarKind::memory;
+    if (registers && !register_access_valid(*b, size, off)) return r.fail(EINVAL);
+    if (!r.link()) return;
     if (f.id == kConfig) {
-      const std::uint64_t limit = f.node->dev->config_size();
-      if (static_cast<std::uint64_t>(off) >= limit) return reply_err(EFBIG);
-      size = static_cast<std::size_t>(std::min<std::uint64_t>(size, limit - static_cast<std::uint64_t>(off)));
-      auto r = config_pieces(static_cast<std::uint64_t>(off), size, [&](std::uint16_t o, unsigned w) -> Result<void> {
+      size = clip(size, off, limit);
+      auto done = config_pieces(static_cast<std::uint64_t>(off), size, [&](std::uint16_t o, unsigned w) -> Result<void> {
         std::uint32_t v = 0;
         std::memcpy(&v, data + (o - off), w);
-        return a.config_write(o, w, v, deadline);
+        return r.a().config_write(o, w, v, r.deadline());
       });
-      if (!r) return fabric_err(r.error());
-      if (untrack(ticket)) fuse_reply_write(req, size);
-      return;
+      return done ? r.written(size) : r.fail(done.error());
     }
-    const auto* b = f.node->bar(f.id);
-    if (!b) return reply_err(EBADF);
-    if (static_cast<std::uint64_t>(off) >= b->size) return reply_err(EFBIG);
-    if (b->kind != proto::BarKind::memory) {
-      if ((size != 1 && size != 2 && size != 4 && size != 8) || off % static_cast<off_t>(size) != 0 ||
-          static_cast<std::uint64_t>(off) + size > b->size)
-        return reply_err(EINVAL);
+    if (registers) {
       std::uint64_t v = 0;
       std::memcpy(&v, data, size);
-      auto r = a.mmio_write(b->bar, static_cast<std::uint64_t>(off), static_cast<unsigned>(size), v, deadline);
-      if (!r) return fabric_err(r.error());
-      if (untrack(ticket)) fuse_reply_write(req, size);
-      return;
+      auto done = r.a().mmio_write(b->bar, static_cast<std::uint64_t>(off), static_cast<unsigned>(size), v, r.deadline());
+      return done ? r.written(size) : r.fail(done.error());
     }
-    size = static_cast<std::size_t>(std::min<std::uint64_t>(size, b->size - static_cast<std::uint64_t>(off)));
-    auto r = a.bar_write(b->bar, static_cast<std::uint64_t>(off),
-                         std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(data), size), deadline);
-    if (!r) return fabric_err(r.error());
-    if (untrack(ticket)) fuse_reply_write(req, size);
+    size = clip(size, off, limit);
+    auto done = r.a().bar_write(b->bar, static_cast<std::uint64_t>(off),
+                                std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(data), size),
+                                r.deadline());
+    return done ? r.written(size) : r.fail(done.error());
   }
 
   // fsync / flush (close): every earlier write has reached the device, or its error.
@@ -514,12 +529,10 @@ struct Tree::Impl {
       fuse_reply_err(req, 0);
       return;
     }
-    const auto ticket = track(req);
-    auto link = f.node->dev->link();
-    int e = 0;
-    if (!link) e = errno_of(link.error());
-    else if (auto r = (*link)->flush(op_deadline()); !r) e = fabric_errno(*f.node, *link, r.error());
-    if (untrack(ticket)) fuse_reply_err(req, e);
+    DeviceRequest r(*this, req, f);
+    if (!r.link()) return;
+    auto done = r.a().flush(r.deadline());
+    return done ? r.ok() : r.fail(done.error());
   }
 };
 
