@@ -8,8 +8,10 @@
 // Threading: the exporter calls config_*, mmio_*, reset, attach and detach from one thread
 // per attachment (the attachment's ordered queue), so these calls never overlap for one
 // Backend object. A backend that works asynchronously (edu's factorial and DMA) runs its own
-// worker thread and calls its DmaPort and IrqSink from there; it must not block in
-// mmio_write waiting for that work. identity(), regions() and name() are immutable after
+// worker thread and calls its DmaPort and IrqSink from there, or, once the exporter has
+// called work_inline_enable(), runs work that is due at once from work_run() on the
+// attachment's thread; either way it must not block in mmio_write waiting for that work.
+// work_inline_enable() and work_run() are called like the others (never overlapping). identity(), regions() and name() are immutable after
 // creation and safe from any thread (the exporter lists exports while they are attached).
 //
 // Errors: Result<...> with errno values. EINVAL for an access the contract rejects (bad
@@ -148,6 +150,21 @@ class Backend {
 
   // Function-level reset: power-on state. ENOTSUP where not possible (pci-sysfs).
   virtual Result<void> reset() { return fail(ENOTSUP, "reset is not supported by this device"); }
+
+  // Optional: device work on the exporter's attachment thread. An asynchronous device
+  // (edu's factorial and DMA) would hand each job from mmio_write to a worker thread; that
+  // hand-off, a condition-variable wake-up (tens of microseconds on a VM), is most of the
+  // cost of a short job. work_inline_enable() is the exporter's promise to call work_run()
+  // on the attachment's thread after every request it has handled, before it waits for the
+  // next one. From then on the backend may leave the jobs that are due at once (no
+  // configured delay) to work_run(); delayed jobs keep their own timing (worker thread).
+  // The write that starts work has then completed before the work runs — never inside
+  // mmio_write, as on hardware, where the write is posted and the device works afterwards.
+  // work_run() performs what is due now, may call the DmaPort and IrqSink (the same
+  // ordering rules hold), and returns when nothing due is left; with nothing due it is
+  // cheap. Defaults: no inline work.
+  virtual void work_inline_enable() noexcept {}
+  virtual void work_run() noexcept {}
 };
 
 // Parameters of one export: `--export NAME=BACKEND[,key=value...]`.

@@ -149,6 +149,12 @@ class ServedAttachment final : public DmaPort, public IrqSink {
     }
     // (No initial pull of the mirror: the device reads host memory only after a doorbell,
     // and every doorbell pulls the window first.)
+    {
+      // Device work that is due at once runs on this attachment's thread, after the request
+      // that started it (data_run), instead of behind a hand-off to a backend thread.
+      std::lock_guard g(slot_.calls);
+      slot_.backend->work_inline_enable();
+    }
     if (first) {
       // A shared export's device outlives any one attachment, so it gets no ports (shared
       // exports cannot do DMA; create() refuses that) and its interrupts go nowhere.
@@ -437,6 +443,10 @@ class ServedAttachment final : public DmaPort, public IrqSink {
         return;
       }
       handle(**m);
+      // The request has been performed (a posted write that started device work included):
+      // now the work that is due, here, with no thread hand-off (Backend::work_run).
+      std::lock_guard g(slot_.calls);
+      slot_.backend->work_run();
     }
   }
 
@@ -629,7 +639,11 @@ struct Exporter::Impl {
     auto sent = sock.message_send(reply, rid, Deadline::after(kHandshakeTimeout));
     SessionOptions so;
     so.provider = config.provider;
-    so.cq_wait_fd = true;  // an idle attachment sleeps; a busy one spins (Channel)
+    // An idle attachment sleeps on the CQ wait fd; a busy one spins (Channel). Without the
+    // fd an idle attachment would wake a thousand times a second: the provider's signal fd
+    // costs less (two system calls per message, within the noise of the device bench),
+    // and an exporter serves many attachments (docs/performance.md, "idle CPU").
+    so.cq_wait_fd = true;
     so.source_check = true;
     auto up = sent ? a->setup(std::move(sock), so, *first, Deadline::after(kHandshakeTimeout)) : sent;
     // The client waits for this verdict after the hello exchange: a failure after hello_ack

@@ -215,7 +215,8 @@ bool Channel::idle_sleep(Deadline deadline, int& idle_round) {
 }
 
 template <class Ready>
-Result<bool> Channel::poll_until(Ready&& ready, Deadline deadline, Deadline::Clock::time_point spin_end) {
+Result<bool> Channel::poll_until(Ready&& ready, Deadline deadline, Deadline::Clock::time_point spin_end,
+                                 bool carry) {
   // Busy-poll while there is activity within the last options_.spin; sleep otherwise.
   // Activity is a completion, the wait fd reporting work, or a slow poll: with manual
   // progress the provider moves data inside fi_cq_read, so a transfer in flight (a large
@@ -224,9 +225,17 @@ Result<bool> Channel::poll_until(Ready&& ready, Deadline deadline, Deadline::Clo
   // transfer itself. "Slow" is relative to what an idle poll of this CQ costs (busy_poll_,
   // calibrated at creation: tcp's idle fi_cq_read takes 0.35 us at the median but over 4 us
   // once in a thousand); a poll longer than kBusyPollMax was preempted, not busy.
+  //
+  // A slow poll is often a cold cache after a sleep, or a vCPU the hypervisor took away
+  // for a moment, not data: taken as activity it restarted or prolonged the full spin of
+  // idle threads (3-30 % of a core on a loaded VM). So a slow poll only keeps the thread
+  // spinning for kProbation more; only a completion (or the wait fd) buys the full spin.
+  // A pure RMA target (no completions of its own) stays awake that way while its peer
+  // streams: the next request arrives within microseconds of the last one served.
   constexpr auto kBusyPollMax = std::chrono::microseconds(200);
+  constexpr auto kProbation = std::chrono::microseconds(100);
   std::uint64_t seen = 0;
-  int idle_round = 0;
+  int idle_round = carry ? idle_round_.load(std::memory_order_relaxed) : 0;
   for (bool first = true;; first = false) {
     std::uint64_t completions;
     auto t0 = Deadline::Clock::now();
@@ -239,18 +248,26 @@ Result<bool> Channel::poll_until(Ready&& ready, Deadline deadline, Deadline::Clo
     }
     auto now = Deadline::Clock::now();
     const auto took = now - t0;
+    const bool slow = took > busy_poll_ && took < kBusyPollMax;
     if (first) {
       seen = completions;
-    } else if (completions != seen || (took > busy_poll_ && took < kBusyPollMax)) {
+    } else if (completions != seen) {
       seen = completions;
       spin_end = now + options_.spin;
       idle_round = 0;
+    } else if (slow) {
+      // The back-off restarts only for a slow poll while already awake (data moving): an
+      // isolated one after a sleep would otherwise shorten the next sleeps, make their
+      // polls cold and slow in turn, and keep an idle thread busy.
+      if (now < spin_end) idle_round = 0;
+      spin_end = std::max(spin_end, now + kProbation);
     }
     if (now >= deadline.when()) break;
     if (now < spin_end) continue;
     if (idle_sleep(deadline, idle_round)) spin_end = Deadline::Clock::now() + options_.spin;
   }
   activity_until_.store(spin_end.time_since_epoch().count(), std::memory_order_relaxed);
+  if (carry) idle_round_.store(idle_round, std::memory_order_relaxed);
   return false;
 }
 
@@ -460,13 +477,14 @@ Result<bool> Channel::message_wait(Deadline deadline, const std::function<bool()
     cancelled = cancel && cancel();
     return cancelled;
   };
-  auto r = poll_until(ready, deadline, spin_end);
+  auto r = poll_until(ready, deadline, spin_end, true);
   if (!r) return tl::unexpected(r.error());
   if (*r && !cancelled) {
     // A message is activity: the caller handles it and comes back for the next one, which
     // in a request stream is close behind. Keep spinning for that one.
     activity_until_.store((Deadline::Clock::now() + options_.spin).time_since_epoch().count(),
                           std::memory_order_relaxed);
+    idle_round_.store(0, std::memory_order_relaxed);
     return true;
   }
   return false;
@@ -476,7 +494,7 @@ Result<void> Channel::progress_idle(Deadline deadline) {
   // Carry the spin window over from the previous call: a ProgressThread calls this in short
   // slices, and restarting the spin each time would keep an idle thread spinning.
   Deadline::Clock::time_point spin_end{Deadline::Clock::duration(activity_until_.load(std::memory_order_relaxed))};
-  auto r = poll_until([] { return false; }, deadline, spin_end);
+  auto r = poll_until([] { return false; }, deadline, spin_end, true);
   if (!r) return tl::unexpected(r.error());
   return {};
 }

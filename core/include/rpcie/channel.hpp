@@ -171,7 +171,8 @@ class Channel {
   Result<void> wait_until(Ready&& ready, Deadline deadline, const char* what);
   bool idle_sleep(Deadline deadline, int& idle_round);
   template <class Ready>
-  Result<bool> poll_until(Ready&& ready, Deadline deadline, Deadline::Clock::time_point spin_end);
+  Result<bool> poll_until(Ready&& ready, Deadline deadline, Deadline::Clock::time_point spin_end,
+                          bool carry = false);
 
   std::unique_ptr<Fabric> fabric_;
   fi_addr_t peer_ = FI_ADDR_UNSPEC;
@@ -204,6 +205,9 @@ class Channel {
   Deadline::Clock::duration busy_poll_ = std::chrono::microseconds(2);  // a poll slower moved data
   // End of the spin window when progress_idle() last returned (steady_clock ticks).
   std::atomic<Deadline::Clock::rep> activity_until_{0};
+  // The idle back-off level when progress_idle() / message_wait() last returned: a thread
+  // that calls them in slices continues its back-off instead of restarting it at 1 us.
+  std::atomic<int> idle_round_{0};
 };
 
 // Drives a Channel's progress from a thread of its own, for a side that is only the target

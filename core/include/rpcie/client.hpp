@@ -133,7 +133,8 @@ class Attachment {
 
   Result<std::uint64_t> mmio_read(std::uint8_t bar, std::uint64_t offset, unsigned width, Deadline deadline);
   // Posted: returns once queued (see ordering above); the batch it joins is sent within
-  // 20 us or by the next operation. If the batch cannot be sent within the deadline of the
+  // 20 us or by the next operation (the first few writes of a burst are sent at once, by
+  // this call). If the batch cannot be sent within the deadline of the
   // call that sends it (a dead link), those writes are lost and the attachment fails (EIO).
   Result<void> mmio_write(std::uint8_t bar, std::uint64_t offset, unsigned width, std::uint64_t value,
                           Deadline deadline);

@@ -141,7 +141,7 @@ Result<void> Device::mmio_write(std::uint8_t bar, std::uint64_t offset, unsigned
       regs_.factorial = value32;
       regs_.status |= kStatusComputing;
       factorial_due_ = Clock::now() + delay_;
-      work_changed_.notify_one();
+      job_queued();
       break;
     case kRegStatus:  // only "interrupt when done" is writable; "computing" is the worker's
       regs_.status = (regs_.status & ~kStatusIrqOnFactorial) | (value32 & kStatusIrqOnFactorial);
@@ -166,7 +166,7 @@ Result<void> Device::mmio_write(std::uint8_t bar, std::uint64_t offset, unsigned
       if (dma_running || (value & kDmaCmdStart) == 0) break;
       regs_.dma_cmd = value;
       dma_due_ = Clock::now() + delay_;
-      work_changed_.notify_one();
+      job_queued();
       break;
     default: break;
   }
@@ -216,10 +216,40 @@ Result<void> Device::reset() {
   return {};
 }
 
+void Device::job_queued() noexcept {
+  // Inline jobs wait for work_run(), which the exporter calls once the write that queued
+  // them has completed; waking the worker for them would only make it race for the lock.
+  if (!jobs_inline()) work_changed_.notify_one();
+}
+
+void Device::work_inline_enable() noexcept {
+  std::lock_guard guard(mutex_);
+  inline_ = true;
+}
+
+void Device::work_run() noexcept {
+  Lock lock(mutex_);
+  if (!jobs_inline()) return;
+  // Both jobs may be due (a factorial and a DMA started by one batch of writes): the
+  // factorial first, as the worker would. Each finish drops the lock around port calls.
+  for (;;) {
+    const auto now = Clock::now();
+    if (factorial_due_ && *factorial_due_ <= now) factorial_finish(lock);
+    else if (dma_due_ && *dma_due_ <= now) dma_finish(lock);
+    else return;
+  }
+}
+
 void Device::worker_run() noexcept {
   Lock lock(mutex_);
   while (!stopping_) {
     const auto now = Clock::now();
+    if (jobs_inline()) {
+      // work_run() finishes every job; the worker only idles (until stop, or until inline
+      // work is switched off, which does not happen today).
+      work_changed_.wait_until(lock, now + kWorkerIdleWake);
+      continue;
+    }
     if (factorial_due_ && *factorial_due_ <= now) {
       factorial_finish(lock);
       continue;

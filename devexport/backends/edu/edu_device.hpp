@@ -1,5 +1,6 @@
 // The edu function behind edu_create(): BAR0's register model, the device's DMA buffer, and
-// the worker thread that finishes factorials and DMA transfers. Internal to the edu backend;
+// the worker thread that finishes factorials and DMA transfers (or, with inline work enabled
+// and no delay, work_run() on the exporter's attachment thread). Internal to the edu backend;
 // the contract is edu.hpp's, the register table README.md's.
 #pragma once
 
@@ -42,6 +43,8 @@ class Device final : public Backend {
   Result<void> attach(DmaPort* dma, IrqSink* irq) override;
   void detach() noexcept override;
   Result<void> reset() override;
+  void work_inline_enable() noexcept override;
+  void work_run() noexcept override;
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -63,6 +66,9 @@ class Device final : public Backend {
   explicit Device(std::chrono::nanoseconds delay) noexcept : delay_(delay) {}
 
   void worker_run() noexcept;
+  // Whether jobs are left to work_run() (inline enabled and no delay) instead of the worker.
+  bool jobs_inline() const noexcept { return inline_ && delay_ == std::chrono::nanoseconds::zero(); }
+  void job_queued() noexcept;
   void factorial_finish(Lock& lock) noexcept;
   void dma_finish(Lock& lock) noexcept;
   // Raises vector 0 through the IrqSink, if attached, with the lock released meanwhile.
@@ -91,8 +97,11 @@ class Device final : public Backend {
   IrqSink* irq_ = nullptr;
   int port_calls_ = 0;  // worker or mmio thread inside a DmaPort/IrqSink call
   bool stopping_ = false;
+  bool inline_ = false;  // work_inline_enable() was called
 
-  std::array<std::uint8_t, kDmaBufferSize> dma_scratch_{};  // worker only: bytes in flight
+  // Bytes in flight: used by whichever thread runs jobs (the worker, or the caller of
+  // work_run() when jobs_inline(); never both, and one DMA runs at a time).
+  std::array<std::uint8_t, kDmaBufferSize> dma_scratch_{};
   std::thread worker_;
 };
 
