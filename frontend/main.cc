@@ -186,6 +186,12 @@ struct Hostd {
 
 int main(int argc, char** argv) {
   signals_init();
+  // Stop signals stay blocked in every thread but the FUSE loop's (Tree::run); set before
+  // any thread exists, so that all inherit it.
+  sigset_t stop;
+  sigemptyset(&stop);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stop, sig);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   if (std::getenv("RPCIE_LOG") == nullptr) log_level_set(LogLevel::info);
   CLI::App app{"rpcie-hostd: remote PCIe devices as files (FUSE, sysfs layout)"};
   hostd::TreeOptions tree_options;

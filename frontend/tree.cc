@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "rpcie/log.hpp"
@@ -726,10 +727,34 @@ const fuse_lowlevel_ops kOps = [] {
   return ops;
 }();
 
-// A FUSE mount whose daemon died: stat fails with ENOTCONN.
-bool mount_stale(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) != 0 && errno == ENOTCONN;
+// True while mountinfo lists an rpcie FUSE mount (fsname "rpcie") at `path`.
+bool mount_is_ours(const std::string& path) {
+  FILE* f = std::fopen("/proc/self/mountinfo", "r");
+  if (!f) return false;
+  char line[4096];
+  bool found = false;
+  while (!found && std::fgets(line, sizeof line, f)) {
+    char where[3072];
+    const char* sep = std::strstr(line, " - ");
+    char fstype[64];
+    if (sep && std::sscanf(line, "%*d %*d %*s %*s %3071s", where) == 1 && std::sscanf(sep + 3, "%63s", fstype) == 1)
+      found = path == where && std::string(fstype) == "fuse.rpcie";
+  }
+  std::fclose(f);
+  return found;
+}
+
+// Mounts of an earlier hostd at `path` (possibly stacked): a dead daemon's mount fails
+// statfs (ENOTCONN, ECONNABORTED) and is detached; a live one is EBUSY. statfs, not stat:
+// the kernel answers stat of the root from cached attributes without asking the daemon.
+Result<void> mounts_stale_remove(const std::string& path) {
+  for (int i = 0; i < 16 && mount_is_ours(path); ++i) {
+    struct statfs sf;
+    if (::statfs(path.c_str(), &sf) == 0) return fail(EBUSY, path + " is served by a running rpcie-hostd");
+    RPCIE_LOG_WARN("hostd", "{}: a stale mount of an earlier hostd ({}); detaching it", path, std::strerror(errno));
+    if (::umount2(path.c_str(), MNT_DETACH) != 0) return fail(errno, "unmount stale " + path);
+  }
+  return {};
 }
 
 // Links to `<mount>/...` that an earlier hostd left in dev_dir.
@@ -799,10 +824,7 @@ Tree::Tree(const TreeOptions& options) : options_(options), impl_(std::make_uniq
 Result<std::unique_ptr<Tree>> Tree::mount(const TreeOptions& options) {
   std::unique_ptr<Tree> t(new Tree(options));
   auto& m = *t->impl_;
-  if (mount_stale(options.mount)) {
-    RPCIE_LOG_WARN("hostd", "{}: a stale mount of an earlier hostd; detaching it", options.mount);
-    if (::umount2(options.mount.c_str(), MNT_DETACH) != 0) return fail(errno, "unmount stale " + options.mount);
-  }
+  if (auto r = mounts_stale_remove(options.mount); !r) return tl::unexpected(r.error());
   if (auto r = mkdir_p(options.mount, 0755); !r) return tl::unexpected(r.error());
   links_stale_remove(options);
   const std::string fs_opts = "-oallow_other,default_permissions,fsname=rpcie,subtype=rpcie";
@@ -825,6 +847,13 @@ int Tree::run() {
   // status 1, mount left behind); libfuse installs its own only over the default.
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::signal(sig, SIG_DFL);
   if (fuse_set_signal_handlers(m.se) != 0) return -EIO;
+  // Only this thread and the FUSE workers (created by the loop, inheriting this mask) take
+  // the stop signals: libfuse's handler ends the loop only if the signal interrupts one of
+  // them. Delivered to any other thread of ours, the loop would go on until the next request.
+  sigset_t stop;
+  sigemptyset(&stop);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stop, sig);
+  pthread_sigmask(SIG_UNBLOCK, &stop, nullptr);
   fuse_loop_config* cfg = fuse_loop_cfg_create();
   fuse_loop_cfg_set_max_threads(cfg, 64);
   fuse_loop_cfg_set_idle_threads(cfg, 8);

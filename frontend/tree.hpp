@@ -45,7 +45,9 @@ class Tree {
   ~Tree();  // answers what is parked, unmounts, removes the links
 
   // Serves requests until a stop signal (SIGINT/SIGTERM/SIGHUP) or stop(). Returns 0 or
-  // the negative errno of the FUSE loop.
+  // the negative errno of the FUSE loop. Call from the main thread, with the stop signals
+  // blocked in every thread since start-up: run() unblocks them for itself and the FUSE
+  // workers only.
   int run();
   void stop();
 
