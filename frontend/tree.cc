@@ -487,10 +487,18 @@ struct Tree::Impl {
       const std::uint64_t value = *v;
       return r.data(&value, size);
     }
+    // A memory BAR: the reply goes out straight from the attachment's staging buffer (a
+    // request is at most 1 MiB: one piece).
     size = clip(size, off, limit);
-    auto buf = std::make_unique_for_overwrite<std::uint8_t[]>(size);  // up to 1 MiB: no zero-fill
-    auto done = r.a().bar_read(b->bar, static_cast<std::uint64_t>(off), {buf.get(), size}, r.deadline());
-    return done ? r.data(buf.get(), size) : r.fail(done.error());
+    bool answered = false;
+    auto done = r.a().bar_read_visit(
+        b->bar, static_cast<std::uint64_t>(off), size,
+        [&](std::uint64_t, std::span<const std::uint8_t> piece) {
+          if (piece.size() == size) r.data(piece.data(), piece.size()), answered = true;
+        },
+        r.deadline());
+    if (!done) return r.fail(done.error());
+    if (!answered) r.fail(EIO);  // more than one piece: cannot happen with 1 MiB requests
   }
 
   void do_write(fuse_req_t req, OpenFile& f, const char* data, std::size_t size, off_t off) {

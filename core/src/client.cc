@@ -731,17 +731,30 @@ Result<void> Attachment::bar_write(std::uint8_t bar, std::uint64_t offset, std::
 
 Result<void> Attachment::bar_read(std::uint8_t bar, std::uint64_t offset, std::span<std::uint8_t> bytes,
                                   Deadline deadline) {
+  return bar_read_visit(
+      bar, offset, bytes.size(),
+      [&](std::uint64_t at, std::span<const std::uint8_t> piece) { std::memcpy(bytes.data() + at, piece.data(), piece.size()); },
+      deadline);
+}
+
+Result<void> Attachment::bar_read_visit(std::uint8_t bar, std::uint64_t offset, std::uint64_t length,
+                                        const std::function<void(std::uint64_t, std::span<const std::uint8_t>)>& take,
+                                        Deadline deadline) {
   State::Call call(*s_);
-  auto b = s_->bulk_begin(bar, offset, bytes.size(), false, deadline);
+  auto b = s_->bulk_begin(bar, offset, length, false, deadline);
   if (!b) return tl::unexpected(b.error());
   std::lock_guard sg(s_->staging_lock);
   auto& ch = s_->session->channel();
-  for (std::size_t done = 0; done < bytes.size();) {
-    const std::size_t n = std::min(bytes.size() - done, kStagingSize);
+  for (std::uint64_t done = 0; done < length;) {
+    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(length - done, kStagingSize));
     if ((*b)->direct) {
       auto remote = s_->session->peer_region(bar);
       if (!remote) return tl::unexpected(remote.error());
-      auto r = ch.rma_read(*s_->staging_mr, 0, *remote, offset + done, n, deadline);
+      // Pieces in flight at once, as in window_transfer.
+      Result<void> r{};
+      for (std::size_t part = 0; r && part < n; part += kBulkPiece)
+        r = ch.rma_read(*s_->staging_mr, part, *remote, offset + done + part, std::min<std::size_t>(kBulkPiece, n - part),
+                        deadline);
       if (r) r = ch.rma_flush(deadline);
       if (!r) return tl::unexpected(r.error());
     } else {
@@ -763,11 +776,11 @@ Result<void> Attachment::bar_read(std::uint8_t bar, std::uint64_t offset, std::s
         if (!r) return tl::unexpected(r.error());
       }
     }
-    std::memcpy(bytes.data() + done, s_->staging->data(), n);
+    take(done, std::span<const std::uint8_t>(s_->staging->data(), n));
     done += n;
   }
   std::lock_guard g(s_->lock);
-  s_->stats.bar_bytes_read += bytes.size();
+  s_->stats.bar_bytes_read += length;
   return {};
 }
 

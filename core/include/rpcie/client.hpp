@@ -150,6 +150,14 @@ class Attachment {
   // next operation. Through the bounce buffer a write has reached the BAR on return.
   Result<void> bar_write(std::uint8_t bar, std::uint64_t offset, std::span<const std::uint8_t> bytes, Deadline deadline);
   Result<void> bar_read(std::uint8_t bar, std::uint64_t offset, std::span<std::uint8_t> bytes, Deadline deadline);
+  // bar_read without the copy into a caller's buffer: `take(at, piece)` sees each piece of
+  // [offset, +length) where it arrived, in the attachment's registered staging buffer (in
+  // order, `at` counted from `offset`, at most 4 MiB each), and must not keep the span. It
+  // runs on the calling thread, with the attachment's staging buffer held: it must not call
+  // this attachment's bulk operations.
+  Result<void> bar_read_visit(std::uint8_t bar, std::uint64_t offset, std::uint64_t length,
+                              const std::function<void(std::uint64_t at, std::span<const std::uint8_t> piece)>& take,
+                              Deadline deadline);
   // Zero-copy variants for data already in the DMA window (registered): [window_offset,
   // +length) to or from the BAR. Direct BARs only (EOPNOTSUPP otherwise).
   Result<void> bar_write_from_window(std::uint8_t bar, std::uint64_t offset, std::uint64_t window_offset,
