@@ -216,7 +216,7 @@ bool Channel::idle_sleep(Deadline deadline, int& idle_round) {
 
 template <class Ready>
 Result<bool> Channel::poll_until(Ready&& ready, Deadline deadline, Deadline::Clock::time_point spin_end,
-                                 bool carry) {
+                                 bool carry, std::optional<std::chrono::microseconds> spin_for) {
   // Busy-poll while there is activity within the last options_.spin; sleep otherwise.
   // Activity is a completion, the wait fd reporting work, or a slow poll: with manual
   // progress the provider moves data inside fi_cq_read, so a transfer in flight (a large
@@ -233,7 +233,8 @@ Result<bool> Channel::poll_until(Ready&& ready, Deadline deadline, Deadline::Clo
   // A pure RMA target (no completions of its own) stays awake that way while its peer
   // streams: the next request arrives within microseconds of the last one served.
   constexpr auto kBusyPollMax = std::chrono::microseconds(200);
-  constexpr auto kProbation = std::chrono::microseconds(100);
+  const auto spin = spin_for.value_or(options_.spin);
+  const auto probation = std::min<std::chrono::microseconds>(std::chrono::microseconds(100), spin);
   std::uint64_t seen = 0;
   int idle_round = carry ? idle_round_.load(std::memory_order_relaxed) : 0;
   for (bool first = true;; first = false) {
@@ -253,18 +254,18 @@ Result<bool> Channel::poll_until(Ready&& ready, Deadline deadline, Deadline::Clo
       seen = completions;
     } else if (completions != seen) {
       seen = completions;
-      spin_end = now + options_.spin;
+      spin_end = now + spin;
       idle_round = 0;
     } else if (slow) {
       // The back-off restarts only for a slow poll while already awake (data moving): an
       // isolated one after a sleep would otherwise shorten the next sleeps, make their
       // polls cold and slow in turn, and keep an idle thread busy.
       if (now < spin_end) idle_round = 0;
-      spin_end = std::max(spin_end, now + kProbation);
+      spin_end = std::max(spin_end, now + probation);
     }
     if (now >= deadline.when()) break;
     if (now < spin_end) continue;
-    if (idle_sleep(deadline, idle_round)) spin_end = Deadline::Clock::now() + options_.spin;
+    if (idle_sleep(deadline, idle_round)) spin_end = Deadline::Clock::now() + spin;
   }
   activity_until_.store(spin_end.time_since_epoch().count(), std::memory_order_relaxed);
   if (carry) idle_round_.store(idle_round, std::memory_order_relaxed);
@@ -469,20 +470,23 @@ Result<void> Channel::rma_flush(Deadline deadline) {
   return wait_until([this] { return rma_in_flight_ == 0; }, deadline, "rma completions");
 }
 
-Result<bool> Channel::message_wait(Deadline deadline, const std::function<bool()>& cancel) {
+Result<bool> Channel::message_wait(Deadline deadline, const std::function<bool()>& cancel, bool spin) {
   Deadline::Clock::time_point spin_end{Deadline::Clock::duration(activity_until_.load(std::memory_order_relaxed))};
+  if (!spin) spin_end = std::min(spin_end, Deadline::Clock::now() + kBackgroundSpin);
   bool cancelled = false;
   auto ready = [&] {
     if (message_ready_locked()) return true;
     cancelled = cancel && cancel();
     return cancelled;
   };
-  auto r = poll_until(ready, deadline, spin_end, true);
+  auto r = poll_until(ready, deadline, spin_end, true,
+                      spin ? std::nullopt : std::optional<std::chrono::microseconds>(kBackgroundSpin));
   if (!r) return tl::unexpected(r.error());
   if (*r && !cancelled) {
     // A message is activity: the caller handles it and comes back for the next one, which
-    // in a request stream is close behind. Keep spinning for that one.
-    activity_until_.store((Deadline::Clock::now() + options_.spin).time_since_epoch().count(),
+    // in a request stream is close behind. Keep spinning for that one (a background
+    // receiver only briefly).
+    activity_until_.store((Deadline::Clock::now() + (spin ? options_.spin : kBackgroundSpin)).time_since_epoch().count(),
                           std::memory_order_relaxed);
     idle_round_.store(0, std::memory_order_relaxed);
     return true;

@@ -21,8 +21,6 @@ constexpr std::uint32_t kWindowRegion = 0;   // the client's DMA window
 constexpr std::uint32_t kStagingRegion = 1;  // the client's staging buffer (local use only)
 constexpr std::uint32_t kBounceRegion = 16;  // the exporter's bounce buffer
 constexpr std::size_t kStagingSize = 4u << 20;
-// How long after an API call the dispatcher thread keeps off the channel.
-constexpr auto kDispatcherQuiet = std::chrono::milliseconds(2);
 // Posted writes are coalesced into one mmio_write_batch until the batch is full, another
 // operation needs them out, or the oldest has waited this long (a driver that writes a
 // doorbell and then polls host memory must not wait for more).
@@ -205,6 +203,8 @@ struct Attachment::State {
   std::atomic<Deadline::Clock::rep> last_call{0};
   std::atomic<bool> stop{false};
   std::atomic<bool> dispatcher_on_fd{false};  // the dispatcher is inside message_wait()
+  std::atomic<bool> dispatcher_parked{false};  // the dispatcher waits for the application to go quiet
+  std::chrono::microseconds quiet{2000};        // ClientOptions::receiver_quiet
   std::thread dispatcher;
   std::thread heartbeat;
 
@@ -396,31 +396,43 @@ struct Attachment::State {
     return r;
   }
 
-  // Marks an API call in progress (RAII).
+  // Marks an API call in progress (RAII). A posted call (mmio_write) receives nothing, so
+  // it does not start the quiet period: once it returns, the dispatcher is back on duty at
+  // once — an application that writes a doorbell and then sleeps in poll() on its events
+  // file relies on the dispatcher to receive the interrupt.
   struct Call {
-    explicit Call(State& st) : s(st) {
+    explicit Call(State& st, bool posted_only = false) : s(st), posted(posted_only) {
       s.busy.fetch_add(1, std::memory_order_relaxed);
-      s.last_call.store(Deadline::Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+      if (!posted) s.last_call.store(Deadline::Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
       // A dispatcher asleep on the CQ wait fd would wake for every completion of this call
-      // (and take this thread's CPU each time): move it to its condition variable now.
-      if (s.dispatcher_on_fd.load(std::memory_order_relaxed)) s.session->channel().wake();
+      // (and take this thread's CPU each time): move it to its condition variable now. Not
+      // for a posted call: it completes nothing the dispatcher would wake for, and a woken
+      // dispatcher spins (the wake-up counts as activity) on the CPU the caller needs.
+      if (!posted && s.dispatcher_on_fd.load(std::memory_order_relaxed)) s.session->channel().wake();
     }
     ~Call() {
-      s.last_call.store(Deadline::Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
-      s.busy.fetch_sub(1, std::memory_order_relaxed);
+      if (!posted) s.last_call.store(Deadline::Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+      // Only a posted call after a quiet spell wakes a parked dispatcher: waking it at the
+      // end of every call would cost a context switch per MMIO read.
+      if (s.busy.fetch_sub(1, std::memory_order_acq_rel) == 1 && posted &&
+          s.dispatcher_parked.load(std::memory_order_acquire) && !s.app_active()) {
+        std::lock_guard g(s.lock);  // the dispatcher checks its predicate under it: no lost wake-up
+        s.dispatcher_cv.notify_one();
+      }
     }
     State& s;
+    bool posted;
   };
 
   bool app_active() const {
     if (busy.load(std::memory_order_relaxed) > 0) return true;
     const Deadline::Clock::time_point last{Deadline::Clock::duration(last_call.load(std::memory_order_relaxed))};
-    return Deadline::Clock::now() - last < kDispatcherQuiet;
+    return Deadline::Clock::now() - last < quiet;
   }
 
   void dispatcher_run() {
     // Progress and interrupt counting while the application leaves the channel alone. It
-    // stands aside while calls are in progress or were made within kDispatcherQuiet (a
+    // stands aside while calls are in progress or were made within `quiet` (a
     // caller that waits receives itself; posted writes need nobody): two threads spinning
     // on one CQ would only take turns on the lock and, with two cores, the CPU.
     ::prctl(PR_SET_TIMERSLACK, 1000UL);  // wake within ~1 us of kBatchDelay, not the default 50 us
@@ -434,15 +446,19 @@ struct Attachment::State {
       const bool batch_tracked = batch_due != Deadline::Clock::time_point::max();
       if (app_active() || batch_tracked) {
         std::unique_lock g(lock);
-        dispatcher_cv.wait_until(g, std::min(batch_due, Deadline::Clock::now() + kDispatcherQuiet), [&] {
-          return stop.load() || (!batch_tracked && batch_pending.load(std::memory_order_relaxed));
+        dispatcher_parked.store(true, std::memory_order_release);
+        dispatcher_cv.wait_until(g, std::min(batch_due, Deadline::Clock::now() + quiet), [&] {
+          return stop.load() || (!batch_tracked && batch_pending.load(std::memory_order_relaxed)) ||
+                 (!batch_tracked && !app_active());
         });
+        dispatcher_parked.store(false, std::memory_order_relaxed);
         continue;
       }
       dispatcher_on_fd.store(true, std::memory_order_relaxed);
       auto ready = app_active() ? Result<bool>(false)
                                 : session->channel().message_wait(Deadline::after(std::chrono::milliseconds(20)),
-                                                                  [this] { return busy.load(std::memory_order_relaxed) > 0; });
+                                                                  [this] { return busy.load(std::memory_order_relaxed) > 0; },
+                                                                  false);  // background: never spin
       dispatcher_on_fd.store(false, std::memory_order_relaxed);
       if (!ready) {
         fail_with(Error{ErrorDomain::posix, EIO, "link to the exporter lost: " + ready.error().describe()});
@@ -524,6 +540,7 @@ Result<std::unique_ptr<Attachment>> Attachment::open(const std::string& host, st
   s->id = (*reply)->attachment_id;
   s->lease = std::chrono::milliseconds(std::max<std::uint32_t>((*reply)->lease_ms, 100));
   s->irq_counts.assign(s->device.vectors, 0);
+  s->quiet = options.receiver_quiet;
   auto staging = HostBuffer::create(kStagingSize);
   if (!staging) return tl::unexpected(staging.error());
   s->staging.emplace(std::move(*staging));
@@ -649,7 +666,7 @@ Result<std::uint64_t> Attachment::mmio_read(std::uint8_t bar, std::uint64_t offs
 
 Result<void> Attachment::mmio_write(std::uint8_t bar, std::uint64_t offset, unsigned width, std::uint64_t value,
                                     Deadline deadline) {
-  State::Call call(*s_);
+  State::Call call(*s_, true);
   auto ok = mmio_check(s_->device, bar, offset, width);
   if (!ok) return ok;
   if (width < 8 && (value >> (8 * width)) != 0) return fail(EINVAL, "MMIO write: value wider than the access");

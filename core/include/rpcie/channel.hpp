@@ -92,6 +92,9 @@ struct ChannelStats {
   std::uint64_t bytes_read = 0;
 };
 
+// How long a background receiver (message_wait(.., spin = false)) keeps polling after activity.
+inline constexpr std::chrono::microseconds kBackgroundSpin{50};
+
 class Channel {
  public:
   static Result<std::unique_ptr<Channel>> create(std::unique_ptr<Fabric> fabric, fi_addr_t peer,
@@ -136,7 +139,12 @@ class Channel {
   // Progresses the CQ meanwhile, with the same spin-then-sleep policy as progress_idle(), so
   // a dispatcher thread can use it as its progress loop and stand aside while another
   // thread receives.
-  Result<bool> message_wait(Deadline deadline, const std::function<bool()>& cancel = {});
+  // `spin` false: busy-poll only briefly after activity (kBackgroundSpin, enough for the
+  // provider to finish moving a message: tcp needs several polls), then sleep on the wait
+  // fd — for a background receiver on the compute side, whose full spin would take the CPU
+  // from the application it serves (measured: an interrupt reached a poll() on the same
+  // core ~2 ms late, one scheduler slice, while the receiver spun).
+  Result<bool> message_wait(Deadline deadline, const std::function<bool()>& cancel = {}, bool spin = true);
 
   // Wakes a thread sleeping on the CQ wait fd in message_wait() / progress_idle(), so that
   // it re-checks its cancel condition now (fi_cq_signal). No effect without a wait fd.
@@ -171,8 +179,10 @@ class Channel {
   Result<void> wait_until(Ready&& ready, Deadline deadline, const char* what);
   bool idle_sleep(Deadline deadline, int& idle_round);
   template <class Ready>
+  // `spin_for`: how long activity keeps the thread busy-polling (options_.spin unless given;
+  // zero never spins).
   Result<bool> poll_until(Ready&& ready, Deadline deadline, Deadline::Clock::time_point spin_end,
-                          bool carry = false);
+                          bool carry = false, std::optional<std::chrono::microseconds> spin_for = std::nullopt);
 
   std::unique_ptr<Fabric> fabric_;
   fi_addr_t peer_ = FI_ADDR_UNSPEC;

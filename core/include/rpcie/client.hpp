@@ -86,6 +86,12 @@ struct ClientOptions {
   std::string name;              // client name the exporter knows the key by (default: host name)
   std::shared_ptr<const auth::Key> key;  // required
   SessionOptions session;        // provider choice, channel tuning
+  // After an API call that received (a read, a flush, interrupt_wait), the background
+  // receiver stands aside this long, leaving the fabric to the application's next call
+  // (waking it between back-to-back calls costs a context switch each). Interrupts that
+  // arrive meanwhile wait for it or for the next call. An application that mostly waits
+  // for interrupts outside this API (rpcie-hostd: poll() on an events file) wants it short.
+  std::chrono::microseconds receiver_quiet{2000};
 };
 
 // Opens an authenticated bootstrap connection (used by the calls below; exposed for tools
