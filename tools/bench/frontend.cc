@@ -10,9 +10,7 @@
 #include "frontend.hpp"
 
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/mman.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -26,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../common.hpp"
+#include "children.hpp"
 #include "rpcie/auth.hpp"
 #include "rpcie/client.hpp"
 #include "rpcie/control.hpp"
@@ -46,96 +45,6 @@ int die(const std::string& what) {
   return 1;
 }
 
-std::string program_find(const std::string& given, const char* name, const char* build_dir) {
-  if (!given.empty()) return given;
-  char self[4096] = {};
-  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  std::string dir = n > 0 ? std::string(self, static_cast<std::size_t>(n)) : std::string();
-  dir = dir.substr(0, dir.rfind('/'));
-  for (std::string c : {dir + "/" + name, dir + "/../../" + build_dir + "/" + name})
-    if (access(c.c_str(), X_OK) == 0) return c;
-  return name;
-}
-
-// A child process, stopped (SIGTERM, then SIGKILL after 2 s) when this goes away.
-struct Child {
-  pid_t pid = -1;
-  ~Child() {
-    if (pid <= 0) return;
-    kill(pid, SIGTERM);
-    int status = 0;
-    for (int i = 0; i < 100 && waitpid(pid, &status, WNOHANG) == 0; ++i) usleep(20000);
-    if (waitpid(pid, &status, WNOHANG) == 0) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-    }
-  }
-  // Starts argv; its stderr comes back through *err_fd (-1: inherited).
-  Result<void> start(std::vector<std::string> argv, int cpu, int* err_fd) {
-    int p[2] = {-1, -1};
-    if (err_fd && pipe(p) != 0) return fail(errno, "pipe");
-    pid = fork();
-    if (pid < 0) return fail(errno, "fork");
-    if (pid == 0) {
-      if (cpu >= 0) rpcie::tools::cpu_pin(cpu);
-      if (err_fd) {
-        dup2(p[1], 2);
-        close(p[0]);
-        close(p[1]);
-      }
-      std::vector<char*> args;
-      for (auto& a : argv) args.push_back(a.data());
-      args.push_back(nullptr);
-      execv(args[0], args.data());
-      std::fprintf(stderr, "exec %s failed: %s\n", args[0], std::strerror(errno));
-      _exit(127);
-    }
-    if (err_fd) {
-      close(p[1]);
-      *err_fd = p[0];
-    }
-    return {};
-  }
-};
-
-struct TempDir {
-  std::string path;
-  ~TempDir() {
-    if (!path.empty()) std::system(("rm -rf '" + path + "'").c_str());
-  }
-};
-
-// rpcie-exportd on loopback, pinned to CPU 1, with the four exports; returns its port.
-Result<std::uint16_t> exporter_local_start(Child& exporter, const std::string& program, const std::string& prov,
-                                           const std::string& psk) {
-  int err = -1;
-  auto s = exporter.start({program_find(program, "rpcie-exportd", "devexport"), "--listen", "127.0.0.1:0", "--provider",
-                           prov, "--psk-file", psk, "--export", "edu-a=edu", "--export", "edu-b=edu", "--export",
-                           "mem-a=membar,size=4M", "--export", "mem-b=membar,size=4M"},
-                          1, &err);
-  if (!s) return tl::unexpected(s.error());
-  FILE* f = fdopen(err, "r");
-  std::uint16_t port = 0;
-  char line[512];
-  while (f && fgets(line, sizeof line, f)) {
-    if (const char* at = std::strstr(line, "listening on ")) {
-      port = static_cast<std::uint16_t>(std::atoi(std::strrchr(at, ':') + 1));
-      break;
-    }
-    std::fputs(line, stderr);
-  }
-  if (port == 0) {
-    if (f) fclose(f);
-    return fail(EIO, "rpcie-exportd did not start");
-  }
-  std::thread([f] {  // keep draining: the exporter must never block on a full pipe
-    char l[512];
-    while (fgets(l, sizeof l, f)) std::fputs(l, stderr);
-    fclose(f);
-  }).detach();
-  return port;
-}
-
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const std::size_t n = v.size();
@@ -145,27 +54,26 @@ double median(std::vector<double> v) {
 }  // namespace
 
 int frontend_bench(const FrontendOptions& o) {
-  TempDir tmp;
-  char tmpl[] = "/tmp/rpcie-bench-fe.XXXXXX";
-  if (!mkdtemp(tmpl)) return die("mkdtemp");
-  tmp.path = tmpl;
+  auto tmp = TempDir::make("/tmp/rpcie-bench-fe.");
+  if (!tmp) return die(tmp.error().describe());
   const bool exporter_here = o.remote_host.empty();
-  const std::string psk = exporter_here ? tmp.path + "/psk" : o.psk_file, mount = tmp.path + "/mnt",
-                    sock = tmp.path + "/hostd.sock";
+  const std::string psk = exporter_here ? tmp->path() + "/psk" : o.psk_file, mount = tmp->path() + "/mnt",
+                    sock = tmp->path() + "/hostd.sock";
   const std::string host = exporter_here ? "127.0.0.1" : o.remote_host;
   const std::string prov = o.provider == "shm" ? "shm" : "tcp";
   std::uint16_t port = o.remote_port;
   Child exporter;
   if (exporter_here) {
     if (auto k = auth::key_generate_file(psk, false); !k) return die(k.error().describe());
-    auto p = exporter_local_start(exporter, o.exportd, prov, psk);
+    auto p = exportd_start(exporter, program_find(o.exportd, "rpcie-exportd", "devexport"), prov, psk,
+                           {"edu-a=edu", "edu-b=edu", "mem-a=membar,size=4M", "mem-b=membar,size=4M"});
     if (!p) return die(p.error().describe());
     port = *p;
   }
 
   Child hostd;
   auto s = hostd.start({program_find(o.hostd, "rpcie-hostd", "frontend"), "--foreground", "--mount", mount, "--control", sock,
-                   "--dev-dir", tmp.path, "--psk-file", psk, "--provider", prov},
+                   "--dev-dir", tmp->path(), "--psk-file", psk, "--provider", prov},
                   -1, nullptr);
   if (!s) return die(s.error().describe());
   auto ready = Deadline::after(10s);

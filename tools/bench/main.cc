@@ -29,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../common.hpp"
+#include "children.hpp"
 #include "frontend.hpp"
 #include "raw_loop.hpp"
 #include "rpcie/auth.hpp"
@@ -281,89 +282,17 @@ double median(std::vector<double> v) {
 //   edu_dma    4 KiB host->device DMA, command to interrupt seen
 //              vs raw 4 KiB fi_read round trip (window 1) + half a raw 8 B round trip  (us)
 
-struct Exporter {
-  pid_t pid = -1;
-  std::uint16_t port = 0;
-  std::string dir;
-  ~Exporter() {
-    if (pid > 0) {
-      kill(pid, SIGTERM);
-      int status = 0;
-      for (int i = 0; i < 100 && waitpid(pid, &status, WNOHANG) == 0; ++i) usleep(20000);
-      if (waitpid(pid, &status, WNOHANG) == 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &status, 0);
-      }
-    }
-    if (!dir.empty()) {
-      ::unlink((dir + "/psk").c_str());
-      ::rmdir(dir.c_str());
-    }
-  }
-};
-
-std::string exportd_find(const std::string& given) {
-  if (!given.empty()) return given;
-  char self[4096] = {};
-  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  std::string dir = n > 0 ? std::string(self, static_cast<std::size_t>(n)) : std::string();
-  dir = dir.substr(0, dir.rfind('/'));
-  for (std::string c : {dir + "/rpcie-exportd", dir + "/../../devexport/rpcie-exportd"})
-    if (access(c.c_str(), X_OK) == 0) return c;
-  return "rpcie-exportd";
-}
-
-Result<void> exporter_start(Exporter& e, const std::string& path, const std::string& provider) {
-  char tmpl[] = "/tmp/rpcie-bench.XXXXXX";
-  if (!mkdtemp(tmpl)) return fail(errno, "mkdtemp");
-  e.dir = tmpl;
-  auto k = auth::key_generate_file(e.dir + "/psk", false);
-  if (!k) return k;
-  int out[2];
-  if (pipe(out) != 0) return fail(errno, "pipe");
-  e.pid = fork();
-  if (e.pid < 0) return fail(errno, "fork");
-  if (e.pid == 0) {
-    rpcie::tools::cpu_pin(1);
-    dup2(out[1], 2);
-    close(out[0]);
-    close(out[1]);
-    std::string psk = e.dir + "/psk", prov = provider == "shm" ? "shm" : "tcp";
-    execl(path.c_str(), path.c_str(), "--listen", "127.0.0.1:0", "--provider", prov.c_str(), "--psk-file", psk.c_str(),
-          "--export", "bench-edu=edu", "--export", "bench-mem=membar,size=4M", static_cast<char*>(nullptr));
-    std::fprintf(stderr, "exec %s failed\n", path.c_str());
-    _exit(127);
-  }
-  close(out[1]);
-  // The exporter says "listening on HOST:PORT" on stderr; everything it says is passed on.
-  FILE* f = fdopen(out[0], "r");
-  char line[512];
-  while (f && fgets(line, sizeof line, f)) {
-    if (const char* at = std::strstr(line, "listening on ")) {
-      const char* colon = std::strrchr(at, ':');
-      e.port = static_cast<std::uint16_t>(std::atoi(colon + 1));
-      break;
-    }
-    std::fputs(line, stderr);
-  }
-  if (e.port == 0) {
-    if (f) fclose(f);
-    return fail(EIO, "rpcie-exportd (" + path + ") did not start");
-  }
-  // Keep draining its stderr so that it can never block on a full pipe.
-  std::thread([f] {
-    char l[512];
-    while (fgets(l, sizeof l, f)) std::fputs(l, stderr);
-    fclose(f);
-  }).detach();
-  return {};
-}
-
 int device_run(Peers& p, const Options& o, const std::string& prov_name) {
-  Exporter ex;
-  auto started = exporter_start(ex, exportd_find(o.exportd), prov_name);
-  if (!started) return die(started.error().describe());
-  auto key = auth::key_load(ex.dir + "/psk");
+  auto dir = bench::TempDir::make("/tmp/rpcie-bench.");
+  if (!dir) return die(dir.error().describe());
+  const std::string psk = dir->path() + "/psk";
+  if (auto k = auth::key_generate_file(psk, false); !k) return die(k.error().describe());
+  bench::Child exporter;
+  auto port = bench::exportd_start(exporter, bench::program_find(o.exportd, "rpcie-exportd", "devexport"),
+                                   prov_name == "shm" ? "shm" : "tcp", psk,
+                                   {"bench-edu=edu", "bench-mem=membar,size=4M"});
+  if (!port) return die(port.error().describe());
+  auto key = auth::key_load(psk);
   if (!key) return die(key.error().describe());
   client::ClientOptions co;
   co.name = "bench";
@@ -371,10 +300,10 @@ int device_run(Peers& p, const Options& o, const std::string& prov_name) {
   co.session.provider = *providers::provider_parse(prov_name == "shm" ? "shm" : "tcp");
   auto window = HostBuffer::create(kMaxSize);
   if (!window) return die(window.error().describe());
-  auto edu = client::Attachment::open("127.0.0.1", ex.port, "bench-edu", co, {window->data(), 1u << 20},
+  auto edu = client::Attachment::open("127.0.0.1", *port, "bench-edu", co, {window->data(), 1u << 20},
                                       Deadline::after(10s));
   if (!edu) return die("attach edu: " + edu.error().describe());
-  auto mem = client::Attachment::open("127.0.0.1", ex.port, "bench-mem", co, {window->data() + (1u << 20), 2u << 20},
+  auto mem = client::Attachment::open("127.0.0.1", *port, "bench-mem", co, {window->data() + (1u << 20), 2u << 20},
                                       Deadline::after(10s));
   if (!mem) return die("attach membar: " + mem.error().describe());
   client::Attachment& E = **edu;

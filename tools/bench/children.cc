@@ -1,0 +1,114 @@
+#include "children.hpp"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <utility>
+
+#include "../common.hpp"
+
+namespace rpcie::bench {
+
+std::string program_find(const std::string& given, const char* name, const char* build_dir) {
+  if (!given.empty()) return given;
+  char self[4096] = {};
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  std::string dir = n > 0 ? std::string(self, static_cast<std::size_t>(n)) : std::string();
+  dir = dir.substr(0, dir.rfind('/'));
+  for (std::string c : {dir + "/" + name, dir + "/../../" + build_dir + "/" + name})
+    if (access(c.c_str(), X_OK) == 0) return c;
+  return name;
+}
+
+Child::~Child() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGTERM);
+  int status = 0;
+  for (int i = 0; i < 100 && waitpid(pid_, &status, WNOHANG) == 0; ++i) usleep(20000);
+  if (waitpid(pid_, &status, WNOHANG) == 0) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, &status, 0);
+  }
+}
+
+Result<void> Child::start(std::vector<std::string> argv, int cpu, int* err_fd) {
+  int p[2] = {-1, -1};
+  if (err_fd && pipe(p) != 0) return fail(errno, "pipe");
+  pid_ = fork();
+  if (pid_ < 0) return fail(errno, "fork");
+  if (pid_ == 0) {
+    if (cpu >= 0) rpcie::tools::cpu_pin(cpu);
+    if (err_fd) {
+      dup2(p[1], 2);
+      close(p[0]);
+      close(p[1]);
+    }
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    execvp(args[0], args.data());
+    std::fprintf(stderr, "exec %s failed: %s\n", args[0], std::strerror(errno));
+    _exit(127);
+  }
+  if (err_fd) {
+    close(p[1]);
+    *err_fd = p[0];
+  }
+  return {};
+}
+
+Result<TempDir> TempDir::make(const std::string& prefix) {
+  std::string t = prefix + "XXXXXX";
+  if (!mkdtemp(t.data())) return fail(errno, "mkdtemp " + t);
+  TempDir d;
+  d.path_ = t;
+  return d;
+}
+
+TempDir::TempDir(TempDir&& other) noexcept : path_(std::exchange(other.path_, {})) {}
+
+TempDir::~TempDir() {
+  if (!path_.empty()) (void)std::system(("rm -rf '" + path_ + "'").c_str());
+}
+
+Result<std::uint16_t> exportd_start(Child& child, const std::string& program, const std::string& provider,
+                                    const std::string& psk, const std::vector<std::string>& exports) {
+  std::vector<std::string> argv{program, "--listen", "127.0.0.1:0", "--provider", provider, "--psk-file", psk};
+  for (const auto& e : exports) {
+    argv.push_back("--export");
+    argv.push_back(e);
+  }
+  int err = -1;
+  auto s = child.start(argv, 1, &err);
+  if (!s) return tl::unexpected(s.error());
+  // It says "listening on HOST:PORT" on stderr; everything it says is passed on.
+  FILE* f = fdopen(err, "r");
+  std::uint16_t port = 0;
+  char line[512];
+  while (f && fgets(line, sizeof line, f)) {
+    if (const char* at = std::strstr(line, "listening on ")) {
+      port = static_cast<std::uint16_t>(std::atoi(std::strrchr(at, ':') + 1));
+      break;
+    }
+    std::fputs(line, stderr);
+  }
+  if (port == 0) {
+    if (f) fclose(f);
+    return fail(EIO, "rpcie-exportd (" + program + ") did not start");
+  }
+  std::thread([f] {  // keep draining: the exporter must never block on a full pipe
+    char l[512];
+    while (fgets(l, sizeof l, f)) std::fputs(l, stderr);
+    fclose(f);
+  }).detach();
+  return port;
+}
+
+}  // namespace rpcie::bench

@@ -1,0 +1,54 @@
+// The daemons rpcie-bench starts for its device and front-end workloads (rpcie-exportd,
+// rpcie-hostd): found next to the bench or in the build tree, stopped when their owner
+// goes away.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "rpcie/result.hpp"
+
+namespace rpcie::bench {
+
+// `given` if not empty, else `name` next to this program, else in the build tree's
+// `build_dir` (e.g. "devexport"), else `name` (found on PATH).
+std::string program_find(const std::string& given, const char* name, const char* build_dir);
+
+// A child process; the destructor stops it (SIGTERM, SIGKILL after 2 s) and reaps it.
+class Child {
+ public:
+  Child() = default;
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+  ~Child();
+  // Starts argv[0] with argv, pinned to `cpu` (-1: not pinned). With `err_fd`, its stderr
+  // comes back through *err_fd; otherwise it is inherited.
+  Result<void> start(std::vector<std::string> argv, int cpu, int* err_fd);
+
+ private:
+  pid_t pid_ = -1;
+};
+
+// A directory made for the run (mkdtemp of `prefix`XXXXXX), removed with what is in it.
+class TempDir {
+ public:
+  static Result<TempDir> make(const std::string& prefix);
+  TempDir(TempDir&& other) noexcept;
+  TempDir& operator=(TempDir&&) = delete;
+  ~TempDir();
+  const std::string& path() const noexcept { return path_; }
+
+ private:
+  TempDir() = default;
+  std::string path_;
+};
+
+// rpcie-exportd on 127.0.0.1 (a free port), pinned to CPU 1, with key `psk` and these
+// --export arguments; returns its port once it listens. Its stderr is passed on.
+Result<std::uint16_t> exportd_start(Child& child, const std::string& program, const std::string& provider,
+                                    const std::string& psk, const std::vector<std::string>& exports);
+
+}  // namespace rpcie::bench
