@@ -71,8 +71,10 @@ Result<std::shared_ptr<RemoteDevice>> RemoteDevice::attach(const AttachParams& p
   d->desc_ = (*a)->device();
   d->config_size_ = config_size_probe(**a, deadline);
   // Region addresses for `resource`: what the device's BARs hold, or a synthetic address
-  // (64 GiB apart per device) where the exporter reports none.
+  // where the exporter reports none: 64-bit BARs from 0xf000000000 + 64 GiB per device,
+  // 32-bit ones below 4 GiB from 0xc0000000 + 16 MiB per device (sizes beyond that share).
   std::uint64_t synthetic = 0xf000000000ull + static_cast<std::uint64_t>(index) * 0x1000000000ull;
+  std::uint64_t synthetic32 = 0xc0000000ull + (static_cast<std::uint64_t>(index) % 64) * 0x1000000ull;
   for (const auto& b : d->desc_.bars) {
     if (b.bar >= 6) continue;
     std::uint64_t addr = 0;
@@ -83,10 +85,11 @@ Result<std::shared_ptr<RemoteDevice>> RemoteDevice::attach(const AttachParams& p
           addr |= static_cast<std::uint64_t>(*hi) << 32;
     }
     if (addr == 0) {
+      auto& next = b.is_64bit ? synthetic : synthetic32;
       const std::uint64_t align = std::max<std::uint64_t>(b.size, 4096);
-      synthetic = (synthetic + align - 1) / align * align;
-      addr = synthetic;
-      synthetic += b.size;
+      next = (next + align - 1) / align * align;
+      addr = next;
+      next += b.size;
     }
     d->bar_address_[b.bar] = addr;
   }
