@@ -272,14 +272,20 @@ void RemoteDevice::mask_set(std::uint16_t vector, bool masked) {
   if (rose) notify(DeviceChange::interrupt);
 }
 
+void RemoteDevice::stop_request() {
+  std::lock_guard g(lock_);
+  stop_ = true;
+  wake_.notify_all();
+  window_.unlink();  // the `dma` link goes with the tree; the memory with this object
+}
+
 Result<void> RemoteDevice::detach(Deadline deadline) {
   std::shared_ptr<client::Attachment> a;
+  stop_request();
   {
     std::lock_guard g(lock_);
     if (detached_) return {};
     detached_ = true;
-    stop_ = true;
-    wake_.notify_all();
   }
   if (supervisor_.joinable()) supervisor_.join();
   {
@@ -287,7 +293,6 @@ Result<void> RemoteDevice::detach(Deadline deadline) {
     a = std::move(current_);
   }
   listen(nullptr);
-  window_.unlink();  // the `dma` link goes with the tree; the memory with this object
   if (!a) return {};
   a->listen(nullptr);
   if (a->failure()) return {};

@@ -96,6 +96,10 @@ class RemoteDevice {
 
   // Orderly end: stops reconnecting, detaches (the exporter resets the device).
   Result<void> detach(Deadline deadline);
+  // The first half of detach(), without waiting: no new reconnect attempt starts, the DMA
+  // window's file is unlinked. For shutting many devices down at once (a reconnect attempt
+  // in progress still runs to its deadline; detach() waits for it).
+  void stop_request();
 
  private:
   RemoteDevice(const AttachParams& params, const AttachContext& context, unsigned index, DmaWindowFile window);

@@ -973,6 +973,9 @@ std::vector<Tree::DeviceView> Tree::devices() const {
 
 Tree::~Tree() {
   auto& m = *impl_;
+  // Every device stops reconnecting first, so that the detaches below do not wait out one
+  // reconnect attempt after another (an exporter going down with us).
+  for (const auto& d : devices()) d.device->stop_request();
   for (const auto& name : names()) (void)withdraw(name, Deadline::after(std::chrono::seconds(1)));
   {
     std::lock_guard g(m.pending_lock);
