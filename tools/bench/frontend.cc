@@ -26,6 +26,7 @@
 #include "../common.hpp"
 #include "children.hpp"
 #include "rpcie/auth.hpp"
+#include "rpcie/bootstrap.hpp"
 #include "rpcie/client.hpp"
 #include "rpcie/control.hpp"
 #include "rpcie/memory.hpp"
@@ -54,6 +55,7 @@ double median(std::vector<double> v) {
 }  // namespace
 
 int frontend_bench(const FrontendOptions& o) {
+  stop_signals_install();
   auto tmp = TempDir::make("/tmp/rpcie-bench-fe.");
   if (!tmp) return die(tmp.error().describe());
   const bool exporter_here = o.remote_host.empty();
@@ -164,6 +166,8 @@ int frontend_bench(const FrontendOptions& o) {
     const auto n = std::clamp<std::size_t>(static_cast<std::size_t>(16 * kSliceSeconds / std::max(warm, 1e-7)), 4, 200000);
     std::vector<double> base_v, file_v, ratios;
     for (unsigned round = 0; round < o.rounds; ++round) {
+      // Ctrl-C ends the run here, so that the daemons are stopped and the directory removed.
+      if (stop_requested().load()) return die("interrupted");
       double tb = 0, tf = 0;
       for (unsigned k = 0; k < 2 * kSlices; ++k) {
         const bool file_first = (round + k) % 2 == 0;

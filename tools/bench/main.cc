@@ -283,6 +283,7 @@ double median(std::vector<double> v) {
 //              vs raw 4 KiB fi_read round trip (window 1) + half a raw 8 B round trip  (us)
 
 int device_run(Peers& p, const Options& o, const std::string& prov_name) {
+  stop_signals_install();  // Ctrl-C ends the run between rounds: the exporter is stopped, its directory removed
   auto dir = bench::TempDir::make("/tmp/rpcie-bench.");
   if (!dir) return die(dir.error().describe());
   const std::string psk = dir->path() + "/psk";
@@ -385,6 +386,7 @@ int device_run(Peers& p, const Options& o, const std::string& prov_name) {
         static_cast<std::size_t>(64.0 * kRoundSeconds / kSlices / std::max(*warm, 1e-6)), 8, 100000);
     std::vector<double> raws, rpcies, ratios;
     for (unsigned round = 0; round < o.rounds; ++round) {
+      if (stop_requested().load()) return die("interrupted");
       Round rd;
       for (unsigned k = 0; k < 2 * kSlices; ++k) {
         const bool raw = (round + k) % 2 == 0;
