@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "fd.hpp"
 #include "rpcie/log.hpp"
 
 namespace rpcie::auth {
@@ -77,24 +78,6 @@ class Transcript {
 };
 
 // --- Files -----------------------------------------------------------------------------------
-
-class Fd {
- public:
-  explicit Fd(int fd) noexcept : fd_(fd) {}
-  ~Fd() { if (fd_ >= 0) ::close(fd_); }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const noexcept { return fd_; }
-  // close(2) can report a deferred write error: callers that wrote check it.
-  int close() noexcept {
-    int rc = ::close(fd_);
-    fd_ = -1;
-    return rc;
-  }
-
- private:
-  int fd_;
-};
 
 // Wipes a buffer when it goes out of scope, on every return path.
 class Wipe {

@@ -1,5 +1,7 @@
 #include "rpcie/control.hpp"
 
+#include "fd.hpp"
+
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -30,20 +32,6 @@ Result<void> fd_wait(int fd, short events, Deadline deadline) {
     if (errno != EINTR) return fail(errno, "control socket: poll");
   }
 }
-
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 }  // namespace
 
