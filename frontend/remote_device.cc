@@ -116,13 +116,24 @@ void RemoteDevice::notify(DeviceChange change) {
   if (listener_) listener_(change);
 }
 
-// Visible counts follow the attachment's, except on masked vectors.
-void RemoteDevice::counts_refresh_locked() {
+// Visible counts follow the attachment's, except on masked vectors. True if one rose.
+bool RemoteDevice::counts_refresh_locked() {
+  bool rose = false;
   for (std::size_t v = 0; v < visible_.size(); ++v) {
     if (masked_[v]) continue;
     const std::uint64_t now = base_[v] + (current_ ? current_->interrupt_count(static_cast<std::uint16_t>(v)) : 0);
-    visible_[v] = std::max(visible_[v], now);
+    if (now > visible_[v]) visible_[v] = now, rose = true;
   }
+  return rose;
+}
+
+void RemoteDevice::counts_refresh() {
+  bool rose;
+  {
+    std::lock_guard g(lock_);
+    rose = counts_refresh_locked();
+  }
+  if (rose) notify(DeviceChange::interrupt);
 }
 
 void RemoteDevice::install(std::shared_ptr<client::Attachment> a) {
@@ -133,33 +144,17 @@ void RemoteDevice::install(std::shared_ptr<client::Attachment> a) {
     state_ = LinkState::connected;
     counts_refresh_locked();
   }
-  // The attachment's news: interrupts refresh the counts, a failure wakes the supervisor.
+  // The attachment's news: interrupts refresh the counts; a failure wakes the supervisor,
+  // which reports the loss once it has taken the attachment out.
   raw->listen([this, raw] {
-    bool lost = false, rose = false;
     {
       std::lock_guard g(lock_);
       if (current_.get() != raw) return;
-      if (raw->failure()) {
-        lost = true;
-        wake_.notify_all();
-      } else {
-        auto before = visible_;
-        counts_refresh_locked();
-        rose = before != visible_;
-      }
+      if (raw->failure()) return wake_.notify_all();
     }
-    if (rose) notify(DeviceChange::interrupt);
-    (void)lost;  // the supervisor reports the loss once it has taken the attachment out
+    counts_refresh();
   });
-  // Interrupts that arrived before the listener was in place.
-  bool rose = false;
-  {
-    std::lock_guard g(lock_);
-    auto before = visible_;
-    counts_refresh_locked();
-    rose = before != visible_;
-  }
-  if (rose) notify(DeviceChange::interrupt);
+  counts_refresh();  // interrupts that arrived before the listener was in place
 }
 
 void RemoteDevice::supervise() {
@@ -258,18 +253,12 @@ std::uint64_t RemoteDevice::interrupts(std::uint16_t vector) const {
 }
 
 void RemoteDevice::mask_set(std::uint16_t vector, bool masked) {
-  bool rose = false;
   {
     std::lock_guard g(lock_);
     if (vector >= masked_.size()) return;
     masked_[vector] = masked;
-    if (!masked) {
-      const auto before = visible_[vector];
-      counts_refresh_locked();
-      rose = visible_[vector] != before;
-    }
   }
-  if (rose) notify(DeviceChange::interrupt);
+  if (!masked) counts_refresh();  // what arrived while masked is delivered now
 }
 
 void RemoteDevice::stop_request() {

@@ -105,7 +105,8 @@ class RemoteDevice {
   RemoteDevice(const AttachParams& params, const AttachContext& context, unsigned index, DmaWindowFile window);
   Result<std::shared_ptr<client::Attachment>> open_once(Deadline deadline);
   void install(std::shared_ptr<client::Attachment> a);  // takes the lock
-  void counts_refresh_locked();
+  bool counts_refresh_locked();
+  void counts_refresh();  // takes the lock; tells the listener if a count rose
   void supervise();
   void notify(DeviceChange change);
 

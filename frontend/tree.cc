@@ -32,8 +32,7 @@ enum FileId : unsigned {
   kBar0 = 10,  // .. kBar0 + 5
   kDma = 16,
   kRemote = 17,
-  kEvents = 64,  // + vector
-  kEventsMax = 64 + 63,
+  kEvents = 64,  // + vector, up to 64 vectors
 };
 constexpr double kAttrTimeout = 1.0;  // seconds; detach tells the kernel at once anyway
 
@@ -89,11 +88,11 @@ struct Node {
       out.emplace_back(v == 0 ? std::string("events") : "events" + std::to_string(v), kEvents + v);
     return out;
   }
+  // Without building files(): this runs on every lookup, getattr and open.
   bool has(unsigned id) const {
-    if (id == kDir) return true;
-    for (const auto& [n, i] : files())
-      if (i == id) return true;
-    return false;
+    if (id <= kConfig || id == kDma || id == kRemote) return true;  // directory, text files, config
+    if (id >= kEvents) return id - kEvents < event_files();
+    return bar(id) != nullptr;
   }
 };
 
@@ -735,18 +734,22 @@ const fuse_lowlevel_ops kOps = [] {
   return ops;
 }();
 
-// True while mountinfo lists an rpcie FUSE mount (fsname "rpcie") at `path`.
-bool mount_is_ours(const std::string& path) {
+// The topmost mount at `path` in /proc/self/mountinfo: its device ("0:N", the name of its
+// bdi) and file system type ("fuse.rpcie" for ours). Empty fields when nothing is mounted.
+struct MountInfo {
+  std::string dev, fstype;
+};
+MountInfo mountinfo_find(const std::string& path) {
+  MountInfo found;
   FILE* f = std::fopen("/proc/self/mountinfo", "r");
-  if (!f) return false;
+  if (!f) return found;
   char line[4096];
-  bool found = false;
-  while (!found && std::fgets(line, sizeof line, f)) {
-    char where[3072];
+  while (std::fgets(line, sizeof line, f)) {
+    char id[64], where[3072], fstype[64];
     const char* sep = std::strstr(line, " - ");
-    char fstype[64];
-    if (sep && std::sscanf(line, "%*d %*d %*s %*s %3071s", where) == 1 && std::sscanf(sep + 3, "%63s", fstype) == 1)
-      found = path == where && std::string(fstype) == "fuse.rpcie";
+    if (sep && std::sscanf(line, "%*d %*d %63s %*s %3071s", id, where) == 2 && path == where &&
+        std::sscanf(sep + 3, "%63s", fstype) == 1)
+      found = {id, fstype};  // later lines are mounted on top of earlier ones
   }
   std::fclose(f);
   return found;
@@ -756,7 +759,7 @@ bool mount_is_ours(const std::string& path) {
 // statfs (ENOTCONN, ECONNABORTED) and is detached; a live one is EBUSY. statfs, not stat:
 // the kernel answers stat of the root from cached attributes without asking the daemon.
 Result<void> mounts_stale_remove(const std::string& path) {
-  for (int i = 0; i < 16 && mount_is_ours(path); ++i) {
+  for (int i = 0; i < 16 && mountinfo_find(path).fstype == "fuse.rpcie"; ++i) {
     struct statfs sf;
     if (::statfs(path.c_str(), &sf) == 0) return fail(EBUSY, path + " is served by a running rpcie-hostd");
     RPCIE_LOG_WARN("hostd", "{}: a stale mount of an earlier hostd ({}); detaching it", path, std::strerror(errno));
@@ -796,15 +799,7 @@ void links_stale_remove(const TreeOptions& o) {
 // BAR would be eight. Raised to the 1 MiB a request can carry. The bdi is named after the
 // mount's device number, found in mountinfo (a stat of the mount would wait for ourselves).
 void readahead_raise(const std::string& mount) {
-  FILE* f = std::fopen("/proc/self/mountinfo", "r");
-  if (!f) return;
-  char line[4096];
-  std::string dev;
-  while (std::fgets(line, sizeof line, f)) {
-    char id[64], where[3072];
-    if (std::sscanf(line, "%*d %*d %63s %*s %3071s", id, where) == 2 && mount == where) dev = id;
-  }
-  std::fclose(f);
+  const auto dev = mountinfo_find(mount).dev;
   if (dev.empty()) return;
   const std::string path = "/sys/class/bdi/" + dev + "/read_ahead_kb";
   if (FILE* ra = std::fopen(path.c_str(), "w")) {
