@@ -24,7 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../common.hpp"
-#include "children.hpp"
+#include "support.hpp"
 #include "rpcie/auth.hpp"
 #include "rpcie/bootstrap.hpp"
 #include "rpcie/client.hpp"
@@ -40,17 +40,6 @@ using Clock = std::chrono::steady_clock;
 constexpr std::size_t kMiB = 1u << 20;
 constexpr double kSliceSeconds = 0.025;
 constexpr unsigned kSlices = 8;
-
-int die(const std::string& what) {
-  std::fprintf(stderr, "rpcie-bench: error: %s\n", what.c_str());
-  return 1;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 }  // namespace
 

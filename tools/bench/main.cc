@@ -29,7 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../common.hpp"
-#include "children.hpp"
+#include "support.hpp"
 #include "frontend.hpp"
 #include "raw_loop.hpp"
 #include "rpcie/auth.hpp"
@@ -41,6 +41,8 @@
 namespace {
 
 using namespace rpcie;
+using bench::die;
+using bench::median;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
@@ -80,11 +82,6 @@ const char* workload_name(rawbench::Workload w) {
     case rawbench::Workload::round_trip: return "round_trip";
   }
   return "?";
-}
-
-int die(const std::string& what) {
-  std::fprintf(stderr, "rpcie-bench: error: %s\n", what.c_str());
-  return 1;
 }
 
 Result<void> byte_send(Socket& s, char c) {
@@ -264,12 +261,6 @@ Result<double> round_run(Peers& p, std::uint8_t impl, rawbench::Workload w, std:
   auto done = byte_recv(p.control);
   if (!done || *done != 'K') return fail(EIO, "target reported a failed round");
   return seconds;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 // --- device workloads: the client API against a real rpcie-exportd ------------------------

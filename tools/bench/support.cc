@@ -1,9 +1,10 @@
-#include "children.hpp"
+#include "support.hpp"
 
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +15,17 @@
 #include "../common.hpp"
 
 namespace rpcie::bench {
+
+int die(const std::string& what) {
+  std::fprintf(stderr, "rpcie-bench: error: %s\n", what.c_str());
+  return 1;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
 
 std::string program_find(const std::string& given, const char* name, const char* build_dir) {
   if (!given.empty()) return given;

@@ -1,6 +1,6 @@
-// The daemons rpcie-bench starts for its device and front-end workloads (rpcie-exportd,
-// rpcie-hostd): found next to the bench or in the build tree, stopped when their owner
-// goes away.
+// What rpcie-bench's modes share: errors, medians, and the daemons started for the device
+// and front-end workloads (rpcie-exportd, rpcie-hostd): found next to the bench or in the
+// build tree, stopped when their owner goes away.
 #pragma once
 
 #include <sys/types.h>
@@ -12,6 +12,12 @@
 #include "rpcie/result.hpp"
 
 namespace rpcie::bench {
+
+// "rpcie-bench: error: WHAT" on stderr; returns exit status 1.
+int die(const std::string& what);
+
+// The median (of a copy: the caller's order is kept).
+double median(std::vector<double> v);
 
 // `given` if not empty, else `name` next to this program, else in the build tree's
 // `build_dir` (e.g. "devexport"), else `name` (found on PATH).
