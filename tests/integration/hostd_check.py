@@ -196,6 +196,29 @@ def interrupted(d):
     print(f"ok: a blocked events read is interrupted by a signal ({took:.2f} s)")
 
 
+def irqlat(d, n):
+    """edu factorial interrupt: from the pwrite that starts it to poll() on events returning,
+    n times after a 20 ms pause and n times back to back; prints median/p10/p90 in us."""
+    r = os.open(d + "/resource0", os.O_RDWR)
+    ev = os.open(d + "/events", os.O_RDWR)
+    p = select.poll()
+    p.register(ev, select.POLLIN)
+    wr(r, 0x20, 0x80)
+    for gap in (0.02, 0.0):
+        res = []
+        for _ in range(n):
+            time.sleep(gap)
+            t = time.perf_counter()
+            wr(r, 0x08, 5)
+            if not p.poll(2000):
+                fail("no interrupt within 2 s")
+            res.append((time.perf_counter() - t) * 1e6)
+            os.read(ev, 4)
+            wr(r, 0x64, rd(r, 0x24))
+        res.sort()
+        print(f"gap {gap * 1000:.0f} ms: median {res[n // 2]:.0f} us, p10 {res[n // 10]:.0f} us, p90 {res[n * 9 // 10]:.0f} us")
+
+
 def liveness(d):
     r = os.open(d + "/resource0", os.O_RDWR)
     wr(r, 0x04, 0x12345678)
@@ -218,6 +241,8 @@ if __name__ == "__main__":
         events_block(d, 0)
     elif cmd == "interrupted":
         interrupted(d)
+    elif cmd == "irqlat":
+        irqlat(d, int(sys.argv[3]))
     elif cmd == "liveness":
         liveness(d)
     else:
