@@ -35,6 +35,21 @@ struct TempDir {
 
 Deadline soon() { return Deadline::after(2s); }
 
+sockaddr_un unix_address(const std::string& path) {
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::snprintf(a.sun_path, sizeof a.sun_path, "%s", path.c_str());
+  return a;
+}
+
+// A socket file nobody listens on: what a daemon that died leaves behind.
+void socket_file_stale(const std::string& path) {
+  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  auto a = unix_address(path);
+  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  close(fd);
+}
+
 }  // namespace
 
 TEST_CASE("DMA window file: sized, shared, mode applied, unlinked on request and on destruction") {
@@ -148,12 +163,7 @@ TEST_CASE("control call: no daemon, a stale socket file") {
   CHECK(none.error().message.find("no rpcie-hostd listens") != std::string::npos);
   // A socket file nobody listens on.
   const std::string stale = d.path + "/stale.sock";
-  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-  sockaddr_un a{};
-  a.sun_family = AF_UNIX;
-  std::snprintf(a.sun_path, sizeof a.sun_path, "%s", stale.c_str());
-  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  close(fd);
+  socket_file_stale(stale);
   auto refused = control::call(stale, {{"op", "status"}}, soon());
   REQUIRE_FALSE(refused.has_value());
   CHECK(refused.error().code == ECONNREFUSED);
@@ -193,9 +203,7 @@ TEST_CASE("control server: requests, errors as errno, malformed input, one daemo
   // Not JSON, and JSON without "op": answered EINVAL, the handler is not called.
   for (const char* bad : {"this is not json", "[1,2]", "{\"op\":7}"}) {
     int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-    sockaddr_un a{};
-    a.sun_family = AF_UNIX;
-    std::snprintf(a.sun_path, sizeof a.sun_path, "%s", path.c_str());
+    auto a = unix_address(path);
     REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
     REQUIRE(control::line_write(fd, bad, soon()).has_value());
     auto answer = control::line_read(fd, soon());
@@ -223,12 +231,7 @@ TEST_CASE("control server: requests, errors as errno, malformed input, one daemo
 TEST_CASE("control server: a stale socket file is replaced, anything else at the path is not") {
   TempDir d;
   const std::string path = d.path + "/s.sock";
-  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-  sockaddr_un a{};
-  a.sun_family = AF_UNIX;
-  std::snprintf(a.sun_path, sizeof a.sun_path, "%s", path.c_str());
-  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  close(fd);
+  socket_file_stale(path);
   auto s = hostd::ControlServer::start(path, getgid(), 0660, [](const json&) { return json{{"ok", 1}}; });
   REQUIRE(s.has_value());
   CHECK(control::call(path, {{"op", "x"}}, soon()).has_value());
