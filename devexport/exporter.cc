@@ -105,9 +105,10 @@ bool readable_wait(int fd, std::chrono::milliseconds slice) {
 
 class ServedAttachment final : public DmaPort, public IrqSink {
  public:
-  ServedAttachment(ExportSlot& slot, std::uint64_t id, std::uint64_t window_size)
+  // `pushed`: the client pushes what the device is to read (proto::kAttachWindowPush).
+  ServedAttachment(ExportSlot& slot, std::uint64_t id, std::uint64_t window_size, bool pushed)
       : slot_(slot), id_(id), window_size_(window_size),
-        mirror_(slot.config.dma == DmaMode::mirror && window_size > 0),
+        mirror_(slot.config.dma == DmaMode::mirror && window_size > 0), pushed_(mirror_ && pushed),
         irq_counts_(slot.backend->vector_count(), 0) {}
   ~ServedAttachment() override { teardown(false); }
 
@@ -129,7 +130,9 @@ class ServedAttachment final : public DmaPort, public IrqSink {
       auto local = HostBuffer::create(mirror_ ? window_size_ : kStagingSize);
       if (!local) return tl::unexpected(local.error());
       local_.emplace(std::move(*local));
-      regions.push_back({mirror_ ? kMirrorRegion : kStagingRegion, local_->data(), local_->size(), FI_READ | FI_WRITE});
+      // A client that pushes writes into the mirror itself (one-sided, Attachment::window_push).
+      regions.push_back({mirror_ ? kMirrorRegion : kStagingRegion, local_->data(), local_->size(),
+                         FI_READ | FI_WRITE | (pushed_ ? FI_REMOTE_WRITE : 0)});
     }
     auto session = Session::accept(std::move(socket), options, regions, deadline);
     if (!session) return tl::unexpected(session.error());
@@ -148,7 +151,7 @@ class ServedAttachment final : public DmaPort, public IrqSink {
       local_mr_ = &session_->region(regions.size() - 1);
     }
     // (No initial pull of the mirror: the device reads host memory only after a doorbell,
-    // and every doorbell pulls the window first.)
+    // and every doorbell pulls the window first — or the client pushed what it will read.)
     {
       // Device work that is due at once runs on this attachment's thread, after the request
       // that started it (data_run), instead of behind a hand-off to a backend thread.
@@ -292,7 +295,8 @@ class ServedAttachment final : public DmaPort, public IrqSink {
     return {};
   }
   // Mirror mode, rule 3: the whole window from the client before a doorbell (nothing finer
-  // is known about what the driver wrote). Device writes not yet pushed go out first, so
+  // is known about what the driver wrote), unless the client pushes (then its pushes are
+  // ordered before the doorbell on the channel, and they are all the device may read). Device writes not yet pushed go out first, so
   // the pull cannot overwrite them with older bytes.
   Result<void> window_pull_locked() {
     auto deadline = Deadline::after(kDeviceTimeout);
@@ -359,7 +363,7 @@ class ServedAttachment final : public DmaPort, public IrqSink {
   }
 
   Result<void> posted_write(const proto::MmioWrite& m) {
-    if (mirror_ && slot_.backend->mmio_write_is_doorbell(m.bar, m.offset)) {
+    if (mirror_ && !pushed_ && slot_.backend->mmio_write_is_doorbell(m.bar, m.offset)) {
       std::lock_guard g(dma_lock_);  // rule 3: the driver's memory before the doorbell
       auto pulled = window_pull_locked();
       if (!pulled) return fail(EIO, "window pull before a doorbell failed: " + pulled.error().describe());
@@ -454,6 +458,7 @@ class ServedAttachment final : public DmaPort, public IrqSink {
   std::uint64_t id_;
   std::uint64_t window_size_;
   bool mirror_;
+  bool pushed_;
   std::unique_ptr<Session> session_;
   std::optional<HostBuffer> bounce_;
   std::optional<HostBuffer> local_;  // staging (on-demand) or mirror
@@ -626,7 +631,8 @@ struct Exporter::Impl {
     auto first = claim(*slot, client);
     if (!first) return tl::unexpected(first.error());
     const std::uint64_t id = next_attachment.fetch_add(1);
-    auto a = std::make_unique<ServedAttachment>(*slot, id, req.window_size);
+    const bool pushed = (req.flags & proto::kAttachWindowPush) != 0;
+    auto a = std::make_unique<ServedAttachment>(*slot, id, req.window_size, pushed);
     std::string holder;  // the reply's entry points into it
     proto::AttachReply reply;
     {
@@ -661,7 +667,8 @@ struct Exporter::Impl {
       return {};  // the connection is gone with the socket
     }
     RPCIE_LOG_INFO("exportd", "attachment {}: {} attached {} (window {} bytes, dma {})", id, client,
-                   slot->config.spec.name, req.window_size, slot->config.dma == DmaMode::mirror ? "mirror" : "on-demand");
+                   slot->config.spec.name, req.window_size,
+                   slot->config.dma == DmaMode::on_demand ? "on-demand" : pushed ? "mirror, client pushes" : "mirror");
     const auto goodbye = attachment_serve(*a, *slot, client);
     const bool last = release(*slot, client);
     // The reply to goodbye goes out once the device is reset and the keys are closed, so

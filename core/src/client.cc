@@ -20,6 +20,7 @@ namespace {
 constexpr std::uint32_t kWindowRegion = 0;   // the client's DMA window
 constexpr std::uint32_t kStagingRegion = 1;  // the client's staging buffer (local use only)
 constexpr std::uint32_t kBounceRegion = 16;  // the exporter's bounce buffer
+constexpr std::uint32_t kMirrorRegion = 18;  // the exporter's mirror of the window (mirror mode)
 constexpr std::size_t kStagingSize = 4u << 20;
 // Posted writes are coalesced into one mmio_write_batch until the batch is full, another
 // operation needs them out, or the oldest has waited this long (a driver that writes a
@@ -159,6 +160,7 @@ struct Attachment::State {
   std::optional<HostBuffer> staging;
   const MemoryRegion* window_mr = nullptr;
   const MemoryRegion* staging_mr = nullptr;
+  std::optional<RemoteRegion> mirror;  // the exporter's mirror, where window_push() writes
   std::mutex staging_lock;  // one bulk transfer through the staging buffer at a time
   std::mutex socket_lock;   // the bootstrap socket: heartbeats vs detach
 
@@ -528,7 +530,9 @@ Result<std::unique_ptr<Attachment>> Attachment::open(const std::string& host, st
   if ((window.base == nullptr) != (window.size == 0)) return fail(EINVAL, "DMA window: base and size go together");
   auto sock = exporter_connect(host, port, options, deadline);
   if (!sock) return tl::unexpected(sock.error());
-  auto sent = sock->message_send(proto::AttachRequest{export_name, window.size}, 1, deadline);
+  auto sent = sock->message_send(
+      proto::AttachRequest{export_name, window.size, options.window_push ? proto::kAttachWindowPush : std::uint8_t{0}},
+      1, deadline);
   if (!sent) return tl::unexpected(sent.error());
   auto m = reply_recv(*sock, deadline, "attach " + export_name + " refused");
   if (!m) return tl::unexpected(m.error());
@@ -577,6 +581,12 @@ Result<std::unique_ptr<Attachment>> Attachment::open(const std::string& host, st
   if (!std::holds_alternative<proto::WriteAck>(verdict->decoded.message))
     return fail(EPROTO, std::string("attach: unexpected ") + proto::msg_type_name(verdict->decoded.header.type));
   if (window.size) s->window_mr = &s->session->region(0);
+  if (window.size && options.window_push && s->device.mirror) {
+    auto mirror = s->session->peer_region(kMirrorRegion);
+    if (!mirror || mirror->length < window.size)
+      return fail(EPROTO, "attach " + export_name + ": the exporter offers no mirror of the DMA window");
+    s->mirror = *mirror;
+  }
   s->staging_mr = &s->session->region(window.size ? 1 : 0);
   s->batch_max = batch_writes_max(s->session->channel().fabric().inject_size());
 
@@ -695,6 +705,31 @@ Result<void> Attachment::mmio_write(std::uint8_t bar, std::uint64_t offset, unsi
     send_now = send_now || s_->batch.writes.size() >= s_->batch_max;
   }
   if (send_now) return s_->batch_flush(deadline);
+  return {};
+}
+
+Result<void> Attachment::window_push(std::uint64_t window_offset, std::uint64_t length, Deadline deadline) {
+  State::Call call(*s_, true);
+  if (!s_->window_mr) return fail(EINVAL, "this attachment has no DMA window");
+  if (window_offset > s_->window_mr->length() || length > s_->window_mr->length() - window_offset)
+    return fail(EINVAL, "window push: range outside the DMA window");
+  if (auto e = s_->error_pending()) return tl::unexpected(*e);
+  if (!s_->mirror || length == 0) return {};  // the exporter reads the window itself
+  // Earlier posted writes leave first: one of them may start DMA that must read the old bytes.
+  auto f = s_->batch_flush(deadline);
+  if (!f) return f;
+  // Later messages are ordered behind the write (FI_ORDER_SAW, or a delivery-complete write
+  // where the provider lacks it), so the doorbell that follows finds the bytes in the mirror.
+  auto& ch = s_->session->channel();
+  auto r = ch.rma_write(*s_->window_mr, window_offset, *s_->mirror, window_offset, length, deadline);
+  if (r) r = ch.rma_flush(deadline);
+  if (!r) {
+    s_->fail_with(Error{ErrorDomain::posix, EIO, "link to the exporter lost: " + r.error().describe()});
+    return r;
+  }
+  std::lock_guard g(s_->lock);
+  s_->posted_unconfirmed = true;
+  s_->stats.window_bytes_pushed += length;
   return {};
 }
 

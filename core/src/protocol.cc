@@ -147,7 +147,7 @@ struct PayloadSize {
     for (const auto& e : l.exports) n += entry_size(e);
     return n;
   }
-  std::size_t operator()(const AttachRequest& a) const { return 1 + a.export_name.size() + 8; }
+  std::size_t operator()(const AttachRequest& a) const { return 1 + a.export_name.size() + 8 + 1; }
   std::size_t operator()(const AttachReply& a) const { return entry_size(a.info) + 4 + 8; }
   std::size_t operator()(const BarCommit&) const { return 1 + 8 + 8 + 8; }
   std::size_t operator()(const MmioWriteBatch& b) const { return 2 + b.writes.size() * (1 + 1 + 8 + 8); }
@@ -179,7 +179,9 @@ struct Valid {
       if (!entry_valid(e)) return false;
     return true;
   }
-  bool operator()(const AttachRequest& a) const { return name_valid(a.export_name, kMaxNameText); }
+  bool operator()(const AttachRequest& a) const {
+    return name_valid(a.export_name, kMaxNameText) && (a.flags & ~kAttachFlagsKnown) == 0;
+  }
   bool operator()(const AttachReply& a) const { return entry_valid(a.info); }
   bool operator()(const BarCommit& c) const { return bar_transfer_valid(c); }
   bool operator()(const MmioWriteBatch& b) const {
@@ -242,6 +244,7 @@ struct Encode {
     w.uint<std::uint8_t>(static_cast<std::uint8_t>(a.export_name.size()));
     w.text(a.export_name);
     w.uint(a.window_size);
+    w.uint(a.flags);
   }
   void operator()(const AttachReply& a) const {
     entry(a.info);
@@ -446,6 +449,7 @@ Result<Message> payload_decode(MsgType type, Reader& r) {
       AttachRequest a;
       a.export_name = r.text(r.uint<std::uint8_t>());
       a.window_size = r.uint<std::uint64_t>();
+      a.flags = r.uint<std::uint8_t>();
       return checked(r, a, "attach_request");
     }
     case MsgType::attach_reply: {

@@ -270,8 +270,11 @@ Result<double> round_run(Peers& p, std::uint8_t impl, rawbench::Workload w, std:
 //   mmio_read  4 B MMIO read (edu liveness register)      vs raw round_trip 8 B      (us)
 //   bar_write  1 MiB to the membar BAR from the window     vs raw rma_write 1 MiB     (MB/s)
 //   bar_read   1 MiB from the membar BAR into the window   vs raw rma_read 1 MiB      (MB/s)
-//   edu_dma    4 KiB host->device DMA, command to interrupt seen
+//   edu_dma    4 KiB host->device DMA, command to interrupt seen (on-demand: the exporter
+//              reads the window)
 //              vs raw 4 KiB fi_read round trip (window 1) + half a raw 8 B round trip  (us)
+//   edu_dma_push  the same on a mirror-mode edu with streaming DMA: window_push of the
+//              4 KiB, then the command (same baseline)
 
 int device_run(Peers& p, const Options& o, const std::string& prov_name) {
   stop_signals_install();  // Ctrl-C ends the run between rounds: the exporter is stopped, its directory removed
@@ -282,7 +285,7 @@ int device_run(Peers& p, const Options& o, const std::string& prov_name) {
   bench::Child exporter;
   auto port = bench::exportd_start(exporter, bench::program_find(o.exportd, "rpcie-exportd", "devexport"),
                                    prov_name == "shm" ? "shm" : "tcp", psk,
-                                   {"bench-edu=edu", "bench-mem=membar,size=4M"});
+                                   {"bench-edu=edu", "bench-mem=membar,size=4M", "bench-edu-push=edu,dma=mirror"});
   if (!port) return die(port.error().describe());
   auto key = auth::key_load(psk);
   if (!key) return die(key.error().describe());
@@ -298,14 +301,38 @@ int device_run(Peers& p, const Options& o, const std::string& prov_name) {
   auto mem = client::Attachment::open("127.0.0.1", *port, "bench-mem", co, {window->data() + (1u << 20), 2u << 20},
                                       Deadline::after(10s));
   if (!mem) return die("attach membar: " + mem.error().describe());
+  client::ClientOptions co_push = co;
+  co_push.window_push = true;
+  auto edu_push = client::Attachment::open("127.0.0.1", *port, "bench-edu-push", co_push,
+                                           {window->data() + (3u << 20), 1u << 20}, Deadline::after(10s));
+  if (!edu_push) return die("attach edu (mirror, pushed): " + edu_push.error().describe());
   client::Attachment& E = **edu;
   client::Attachment& M = **mem;
+  client::Attachment& P = **edu_push;
   auto deadline = [] { return Deadline::after(30s); };
   // edu DMA registers: 4 KiB from IOVA 0 of the window into the device buffer.
-  for (auto [reg, v] : {std::pair<std::uint64_t, std::uint64_t>{0x80, 0}, {0x88, 0x40000}, {0x90, 4096}})
-    if (!E.mmio_write(0, reg, 8, v, deadline())) return die("edu setup");
+  for (client::Attachment* a : {&E, &P})
+    for (auto [reg, v] : {std::pair<std::uint64_t, std::uint64_t>{0x80, 0}, {0x88, 0x40000}, {0x90, 4096}})
+      if (!a->mmio_write(0, reg, 8, v, deadline())) return die("edu setup");
+  // One DMA, then the acknowledge of its interrupt. `push`: streaming DMA. Adds the time
+  // from the start of the command (the push included) to the interrupt seen to `timed`:
+  // what the target measures; the acknowledge is outside it (the slice's total has it).
+  auto dma_once = [&](client::Attachment& a, bool push, double& timed) -> Result<void> {
+    const auto seen = a.interrupt_count(0);
+    const auto start = Clock::now();
+    Result<void> r{};
+    if (push) r = a.window_push(0, 4096, deadline());
+    if (r) r = a.mmio_write(0, 0x98, 8, 1 | 4, deadline());
+    if (r) {
+      auto irq = a.interrupt_wait(0, seen, deadline());
+      if (!irq) r = tl::unexpected(irq.error());
+    }
+    timed += std::chrono::duration<double>(Clock::now() - start).count();
+    if (r) r = a.mmio_write(0, 0x64, 4, 0x100, deadline());
+    return r;
+  };
 
-  enum class W { mmio_read, bar_write, bar_read, edu_dma };
+  enum class W { mmio_read, bar_write, bar_read, edu_dma, edu_dma_push };
   struct Spec {
     W w;
     const char* name;
@@ -315,8 +342,16 @@ int device_run(Peers& p, const Options& o, const std::string& prov_name) {
   const Spec plan[] = {{W::mmio_read, "mmio_read", 4, true},
                        {W::bar_write, "bar_write", 1u << 20, false},
                        {W::bar_read, "bar_read", 1u << 20, false},
-                       {W::edu_dma, "edu_dma", 4096, true}};
-  auto rpcie_slice = [&](W w, std::size_t n) -> Result<double> {
+                       {W::edu_dma, "edu_dma", 4096, true},
+                       {W::edu_dma_push, "edu_dma_push", 4096, true}};
+  // Seconds for n operations: what the workload measures, and the whole loop (they differ
+  // for the edu DMAs, whose acknowledge is not part of the measured interval).
+  struct Times {
+    double measured, loop;
+  };
+  auto rpcie_slice = [&](W w, std::size_t n) -> Result<Times> {
+    const bool dma = w == W::edu_dma || w == W::edu_dma_push;
+    double timed = 0;
     auto t0 = Clock::now();
     for (std::size_t i = 0; i < n; ++i) {
       Result<void> r{};
@@ -328,20 +363,13 @@ int device_run(Peers& p, const Options& o, const std::string& prov_name) {
         }
         case W::bar_write: r = M.bar_write_from_window(0, 0, 0, 1u << 20, deadline()); break;
         case W::bar_read: r = M.bar_read_into_window(0, 0, 0, 1u << 20, deadline()); break;
-        case W::edu_dma: {
-          const auto seen = E.interrupt_count(0);
-          r = E.mmio_write(0, 0x98, 8, 1 | 4, deadline());
-          if (r) {
-            auto irq = E.interrupt_wait(0, seen, deadline());
-            if (!irq) r = tl::unexpected(irq.error());
-          }
-          if (r) r = E.mmio_write(0, 0x64, 4, 0x100, deadline());
-          break;
-        }
+        case W::edu_dma: r = dma_once(E, false, timed); break;
+        case W::edu_dma_push: r = dma_once(P, true, timed); break;
       }
       if (!r) return tl::unexpected(r.error());
     }
-    return std::chrono::duration<double>(Clock::now() - t0).count();
+    const double loop = std::chrono::duration<double>(Clock::now() - t0).count();
+    return Times{dma ? timed : loop, loop};
   };
   // Raw seconds for n operations of the baseline.
   auto raw_slice = [&](W w, std::size_t n) -> Result<double> {
@@ -349,7 +377,8 @@ int device_run(Peers& p, const Options& o, const std::string& prov_name) {
       case W::mmio_read: return round_run(p, 0, rawbench::Workload::round_trip, 8, n);
       case W::bar_write: return round_run(p, 0, rawbench::Workload::rma_write, 1u << 20, n);
       case W::bar_read: return round_run(p, 0, rawbench::Workload::rma_read, 1u << 20, n);
-      case W::edu_dma: {
+      case W::edu_dma:
+      case W::edu_dma_push: {
         auto rd = round_run(p, 0, rawbench::Workload::rma_read, 4096, n, 1);
         if (!rd) return rd;
         auto rt = round_run(p, 0, rawbench::Workload::round_trip, 8, n);
@@ -365,6 +394,7 @@ int device_run(Peers& p, const Options& o, const std::string& prov_name) {
     std::size_t size;
     double raw, rpcie, ratio;
     bool latency;
+    double loop;  // latency rows: µs per iteration of the whole loop
   };
   std::vector<Row> rows;
   for (const Spec& sp : plan) {
@@ -375,17 +405,26 @@ int device_run(Peers& p, const Options& o, const std::string& prov_name) {
     if (!warm_r) return die(std::string(sp.name) + " warm-up: " + warm_r.error().describe());
     const std::size_t slice = std::clamp<std::size_t>(
         static_cast<std::size_t>(64.0 * kRoundSeconds / kSlices / std::max(*warm, 1e-6)), 8, 100000);
-    std::vector<double> raws, rpcies, ratios;
+    std::vector<double> raws, rpcies, ratios, loops;
     for (unsigned round = 0; round < o.rounds; ++round) {
       if (stop_requested().load()) return die("interrupted");
       Round rd;
+      double loop = 0;
       for (unsigned k = 0; k < 2 * kSlices; ++k) {
         const bool raw = (round + k) % 2 == 0;
-        auto r = raw ? raw_slice(sp.w, slice) : rpcie_slice(sp.w, slice);
-        if (!r) return die(std::string(sp.name) + ": " + r.error().describe());
-        (raw ? rd.raw : rd.rpcie) += *r;
+        if (raw) {
+          auto r = raw_slice(sp.w, slice);
+          if (!r) return die(std::string(sp.name) + ": " + r.error().describe());
+          rd.raw += *r;
+        } else {
+          auto r = rpcie_slice(sp.w, slice);
+          if (!r) return die(std::string(sp.name) + ": " + r.error().describe());
+          rd.rpcie += r->measured;
+          loop += r->loop;
+        }
       }
       const double n = static_cast<double>(slice * kSlices);
+      loops.push_back(loop / n * 1e6);
       double raw_v = sp.latency ? rd.raw / n * 1e6 : static_cast<double>(sp.size) * n / rd.raw / 1e6;
       double rpcie_v = sp.latency ? rd.rpcie / n * 1e6 : static_cast<double>(sp.size) * n / rd.rpcie / 1e6;
       if (o.verbose)
@@ -395,16 +434,19 @@ int device_run(Peers& p, const Options& o, const std::string& prov_name) {
       rpcies.push_back(rpcie_v);
       ratios.push_back(rpcie_v / raw_v);
     }
-    rows.push_back({sp.name, sp.size, median(raws), median(rpcies), median(ratios), sp.latency});
+    rows.push_back({sp.name, sp.size, median(raws), median(rpcies), median(ratios), sp.latency, median(loops)});
     if (o.output == "text") {
       const Row& r = rows.back();
-      std::printf("%-10s %8zu %12.2f %12.2f %-5s %6.3f\n", r.name, r.size, r.raw, r.rpcie, r.latency ? "us" : "MB/s",
+      std::printf("%-12s %8zu %12.2f %12.2f %-5s %6.3f", r.name, r.size, r.raw, r.rpcie, r.latency ? "us" : "MB/s",
                   r.ratio);
+      if (r.latency && r.loop > r.rpcie * 1.001) std::printf("   (%.2f us with the acknowledge)", r.loop);
+      std::printf("\n");
       std::fflush(stdout);
     }
   }
   (void)E.detach(deadline());
   (void)M.detach(deadline());
+  (void)P.detach(deadline());
   Command quit;
   quit.impl = 2;
   (void)p.control.bytes_send(std::span(reinterpret_cast<const std::uint8_t*>(&quit), sizeof quit), Deadline::after(5s));
@@ -413,9 +455,12 @@ int device_run(Peers& p, const Options& o, const std::string& prov_name) {
     j["provider"] = prov_name;
     j["rounds"] = o.rounds;
     j["results"] = nlohmann::json::array();
-    for (const auto& r : rows)
-      j["results"].push_back({{"workload", r.name}, {"size", r.size}, {"raw", r.raw}, {"rpcie", r.rpcie},
-                              {"unit", r.latency ? "us" : "MB/s"}, {"ratio", r.ratio}});
+    for (const auto& r : rows) {
+      nlohmann::json row = {{"workload", r.name}, {"size", r.size}, {"raw", r.raw}, {"rpcie", r.rpcie},
+                            {"unit", r.latency ? "us" : "MB/s"}, {"ratio", r.ratio}};
+      if (r.latency && r.loop > r.rpcie * 1.001) row["rpcie_with_ack"] = r.loop;
+      j["results"].push_back(row);
+    }
     std::printf("%s\n", j.dump(1).c_str());
   }
   return 0;

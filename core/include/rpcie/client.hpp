@@ -92,6 +92,14 @@ struct ClientOptions {
   // arrive meanwhile wait for it or for the next call. An application that mostly waits
   // for interrupts outside this API (rpcie-hostd: poll() on an events file) wants it short.
   std::chrono::microseconds receiver_quiet{2000};
+  // Streaming DMA (as Linux's dma_sync_single_for_device): the application calls
+  // window_push() for what the device is to read from the window before the doorbell that
+  // starts it. On a mirror-mode export the exporter then no longer pulls the whole window
+  // before every doorbell — one one-sided write of just those bytes, ordered before the
+  // doorbell, instead of a round trip for the whole window after it. What the application
+  // writes into the window without pushing it is not seen by the device. No effect on an
+  // on-demand export (the device reads the window itself there).
+  bool window_push = false;
 };
 
 // Opens an authenticated bootstrap connection (used by the calls below; exposed for tools
@@ -115,6 +123,7 @@ struct AttachmentStats {
   std::uint64_t config_reads = 0, config_writes = 0;
   std::uint64_t mmio_reads = 0, mmio_writes = 0;
   std::uint64_t bar_bytes_read = 0, bar_bytes_written = 0;
+  std::uint64_t window_bytes_pushed = 0;
   std::uint64_t interrupts = 0;
   std::uint64_t heartbeats = 0;
 };
@@ -146,6 +155,15 @@ class Attachment {
                           Deadline deadline);
   // Returns once every earlier posted write has been performed by the device.
   Result<void> flush(Deadline deadline);
+
+  // Streaming DMA (ClientOptions::window_push): the device will read [window_offset,
+  // +length) of the window as it is now. Posted, like mmio_write(): it returns once the
+  // provider has taken the bytes; every later operation is ordered behind it (a doorbell
+  // written next finds them), earlier posted writes are performed before it, and a link
+  // lost before the bytes land fails the next operation. Does nothing where the exporter
+  // reads the window itself (on-demand exports, or window_push not set). EINVAL outside
+  // the window or without one.
+  Result<void> window_push(std::uint64_t window_offset, std::uint64_t length, Deadline deadline);
 
   // Bulk access to a memory BAR (any size and offset inside it). Direct BARs: one-sided RMA
   // to the BAR through a registered staging buffer of the attachment; others: through the

@@ -223,9 +223,15 @@ struct ListReply {
 };
 // Client -> server: attach this export; my DMA window is this large (0: no window). The
 // Session hello / hello_ack exchange follows on the same connection when it is accepted.
+// flags: kAttachWindowPush — the client pushes what the device is to read from its window
+// (streaming DMA, client.hpp Attachment::window_push): in mirror mode the exporter then does
+// not pull the window before doorbells and lets the client write into its mirror.
+inline constexpr std::uint8_t kAttachWindowPush = 1;
+inline constexpr std::uint8_t kAttachFlagsKnown = 1;
 struct AttachRequest {
   std::string_view export_name;
   std::uint64_t window_size = 0;
+  std::uint8_t flags = 0;
 };
 struct AttachReply {
   ExportEntry info;
