@@ -362,6 +362,15 @@ class ServedAttachment final : public DmaPort, public IrqSink {
     return {};
   }
 
+  // Streaming DMA: bytes the client pushed (window_push) for what the device reads next.
+  Result<void> mirror_fill(std::uint64_t iova, std::span<const std::uint8_t> bytes) {
+    if (!mirror_) return fail(EINVAL, "window push: this attachment has no mirror (on-demand DMA)");
+    if (!window_contains(iova, bytes.size())) return fail(EINVAL, "window push outside the window");
+    std::lock_guard g(dma_lock_);
+    std::memcpy(local_->data() + iova, bytes.data(), bytes.size());
+    return {};
+  }
+
   Result<void> posted_write(const proto::MmioWrite& m) {
     if (mirror_ && !pushed_ && slot_.backend->mmio_write_is_doorbell(m.bar, m.offset)) {
       std::lock_guard g(dma_lock_);  // rule 3: the driver's memory before the doorbell
@@ -395,10 +404,11 @@ class ServedAttachment final : public DmaPort, public IrqSink {
             calls.unlock();
             // Posted: only a failure is answered (the client reports it on its next call).
             if (!r) sent = error_send(r.error().to_errno(), r.error().message, rid);
-          } else if constexpr (std::is_same_v<M, proto::MmioWriteBatch>) {
-            // Each write is performed, in order, whatever became of the one before (as
+          } else if constexpr (std::is_same_v<M, proto::MmioWriteBatch> || std::is_same_v<M, proto::WindowPush>) {
+            // Each step is performed, in order, whatever became of the one before (as
             // posted writes on PCIe); the first failure is reported.
             Result<void> first_failure{};
+            if constexpr (std::is_same_v<M, proto::WindowPush>) first_failure = mirror_fill(m.window_offset, m.data);
             for (const auto& w : m.writes) {
               auto r = posted_write(w);
               if (!r && first_failure) first_failure = r;

@@ -47,6 +47,11 @@ std::size_t batch_writes_max(std::size_t inject_size) {
   return std::min(proto::kMaxBatch, (inject_size - kFixed) / kEntry);
 }
 constexpr std::uint64_t kBulkPiece = 256u << 10;  // reads of a bulk transfer in flight at once
+// window_push() of up to this many bytes travels inside the posted-write batch (a descriptor,
+// a small DMA source: one message with the doorbell that follows); larger ones are one-sided
+// writes into the exporter's mirror. Well inside rxm's eager buffer (16 KiB) and
+// proto::kMaxPushBytes.
+constexpr std::size_t kPushInline = 8u << 10;
 // Request ids of posted writes have the top bit set: the exporter answers them only when
 // they fail, and such an answer is kept for the caller's next operation.
 constexpr std::uint64_t kPostedBit = std::uint64_t{1} << 63;
@@ -187,11 +192,15 @@ struct Attachment::State {
   bool detached = false;
   bool posted_unconfirmed = false;  // posted writes sent since the last reply proved them performed
 
-  // Posted writes not yet sent (see kBatchDelay).
+  // Posted writes not yet sent (see kBatchDelay), after the window bytes of a window_push()
+  // (then they leave as one window_push message).
   std::size_t batch_max = proto::kMaxBatch;  // batch_writes_max() of this attachment's fabric
   std::mutex batch_lock;
   std::timed_mutex send_lock;  // batches leave in the order they were taken
   proto::MmioWriteBatch batch;
+  std::vector<std::uint8_t> batch_push;   // window bytes, for the mirror at batch_push_at
+  std::uint64_t batch_push_at = 0;
+  bool batch_empty() const { return batch.writes.empty() && batch_push.empty(); }
   Deadline::Clock::time_point batch_since{};
   Deadline::Clock::time_point eager_since{};  // start of the current kEagerWrites window
   int eager_sent = 0;                          // writes sent eagerly in that window
@@ -324,17 +333,23 @@ struct Attachment::State {
     std::unique_lock sl(send_lock, std::defer_lock);
     if (!sl.try_lock_until(deadline.when())) return fail(ETIMEDOUT, "deadline passed waiting to send posted writes");
     proto::MmioWriteBatch out;
+    std::vector<std::uint8_t> push;
+    std::uint64_t push_at = 0;
     {
       std::lock_guard b(batch_lock);
-      if (batch.writes.empty()) return {};
+      if (batch_empty()) return {};
       if (only_if_due && Deadline::Clock::now() - batch_since < kBatchDelay) return {};
       std::swap(out, batch);
+      std::swap(push, batch_push);
+      push_at = batch_push_at;
       batch.writes.reserve(batch_max);
       batch_pending.store(false, std::memory_order_relaxed);
     }
     const auto rid = request_id() | kPostedBit;
-    auto sent = out.writes.size() == 1 ? session->channel().message_send(out.writes.front(), rid, deadline)
-                                       : session->channel().message_send(out, rid, deadline);
+    auto& ch = session->channel();
+    auto sent = !push.empty()            ? ch.message_send(proto::WindowPush{push_at, push, std::move(out.writes)}, rid, deadline)
+                : out.writes.size() == 1 ? ch.message_send(out.writes.front(), rid, deadline)
+                                         : ch.message_send(out, rid, deadline);
     if (!sent) {
       fail_with(Error{ErrorDomain::posix, EIO, "link to the exporter lost: " + sent.error().describe()});
       return sent;
@@ -443,7 +458,7 @@ struct Attachment::State {
       if (batch_pending.load(std::memory_order_relaxed)) {
         (void)batch_flush(Deadline::after(kSendTimeout), true);
         std::lock_guard b(batch_lock);
-        if (!batch.writes.empty()) batch_due = batch_since + kBatchDelay;
+        if (!batch_empty()) batch_due = batch_since + kBatchDelay;
       }
       const bool batch_tracked = batch_due != Deadline::Clock::time_point::max();
       if (app_active() || batch_tracked) {
@@ -689,6 +704,7 @@ Result<void> Attachment::mmio_write(std::uint8_t bar, std::uint64_t offset, unsi
   {
     std::lock_guard b(s_->batch_lock);
     s_->batch.writes.push_back({bar, static_cast<std::uint8_t>(width), offset, value});
+    // The first write after pushed window bytes sends them too (the doorbell, typically).
     if (s_->batch.writes.size() == 1) {
       const auto now = Deadline::Clock::now();
       if (now - s_->eager_since > kBatchDelay) {
@@ -715,7 +731,30 @@ Result<void> Attachment::window_push(std::uint64_t window_offset, std::uint64_t 
     return fail(EINVAL, "window push: range outside the DMA window");
   if (auto e = s_->error_pending()) return tl::unexpected(*e);
   if (!s_->mirror || length == 0) return {};  // the exporter reads the window itself
-  // Earlier posted writes leave first: one of them may start DMA that must read the old bytes.
+  {
+    std::lock_guard g(s_->lock);
+    s_->stats.window_bytes_pushed += length;
+  }
+  const auto* bytes = static_cast<const std::uint8_t*>(s_->window_mr->base()) + window_offset;
+  // Earlier posted writes (and bytes) leave first: one of them may start DMA that must read
+  // the old bytes.
+  while (length <= kPushInline) {
+    {
+      std::lock_guard b(s_->batch_lock);
+      if (s_->batch_empty()) {
+        // Copied now: the device reads the bytes as they are at this call. They leave with
+        // the next posted write (the doorbell), any other operation, or the background
+        // thread's batch timer — no send and no thread wake-up of their own.
+        s_->batch_push.assign(bytes, bytes + length);
+        s_->batch_push_at = window_offset;
+        s_->batch_since = Deadline::Clock::now();
+        s_->batch_pending.store(true, std::memory_order_relaxed);
+        return {};
+      }
+    }
+    auto f = s_->batch_flush(deadline);
+    if (!f) return f;
+  }
   auto f = s_->batch_flush(deadline);
   if (!f) return f;
   // Later messages are ordered behind the write (FI_ORDER_SAW, or a delivery-complete write
@@ -729,7 +768,6 @@ Result<void> Attachment::window_push(std::uint64_t window_offset, std::uint64_t 
   }
   std::lock_guard g(s_->lock);
   s_->posted_unconfirmed = true;
-  s_->stats.window_bytes_pushed += length;
   return {};
 }
 

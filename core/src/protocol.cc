@@ -151,6 +151,7 @@ struct PayloadSize {
   std::size_t operator()(const AttachReply& a) const { return entry_size(a.info) + 4 + 8; }
   std::size_t operator()(const BarCommit&) const { return 1 + 8 + 8 + 8; }
   std::size_t operator()(const MmioWriteBatch& b) const { return 2 + b.writes.size() * (1 + 1 + 8 + 8); }
+  std::size_t operator()(const WindowPush& p) const { return 8 + 4 + p.data.size() + 2 + p.writes.size() * (1 + 1 + 8 + 8); }
 };
 
 // Whether the encoder may emit `m` (the decoder's rules, applied before sending).
@@ -184,9 +185,14 @@ struct Valid {
   }
   bool operator()(const AttachReply& a) const { return entry_valid(a.info); }
   bool operator()(const BarCommit& c) const { return bar_transfer_valid(c); }
-  bool operator()(const MmioWriteBatch& b) const {
-    if (b.writes.empty() || b.writes.size() > kMaxBatch) return false;
-    for (const auto& m : b.writes)
+  bool operator()(const MmioWriteBatch& b) const { return !b.writes.empty() && writes_valid(b.writes); }
+  bool operator()(const WindowPush& p) const {
+    return !p.data.empty() && p.data.size() <= kMaxPushBytes && p.window_offset <= UINT64_MAX - p.data.size() &&
+           writes_valid(p.writes);
+  }
+  bool writes_valid(const std::vector<MmioWrite>& writes) const {
+    if (writes.size() > kMaxBatch) return false;
+    for (const auto& m : writes)
       if (!(*this)(m)) return false;
     return true;
   }
@@ -252,9 +258,16 @@ struct Encode {
     w.uint(a.attachment_id);
   }
   void operator()(const BarCommit& c) const { w.uint(c.bar); w.uint(c.offset); w.uint(c.length); w.uint(c.bounce_offset); }
-  void operator()(const MmioWriteBatch& b) const {
-    w.uint<std::uint16_t>(static_cast<std::uint16_t>(b.writes.size()));
-    for (const auto& m : b.writes) (*this)(m);
+  void operator()(const MmioWriteBatch& b) const { writes(b.writes); }
+  void operator()(const WindowPush& p) const {
+    w.uint(p.window_offset);
+    w.uint<std::uint32_t>(static_cast<std::uint32_t>(p.data.size()));
+    w.blob(p.data);
+    writes(p.writes);
+  }
+  void writes(const std::vector<MmioWrite>& list) const {
+    w.uint<std::uint16_t>(static_cast<std::uint16_t>(list.size()));
+    for (const auto& m : list) (*this)(m);
   }
   void entry(const ExportEntry& e) const {
     for (std::string_view t : {e.name, e.backend, e.holder}) {
@@ -345,6 +358,23 @@ Result<Message> checked(Reader& r, M m, const char* what) {
   if (!r.ok()) return fail(EPROTO, std::string(what) + " truncated");
   if (!Valid{}(m)) return fail(EPROTO, std::string(what) + " fields out of range");
   return Message(std::move(m));
+}
+
+// A u16 count and that many MmioWrite entries (mmio_write_batch, window_push).
+Result<void> writes_decode(Reader& r, std::vector<MmioWrite>& out, const char* what) {
+  const std::size_t n = r.uint<std::uint16_t>();
+  if (!r.ok()) return fail(EPROTO, std::string(what) + " truncated");
+  if (n > kMaxBatch) return fail(EPROTO, std::string(what) + " of " + std::to_string(n) + " writes (at most " + std::to_string(kMaxBatch) + ")");
+  out.reserve(n);  // bounded by kMaxBatch above
+  for (std::size_t i = 0; i < n; ++i) {
+    MmioWrite m;
+    m.bar = r.uint<std::uint8_t>();
+    m.width = r.uint<std::uint8_t>();
+    m.offset = r.uint<std::uint64_t>();
+    m.value = r.uint<std::uint64_t>();
+    out.push_back(m);
+  }
+  return {};
 }
 
 Result<Message> payload_decode(MsgType type, Reader& r) {
@@ -461,20 +491,22 @@ Result<Message> payload_decode(MsgType type, Reader& r) {
     }
     case MsgType::bar_commit: return checked(r, bar_transfer_decode(r), "bar_commit");
     case MsgType::mmio_write_batch: {
-      std::size_t n = r.uint<std::uint16_t>();
-      if (!r.ok()) return fail(EPROTO, "mmio_write_batch truncated");
-      if (n == 0 || n > kMaxBatch) return fail(EPROTO, "mmio_write_batch of " + std::to_string(n) + " writes (1.." + std::to_string(kMaxBatch) + ")");
       MmioWriteBatch b;
-      b.writes.reserve(n);  // bounded by kMaxBatch above
-      for (std::size_t i = 0; i < n; ++i) {
-        MmioWrite m;
-        m.bar = r.uint<std::uint8_t>();
-        m.width = r.uint<std::uint8_t>();
-        m.offset = r.uint<std::uint64_t>();
-        m.value = r.uint<std::uint64_t>();
-        b.writes.push_back(m);
-      }
+      auto listed = writes_decode(r, b.writes, "mmio_write_batch");
+      if (!listed) return tl::unexpected(listed.error());
+      if (b.writes.empty()) return fail(EPROTO, "mmio_write_batch of 0 writes (1.." + std::to_string(kMaxBatch) + ")");
       return checked(r, std::move(b), "mmio_write_batch");
+    }
+    case MsgType::window_push: {
+      WindowPush p;
+      p.window_offset = r.uint<std::uint64_t>();
+      const std::size_t n = r.uint<std::uint32_t>();
+      if (r.ok() && (n == 0 || n > kMaxPushBytes))
+        return fail(EPROTO, "window_push of " + std::to_string(n) + " bytes (1.." + std::to_string(kMaxPushBytes) + ")");
+      p.data = r.blob(n);
+      auto listed = writes_decode(r, p.writes, "window_push");
+      if (!listed) return tl::unexpected(listed.error());
+      return checked(r, std::move(p), "window_push");
     }
     case MsgType::bar_fetch: {
       BarFetch f;
@@ -495,6 +527,7 @@ bool type_known(std::uint8_t t) {
     case MsgType::auth_proof: case MsgType::auth_ok: case MsgType::list_request:
     case MsgType::list_reply: case MsgType::attach_request: case MsgType::attach_reply:
     case MsgType::bar_commit: case MsgType::bar_fetch: case MsgType::mmio_write_batch:
+    case MsgType::window_push:
       return true;
   }
   return false;
@@ -510,7 +543,7 @@ MsgType message_type(const Message& m) noexcept {
       MsgType::write_ack,    MsgType::interrupt, MsgType::rma_notify, MsgType::auth_hello,
       MsgType::auth_challenge, MsgType::auth_proof, MsgType::auth_ok, MsgType::list_request,
       MsgType::list_reply,   MsgType::attach_request, MsgType::attach_reply, MsgType::bar_commit,
-      MsgType::bar_fetch,    MsgType::mmio_write_batch};
+      MsgType::bar_fetch,    MsgType::mmio_write_batch, MsgType::window_push};
   static_assert(std::size(kTypes) == std::variant_size_v<Message>);
   return kTypes[m.index()];
 }
@@ -543,6 +576,7 @@ const char* msg_type_name(MsgType t) noexcept {
     case MsgType::bar_commit: return "bar_commit";
     case MsgType::bar_fetch: return "bar_fetch";
     case MsgType::mmio_write_batch: return "mmio_write_batch";
+    case MsgType::window_push: return "window_push";
   }
   return "unknown";
 }

@@ -50,6 +50,7 @@ inline constexpr std::size_t kMaxBarRegions = 6;
 inline constexpr std::size_t kAuthBytes = 32;         // nonces and proofs: exactly this long
 inline constexpr std::size_t kMacTrailer = 32;        // per-frame MAC after the message
 inline constexpr std::size_t kMaxBatch = 256;         // writes in one mmio_write_batch
+inline constexpr std::size_t kMaxPushBytes = 32 * 1024;  // window bytes in one window_push
 
 enum class MsgType : std::uint8_t {
   hello = 1,
@@ -76,6 +77,7 @@ enum class MsgType : std::uint8_t {
   bar_commit = 22,
   bar_fetch = 23,
   mmio_write_batch = 24,
+  window_push = 25,
   interrupt = 32,
   rma_notify = 33,
 };
@@ -258,10 +260,22 @@ struct MmioWriteBatch {
   std::vector<MmioWrite> writes;
 };
 
+// Streaming DMA in mirror mode (client.hpp, Attachment::window_push): 1..kMaxPushBytes bytes
+// for the exporter's mirror of the client's window at window_offset, then 0..kMaxBatch posted
+// writes, performed in order once the bytes are in place (typically the doorbell that makes
+// the device read them: one message where a one-sided write and a send would be two).
+// Answered only when it fails, like posted writes.
+struct WindowPush {
+  std::uint64_t window_offset = 0;
+  std::span<const std::uint8_t> data;
+  std::vector<MmioWrite> writes;
+};
+
 using Message = std::variant<Hello, HelloAck, ErrorMsg, Ping, Pong, Heartbeat, Goodbye, ConfigRead,
                              ConfigWrite, MmioRead, MmioWrite, ReadReply, WriteAck, Interrupt,
                              RmaNotify, AuthHello, AuthChallenge, AuthProof, AuthOk, ListRequest,
-                             ListReply, AttachRequest, AttachReply, BarCommit, BarFetch, MmioWriteBatch>;
+                             ListReply, AttachRequest, AttachReply, BarCommit, BarFetch, MmioWriteBatch,
+                             WindowPush>;
 
 struct Decoded {
   Header header;

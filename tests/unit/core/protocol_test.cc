@@ -376,14 +376,16 @@ TEST_CASE("message_type and msg_type_name agree with the header for every messag
                          proto::MmioRead{}, proto::MmioWrite{}, proto::ReadReply{}, proto::WriteAck{},
                          proto::Interrupt{}, proto::RmaNotify{}, proto::AuthHello{}, proto::AuthChallenge{},
                          proto::AuthProof{}, proto::AuthOk{}, proto::ListRequest{}, proto::ListReply{},
-                         proto::AttachRequest{}, proto::AttachReply{}, proto::BarCommit{}, proto::BarFetch{}, proto::MmioWriteBatch{}};
+                         proto::AttachRequest{}, proto::AttachReply{}, proto::BarCommit{}, proto::BarFetch{}, proto::MmioWriteBatch{},
+                         proto::WindowPush{}};
   const MsgType types[] = {MsgType::hello, MsgType::hello_ack, MsgType::error, MsgType::ping, MsgType::pong,
                            MsgType::heartbeat, MsgType::goodbye, MsgType::config_read, MsgType::config_write,
                            MsgType::mmio_read, MsgType::mmio_write, MsgType::read_reply, MsgType::write_ack,
                            MsgType::interrupt, MsgType::rma_notify, MsgType::auth_hello,
                            MsgType::auth_challenge, MsgType::auth_proof, MsgType::auth_ok, MsgType::list_request,
                            MsgType::list_reply, MsgType::attach_request, MsgType::attach_reply,
-                           MsgType::bar_commit, MsgType::bar_fetch, MsgType::mmio_write_batch};
+                           MsgType::bar_commit, MsgType::bar_fetch, MsgType::mmio_write_batch,
+                           MsgType::window_push};
   static_assert(std::size(all) == std::variant_size_v<Message>);
   for (std::size_t i = 0; i < std::size(all); ++i) {
     CHECK(proto::message_type(all[i]) == types[i]);
@@ -1071,6 +1073,13 @@ TEST_CASE("attach_request, bar_commit and bar_fetch round-trip; overflowing rang
   auto a = round_trip(proto::AttachRequest{"dev0", 16 << 20}, 100, s1);
   CHECK(as<proto::AttachRequest>(a).export_name == "dev0");
   CHECK(as<proto::AttachRequest>(a).window_size == 16 << 20);
+  CHECK(as<proto::AttachRequest>(a).flags == 0);
+  Bytes s4;
+  auto pushed = round_trip(proto::AttachRequest{"dev1", 4096, proto::kAttachWindowPush}, 103, s4);
+  CHECK(as<proto::AttachRequest>(pushed).flags == proto::kAttachWindowPush);
+  CHECK(encode_error(proto::AttachRequest{"dev1", 4096, 0x80}) == EINVAL);
+  CHECK(decode_error(raw(MsgType::attach_request, Le().u8(4).text("dev1").u64(4096).u8(0x02).bytes)) == EPROTO);
+  CHECK(decode_error(raw(MsgType::attach_request, Le().u8(4).text("dev1").u64(4096).bytes)) == EPROTO);  // no flags
   auto c = round_trip(proto::BarCommit{2, 4096, 1 << 20, 0}, 101, s2);
   CHECK(as<proto::BarCommit>(c).bar == 2);
   CHECK(as<proto::BarCommit>(c).length == 1 << 20);
@@ -1111,4 +1120,40 @@ TEST_CASE("mmio_write_batch round-trips in order and is bounded") {
   CHECK(decode_error(raw(MsgType::mmio_write_batch, Le().u16(2).u8(0).u8(4).u64(0).u64(1).bytes)) == EPROTO);
   // A value wider than its width inside a batch.
   CHECK(decode_error(raw(MsgType::mmio_write_batch, Le().u16(1).u8(0).u8(1).u64(0).u64(0x100).bytes)) == EPROTO);
+}
+
+TEST_CASE("window_push carries its bytes and the writes after them, in order, and is bounded") {
+  std::vector<std::uint8_t> data(4096);
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<std::uint8_t>(i * 7 + 1);
+  proto::WindowPush p{0x2000, data, {{0, 8, 0x98, 5}, {0, 4, 0x64, 0x100}}};
+  Bytes storage;
+  auto d = round_trip(p, 120, storage);
+  const auto& got = as<proto::WindowPush>(d);
+  CHECK(got.window_offset == 0x2000);
+  CHECK(same_bytes(got.data, data));
+  REQUIRE(got.writes.size() == 2);
+  CHECK(got.writes[0].offset == 0x98);
+  CHECK(got.writes[0].value == 5);
+  CHECK(got.writes[1].offset == 0x64);
+  // Bytes alone (no writes) are a valid push; the largest push fits one message.
+  std::vector<std::uint8_t> big(proto::kMaxPushBytes, 0xa5);
+  Bytes s2;
+  auto alone = round_trip(proto::WindowPush{0, big, {}}, 121, s2);
+  CHECK(as<proto::WindowPush>(alone).writes.empty());
+  CHECK(as<proto::WindowPush>(alone).data.size() == proto::kMaxPushBytes);
+  // Refused when encoding: no bytes, too many, an offset that wraps, a bad write, too many writes.
+  CHECK(encode_error(proto::WindowPush{0, {}, {}}) == EINVAL);
+  big.push_back(0);
+  CHECK(encode_error(proto::WindowPush{0, big, {}}) == EINVAL);
+  CHECK(encode_error(proto::WindowPush{~std::uint64_t{0}, data, {}}) == EINVAL);
+  CHECK(encode_error(proto::WindowPush{0, data, {{0, 4, 2, 0}}}) == EINVAL);
+  proto::WindowPush many{0, data, {}};
+  many.writes.assign(proto::kMaxBatch + 1, proto::MmioWrite{0, 4, 0, 0});
+  CHECK(encode_error(many) == EINVAL);
+  // Hand-made: zero bytes, over the cap, bytes short of their length, writes short of their count.
+  CHECK(decode_error(raw(MsgType::window_push, Le().u64(0).u32(0).u16(0).bytes)) == EPROTO);
+  CHECK(decode_error(raw(MsgType::window_push, Le().u64(0).u32(proto::kMaxPushBytes + 1).bytes)) == EPROTO);
+  CHECK(decode_error(raw(MsgType::window_push, Le().u64(0).u32(8).fill(4, 1).bytes)) == EPROTO);
+  CHECK(decode_error(raw(MsgType::window_push, Le().u64(0).u32(2).fill(2, 1).u16(1).bytes)) == EPROTO);
+  CHECK(decode_error(raw(MsgType::window_push, Le().u64(~std::uint64_t{0}).u32(2).fill(2, 1).u16(0).bytes)) == EPROTO);
 }
