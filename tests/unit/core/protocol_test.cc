@@ -695,8 +695,10 @@ TEST_CASE("random corruption of valid messages never crashes the decoder") {
     state ^= state << 17;
     return state;
   };
+  static const std::uint8_t kPushSeed[] = {1, 2, 3, 4, 5, 6, 7, 8};
   const Message seeds[] = {proto::Hello{hello_make(4)}, proto::ErrorMsg{EIO, "text"}, proto::MmioWrite{1, 8, 8, 9},
-                           proto::RmaNotify{1, 2, 3, 4}, proto::ConfigWrite{8, 4, 5}};
+                           proto::RmaNotify{1, 2, 3, 4}, proto::ConfigWrite{8, 4, 5},
+                           proto::WindowPush{64, kPushSeed, {{0, 8, 0x98, 5}}}};
   std::size_t decoded = 0;
   for (const Message& seed : seeds) {
     Bytes valid = encode(seed);
