@@ -490,6 +490,17 @@ int hostile_check(const Common& c, const std::string& name) {
   auto r4 = ask(rpcie::proto::ListRequest{}, 13);
   CHECK_THAT(r4 && std::holds_alternative<rpcie::proto::ErrorMsg>(r4->message) && status_of(*r4) == EPROTO,
              "list_request on the data path -> EPROTO error");
+  // Window bytes the exporter cannot take (on-demand: no mirror; mirror: past the window's
+  // end; the attach did not ask to push either way): refused with EINVAL under the id, and
+  // the posted write after them is still performed, as posted writes are.
+  const std::uint8_t bytes[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  auto r6 = ask(rpcie::proto::WindowPush{w.size - 4, bytes, {{0, 4, kLive, 0x5a5a5a5a}}}, 15 | (1ULL << 63));
+  CHECK_THAT(r6 && r6->header.request_id == (15 | (1ULL << 63)) && status_of(*r6) == EINVAL,
+             "window_push the exporter cannot take -> EINVAL with its id (%d)", r6 ? status_of(*r6) : -1);
+  auto r7 = ask(rpcie::proto::MmioRead{0, 4, kLive}, 16);
+  CHECK_THAT(r7 && std::get_if<rpcie::proto::ReadReply>(&r7->message) &&
+                 std::get<rpcie::proto::ReadReply>(r7->message).value == 0xa5a5a5a5,
+             "the write after refused window bytes was performed");
   // Garbage bytes: dropped by the exporter, which keeps serving.
   std::vector<std::uint8_t> garbage(100, 0xab);
   auto g = ch.bytes_send(garbage, soon());

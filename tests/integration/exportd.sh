@@ -113,6 +113,7 @@ check push edu0 || die "window_push on an on-demand export"
 check membar mem0 64M || die "membar"
 check errors edu0 || die "bad accesses"
 check hostile edu0 || die "hostile data path"
+check hostile edu1 || die "hostile data path (mirror)"
 check reattach edu0 || die "detach / re-attach"
 if [ -n "$BDF" ]; then
   check postedfail sys0 || die "read-only pci-sysfs device ($BDF)"
