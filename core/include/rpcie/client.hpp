@@ -14,6 +14,7 @@
 //     that every earlier write was performed.
 //  3. Memory the caller wrote into the DMA window before an mmio_write() is what the device
 //     reads when that write starts DMA (the exporter pulls the window first in mirror mode).
+//     With streaming DMA (ClientOptions::window_push) it is what the caller pushed.
 //  4. When interrupt_wait() reports an interrupt, or mmio_read() returns a value, the bytes
 //     the device wrote into the window before raising it / answering are already there.
 // Posted writes behave as on PCIe: a write that returned may still be lost if the link
