@@ -667,7 +667,8 @@ int main(int argc, char** argv) {
   }
   // Both ends here: the target in a child pinned to CPU 1, the initiator on CPU 0.
   if (o.output == "text")
-    std::printf("%-10s %8s %12s %12s %-5s %6s\n", "workload", "size", "raw", "rpcie", "unit", "ratio");
+    std::printf("%-*s %8s %12s %12s %-5s %6s\n", o.device ? 12 : 10, "workload", "size", "raw", "rpcie", "unit",
+                "ratio");
   std::fflush(stdout);
   pid_t child = fork();
   if (child < 0) return die("fork");
