@@ -27,7 +27,8 @@ constexpr std::size_t kStagingSize = 4u << 20;
 // doorbell and then polls host memory must not wait for more).
 constexpr auto kBatchDelay = std::chrono::microseconds(20);
 // ... except the first few of a burst: up to kEagerWrites posted writes per kBatchDelay go
-// out at once from the writer's thread. A batch that waits needs the dispatcher thread to
+// out at once from the writer's thread (a call that waits, such as a read or
+// interrupt_wait(), ends a burst). A batch that waits needs the dispatcher thread to
 // send it, and waking that thread costs more than the send (measured on tcp with the client
 // on one CPU: ~20 us per edu DMA command, where the whole command takes about as long).
 // Writes in small groups (a doorbell, an acknowledge) thus travel at once; long bursts are
@@ -428,7 +429,15 @@ struct Attachment::State {
       if (!posted && s.dispatcher_on_fd.load(std::memory_order_relaxed)) s.session->channel().wake();
     }
     ~Call() {
-      if (!posted) s.last_call.store(Deadline::Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+      if (!posted) {
+        s.last_call.store(Deadline::Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+        // A call that waited ends a burst of posted writes: those after it (the acknowledge
+        // after an interrupt, the next doorbell) leave at once again. Counted per kBatchDelay
+        // alone, a driver that rings a doorbell every few microseconds and waits for each
+        // (shm: 5 us per edu command) had every fifth doorbell wait for the dispatcher.
+        std::lock_guard b(s.batch_lock);
+        s.eager_sent = 0;
+      }
       // Only a posted call after a quiet spell wakes a parked dispatcher: waking it at the
       // end of every call would cost a context switch per MMIO read.
       if (s.busy.fetch_sub(1, std::memory_order_acq_rel) == 1 && posted &&

@@ -159,11 +159,13 @@ class Attachment {
 
   // Streaming DMA (ClientOptions::window_push): the device will read [window_offset,
   // +length) of the window as it is now. Posted, like mmio_write(): it returns once the
-  // provider has taken the bytes; every later operation is ordered behind it (a doorbell
-  // written next finds them), earlier posted writes are performed before it, and a link
-  // lost before the bytes land fails the next operation. Does nothing where the exporter
-  // reads the window itself (on-demand exports, or window_push not set). EINVAL outside
-  // the window or without one.
+  // bytes are taken (up to 8 KiB copied into the pending posted-write batch, larger ranges
+  // handed to the provider as a one-sided write); every later operation is ordered behind
+  // it (a doorbell written next finds them), earlier posted writes are performed before it,
+  // and a link lost before the bytes land fails the next operation. Copied bytes leave with
+  // the next posted write (in the same message) or operation, else within about 20 ms.
+  // Does nothing where the exporter reads the window itself (on-demand exports, or
+  // window_push not set). EINVAL outside the window or without one.
   Result<void> window_push(std::uint64_t window_offset, std::uint64_t length, Deadline deadline);
 
   // Bulk access to a memory BAR (any size and offset inside it). Direct BARs: one-sided RMA
