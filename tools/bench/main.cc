@@ -593,7 +593,7 @@ int main(int argc, char** argv) {
   app.add_option("--sizes", sizes, "comma-separated RMA sizes (K/M suffixes)");
   app.add_flag("--device", o.device,
                "device workloads through the client API against an rpcie-exportd started here "
-               "(mmio_read, bar_write, bar_read, edu_dma)");
+               "(mmio_read, bar_write, bar_read, edu_dma, edu_dma_push)");
   app.add_option("--exportd", o.exportd, "rpcie-exportd to start for --device (default: next to this program)");
   bool frontend = false;
   std::string hostd;
