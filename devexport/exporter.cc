@@ -296,8 +296,9 @@ class ServedAttachment final : public DmaPort, public IrqSink {
   }
   // Mirror mode, rule 3: the whole window from the client before a doorbell (nothing finer
   // is known about what the driver wrote), unless the client pushes (then its pushes are
-  // ordered before the doorbell on the channel, and they are all the device may read). Device writes not yet pushed go out first, so
-  // the pull cannot overwrite them with older bytes.
+  // ordered before the doorbell on the channel, and they are all the device may read).
+  // Device writes not yet pushed go out first, so the pull cannot overwrite them with older
+  // bytes.
   Result<void> window_pull_locked() {
     auto deadline = Deadline::after(kDeviceTimeout);
     auto& ch = session_->channel();
