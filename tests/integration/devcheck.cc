@@ -300,6 +300,18 @@ int push_check(Common c, const std::string& name) {
     ok("push / doorbell / push / doorbell keep their order");
   }
 
+  // Either side of what travels inside a message (8 KiB): the last 4 KiB of each push reach
+  // the device.
+  for (std::uint64_t len : {std::uint64_t{8192}, std::uint64_t{8193}}) {
+    const std::uint64_t at = 0x30000;
+    random_fill(w.base + at, len, static_cast<std::uint32_t>(len));
+    std::vector<std::uint8_t> tail(w.base + at + len - 4096, w.base + at + len);
+    push(at, len);
+    edu_dma(*a, at + len - 4096, kEduBuffer, 4096, false, true);
+    device_matches(0x58000, tail, len == 8192 ? "an 8 KiB push (in the message)" : "an 8 KiB + 1 push (one-sided)");
+  }
+  ok("pushes of 8 KiB and 8 KiB + 1 (message and one-sided)");
+
   // Larger than what travels inside a message: a one-sided write into the mirror.
   const std::uint64_t big = 0x80000, big_len = 64 << 10;
   random_fill(w.base + big, big_len, 123);
@@ -321,7 +333,7 @@ int push_check(Common c, const std::string& name) {
   }
   CHECK_THAT(rd(*a, kId) == 0x010000ed, "device alive after refused pushes");
   const auto pushed_total = a->stats().window_bytes_pushed;
-  CHECK_THAT(pushed_total == (mirror ? 4 * 4096 + 4096 + 2 * 2048 + big_len : 0u), "bytes pushed counted: %llu",
+  CHECK_THAT(pushed_total == (mirror ? 4 * 4096 + 4096 + 2 * 2048 + 8192 + 8193 + big_len : 0u), "bytes pushed counted: %llu",
              static_cast<unsigned long long>(pushed_total));
   ok("pushes outside the window refused (EINVAL)");
   auto d = a->detach(soon());
