@@ -24,6 +24,8 @@ using InfoPtr = std::unique_ptr<fi_info, InfoDeleter>;
 Result<std::unique_ptr<Fabric>> Fabric::open(const FabricOptions& options) {
   if (options.adapter == nullptr) return fail(EINVAL, "no provider adapter given");
   const auto& adapter = *options.adapter;
+  for (const auto& left : adapter.fabric_prepare())
+    RPCIE_LOG_INFO("fabric", "removed {}: left behind by a dead process that had this PID", left);
   InfoPtr hints(fi_allocinfo());
   if (!hints) return fail(ENOMEM, "fi_allocinfo");
   adapter.hints_fill(*hints);

@@ -1,4 +1,12 @@
 // shm: libfabric's shared-memory provider, for two processes on one host.
+#include <dirent.h>
+#include <unistd.h>
+
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
 #include "adapter_common.hpp"
 
 namespace rpcie::providers {
@@ -44,6 +52,31 @@ class ShmAdapter final : public ProviderAdapter {
   int endpoint_configure(fid_ep& /*ep*/, const fi_info& /*info*/) const noexcept override { return 0; }
 
   std::span<const EnvVar> env_vars() const noexcept override { return kShmEnvVars; }
+
+  // shm names each endpoint's region /dev/shm/<pid>:<n>:<n>, and refuses to reuse a file of
+  // that name when the PID written in it is alive — which it is when that PID is now ours
+  // (a process killed with SIGKILL, or by the OOM killer, leaves its files; PIDs wrap at
+  // pid_max): fi_enable then fails with EBUSY. Before this process's first shm endpoint,
+  // every file named after its PID is such a leftover. Done once per PID (a forked child
+  // has a PID of its own) and under a lock, so that no endpoint of this process exists yet.
+  std::vector<std::string> fabric_prepare() const override {
+    static std::mutex lock;
+    static pid_t cleaned = 0;
+    std::lock_guard g(lock);
+    const pid_t pid = ::getpid();
+    if (cleaned == pid) return {};
+    cleaned = pid;
+    std::vector<std::string> removed;
+    const std::string prefix = std::to_string(pid) + ":";
+    DIR* dir = ::opendir("/dev/shm");
+    if (dir == nullptr) return {};
+    while (const dirent* e = ::readdir(dir)) {
+      if (std::string_view(e->d_name).substr(0, prefix.size()) != prefix) continue;
+      if (::unlinkat(::dirfd(dir), e->d_name, 0) == 0) removed.push_back(std::string("/dev/shm/") + e->d_name);
+    }
+    ::closedir(dir);
+    return removed;
+  }
 };
 
 }  // namespace

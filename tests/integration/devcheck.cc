@@ -564,7 +564,9 @@ int postedfail_check(const Common& c, const std::string& name) {
 
 // The exporter dies under an attachment (the script kills it after "attached"): the next
 // operations fail with an error within the deadline, never succeed silently, never hang.
-int linkloss_check(const Common& c, const std::string& name) {
+// With streaming DMA on: on a mirror export, every round pushes window bytes too.
+int linkloss_check(Common c, const std::string& name) {
+  c.options.window_push = true;
   Window w(c.window);
   auto a = attach_or_die(c, name, w);
   CHECK_THAT(rd(*a, kId) == 0x010000ed, "alive");
@@ -573,6 +575,7 @@ int linkloss_check(const Common& c, const std::string& name) {
   auto until = Deadline::after(15s);
   int code = 0;
   while (!until.expired()) {
+    (void)a->window_push(0, 64, soon());
     (void)a->mmio_write(0, kLive, 4, 1, soon());
     auto t0 = std::chrono::steady_clock::now();
     auto r = a->mmio_read(0, kLive, 4, Deadline::after(3s));
@@ -589,6 +592,10 @@ int linkloss_check(const Common& c, const std::string& name) {
              code);
   auto again = a->mmio_read(0, kId, 4, Deadline::after(1s));
   CHECK_THAT(!again, "and stays one");
+  auto pushed = a->window_push(0, 64, Deadline::after(1s));
+  CHECK_THAT(!pushed, "a window push after the loss fails too");
+  auto posted = a->mmio_write(0, kLive, 4, 1, Deadline::after(1s));
+  CHECK_THAT(!posted, "a posted write after the loss fails too");
   ok("exporter lost: the next accesses fail with an error, none hangs");
   return g_failures ? 1 : 0;
 }

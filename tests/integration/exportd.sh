@@ -155,6 +155,7 @@ wait_file "$TMP/hold.out" 20 || die "holder did not attach"
 cli list -r "$R" --psk-file "$TMP/psk" | grep -q "^edu2 .*attached by holder-a" || die "list does not show the holder"
 check --name other-b busy edu2 || die "second attach not refused as busy"
 kill -9 "$HOLDER"
+shm_regions_drop "$HOLDER"
 t=$(wait_free edu2 $((LEASE_S + 3))) || die "export not free after the client was killed"
 pass "second attach refused (busy); SIGKILLed client's export free again after ${t}s"
 # A client that stops answering without closing its connection: only the lease notices.
@@ -165,9 +166,33 @@ wait_file "$TMP/hold2.out" 20 || die "second holder did not attach"
 kill -STOP "$HOLDER"
 t=$(wait_free edu2 $((LEASE_S + 3))) || die "export not free within the lease after the client froze"
 kill -9 "$HOLDER"
+shm_regions_drop "$HOLDER"
 grep -q "lease lapsed" "$TMP/exportd.log" || die "the exporter did not report the lease"
 check edu edu2 >/dev/null || die "edu2 unusable after a lease lapse"
 pass "frozen client's export free after ${t}s (lease ${LEASE_S}s); device usable again"
+
+# --- shm: what a killed process left does not stop the next one that gets its PID ----------
+# libfabric's shm names an endpoint's region /dev/shm/<pid>:..., a process killed with SIGKILL
+# leaves it, and libfabric 1.17 refuses the file (EBUSY) to a later process with that PID.
+# PID 1 of a new PID namespace is the same PID every time.
+if [ "$MODE" = shm ] && unshare --pid --fork --mount-proc true 2>/dev/null; then
+  rm -f /dev/shm/1:*
+  start_bg unshare --pid --fork --mount-proc "$DEVCHECK" -r "$R" --psk-file "$TMP/psk" --provider shm \
+    --name pid-one hold edu0 120 >"$TMP/hold3.out"
+  UNSHARED=$LAST_PID
+  wait_file "$TMP/hold3.out" 20 || die "holder in a PID namespace did not attach"
+  pkill -9 -P "$UNSHARED"
+  wait "$UNSHARED" 2>/dev/null
+  [ -e /dev/shm/1:0:0 ] || die "test premise: the killed holder left no /dev/shm/1:0:0"
+  out=$(RPCIE_LOG=info timeout 60 unshare --pid --fork --mount-proc "$DEVCHECK" -r "$R" --psk-file "$TMP/psk" \
+    --provider shm reattach edu1 2>&1) || true
+  grep -q "^ok: detach then re-attach" <<<"$out" && grep -q "removed /dev/shm/1:0:0" <<<"$out" ||
+    die "attach with a dead process's shm region under this PID: $out"
+  [ ! -e /dev/shm/1:0:0 ] || die "the region of the detached process is still there"
+  pass "shm region left by a killed process with this PID removed; attach works"
+else
+  [ "$MODE" = shm ] && echo "note: no PID namespaces here; stale shm region check not run"
+fi
 
 # --- Hostile bootstrap peers: the exporter keeps serving ------------------------------------
 "${ON_CMP[@]}" python3 - "$HOST" "$PORT" <<'PY' || die "hostile peers script"
@@ -192,7 +217,7 @@ pass "garbage, absurd lengths and hang-ups mid-handshake: exporter keeps serving
 
 # --- Link loss: the exporter dies under an attachment -----------------------------------------
 start_bg "${ON_DEV[@]}" "$EXPORTD" --listen "$HOST:0" --provider "$PROVIDER" --psk-file "$TMP/psk" \
-  --export edu9=edu 2>"$TMP/exportd2.log"
+  --export edu9=edu,dma=mirror 2>"$TMP/exportd2.log"
 DOOMED=$LAST_PID
 deadline=$((SECONDS + 10))
 until grep -q "listening on" "$TMP/exportd2.log"; do
@@ -205,6 +230,7 @@ start_bg timeout 60 "${ON_CMP[@]}" "$DEVCHECK" -r "$HOST:$PORT2" --psk-file "$TM
 LOSER=$LAST_PID
 wait_file "$TMP/linkloss.out" 20 || die "linkloss client did not attach"
 kill -9 "$DOOMED"
+shm_regions_drop "$DOOMED"
 wait "$LOSER"; rc=$?
 cat "$TMP/linkloss.out"
 [ $rc = 0 ] || die "link loss not reported as an error (rc $rc)"

@@ -9,7 +9,7 @@ TMP=$(mktemp -d /tmp/rpcie-it.XXXXXX)
 cleanup() {
   local rc=$?
   local i
-  for pid in "${PIDS[@]:-}"; do [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; done
+  for pid in "${PIDS[@]:-}"; do [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null && shm_regions_drop "$pid"; done
   for ((i = ${#CLEANUPS[@]} - 1; i >= 0; i--)); do eval "${CLEANUPS[$i]}" 2>/dev/null || true; done
   rm -rf "$TMP"
   exit $rc
@@ -18,6 +18,9 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 skip() { echo "SKIP: $*" >&2; exit 77; }
+# shm_regions_drop PID: removes the libfabric shm regions (/dev/shm/PID:*, 16 MiB of memory
+# each) of a process this test killed with SIGKILL, which cannot remove them itself.
+shm_regions_drop() { rm -f /dev/shm/"$1":*; }
 die() { echo "FAIL: $*" >&2; exit 1; }
 pass() { echo "ok: $*"; }
 

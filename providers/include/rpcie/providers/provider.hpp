@@ -16,6 +16,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <rdma/fabric.h>
 #include <rdma/fi_endpoint.h>
@@ -76,6 +77,12 @@ class ProviderAdapter {
   // Environment variables the provider reads that matter to operators (documented in
   // providers/<name>/README.md).
   virtual std::span<const EnvVar> env_vars() const noexcept = 0;
+
+  // Called before every fi_getinfo for this provider (Fabric::open); thread-safe. Cleans
+  // what a dead process left behind that would make this one's endpoint fail (shm: its
+  // region files, named after a PID this process now has) and returns what it removed, for
+  // the caller's log. Default: nothing.
+  virtual std::vector<std::string> fabric_prepare() const { return {}; }
 };
 
 // All adapters in `auto` preference order: efa, verbs, shm, tcp.
