@@ -1,6 +1,10 @@
 // Each adapter against synthetic fi_info objects (fi_allocinfo + fields filled by hand),
 // and one real fi_getinfo: tcp;ofi_rxm, which every Linux libfabric build has.
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <array>
 #include <cstdlib>
 #include <cstring>
@@ -392,4 +396,32 @@ TEST_CASE("tcp;ofi_rxm grants the send-after-write ordering rpcie asks for") {
     CHECK(tcp().info_accept(*info));
     CHECK((info->tx_attr->msg_order & FI_ORDER_SAW) != 0);
   }
+}
+
+// Runs in a forked child: the adapter cleans once per PID, and the child's PID is fresh.
+TEST_CASE("shm's fabric_prepare removes region files named after this PID, once, and nothing else") {
+  const ProviderAdapter& shm = provider_get(ProviderKind::shm);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    const std::string mine = "/dev/shm/" + std::to_string(::getpid()) + ":7:7";
+    const std::string other = "/dev/shm/9999999:7:7";  // over any pid_max: never a live process
+    int failures = 0;
+    for (const auto& f : {mine, other}) std::fclose(std::fopen(f.c_str(), "w"));
+    const auto removed = shm.fabric_prepare();
+    failures += !(removed.size() == 1 && removed.front() == mine);
+    failures += ::access(mine.c_str(), F_OK) == 0;     // gone
+    failures += ::access(other.c_str(), F_OK) != 0;    // left alone
+    std::fclose(std::fopen(mine.c_str(), "w"));
+    failures += !shm.fabric_prepare().empty();         // once per PID: now it could be ours
+    failures += ::access(mine.c_str(), F_OK) != 0;
+    ::unlink(mine.c_str());
+    ::unlink(other.c_str());
+    ::_exit(failures);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(provider_get(ProviderKind::tcp).fabric_prepare().empty());
 }
