@@ -27,26 +27,28 @@ std::string at(const char* op, const char* file, std::uint64_t offset) {
 
 // pread/pwrite that retry on EINTR and report a short transfer as EIO: on these files a
 // short count means the daemon did something other than the one access asked for.
-Error pread_exact(int fd, void* into, std::size_t size, std::uint64_t offset, const char* file) {
+// `transfer` is ::pread or ::pwrite (bound to its buffer), `op` its name for the message.
+template <class Transfer>
+Error transfer_exact(Transfer transfer, const char* op, int fd, std::size_t size, std::uint64_t offset,
+                     const char* file) {
   for (;;) {
-    const ssize_t n = ::pread(fd, into, size, static_cast<off_t>(offset));
+    const ssize_t n = transfer(fd, size, static_cast<off_t>(offset));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return {errno, at("pread", file, offset)};
+    if (n < 0) return {errno, at(op, file, offset)};
     if (static_cast<std::size_t>(n) != size)
-      return {EIO, at("pread", file, offset) + " returned " + std::to_string(n) + " of " + std::to_string(size) + " bytes"};
+      return {EIO, at(op, file, offset) + " moved " + std::to_string(n) + " of " + std::to_string(size) + " bytes"};
     return {};
   }
 }
 
+Error pread_exact(int fd, void* into, std::size_t size, std::uint64_t offset, const char* file) {
+  return transfer_exact([into](int f, std::size_t n, off_t o) { return ::pread(f, into, n, o); }, "pread", fd, size,
+                        offset, file);
+}
+
 Error pwrite_exact(int fd, const void* from, std::size_t size, std::uint64_t offset, const char* file) {
-  for (;;) {
-    const ssize_t n = ::pwrite(fd, from, size, static_cast<off_t>(offset));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return {errno, at("pwrite", file, offset)};
-    if (static_cast<std::size_t>(n) != size)
-      return {EIO, at("pwrite", file, offset) + " wrote " + std::to_string(n) + " of " + std::to_string(size) + " bytes"};
-    return {};
-  }
+  return transfer_exact([from](int f, std::size_t n, off_t o) { return ::pwrite(f, from, n, o); }, "pwrite", fd, size,
+                        offset, file);
 }
 
 void fd_close(int& fd) {
