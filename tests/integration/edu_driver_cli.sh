@@ -19,14 +19,6 @@ json_valid() {
 }
 command -v jq >/dev/null || command -v python3 >/dev/null || skip "neither jq nor python3 to check JSON"
 
-expect_rc() {  # expect_rc WANT DESCRIPTION CMD...
-  local want=$1 what=$2 rc
-  shift 2
-  "$@" >"$TMP/out" 2>"$TMP/err"
-  rc=$?
-  [ "$rc" = "$want" ] || die "$what: exit $rc, want $want; stderr: $(cat "$TMP/err")"
-}
-
 expect_rc 2 "no argument" "$DRIVER"
 grep -q '^rpcie-edu-driver: error: ' "$TMP/err" || die "no argument: stderr is '$(cat "$TMP/err")'"
 expect_rc 2 "unknown option" "$DRIVER" --bogus /tmp

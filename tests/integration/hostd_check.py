@@ -159,7 +159,7 @@ def loop_until_error(d, seconds):
     fail("no error while the exporter was gone")
 
 
-def events_block(d, seconds):
+def events_block(d):
     """A blocked events read; prints how it ended."""
     ev = os.open(d + "/events", os.O_RDONLY)
     print("blocked", flush=True)
@@ -238,7 +238,7 @@ if __name__ == "__main__":
     elif cmd == "loop":
         loop_until_error(d, float(sys.argv[3]))
     elif cmd == "block":
-        events_block(d, 0)
+        events_block(d)
     elif cmd == "interrupted":
         interrupted(d)
     elif cmd == "irqlat":

@@ -24,6 +24,16 @@ shm_regions_drop() { rm -f /dev/shm/"$1":*; }
 die() { echo "FAIL: $*" >&2; exit 1; }
 pass() { echo "ok: $*"; }
 
+# expect_rc WANT DESCRIPTION CMD...: runs CMD (stdout in $TMP/out, stderr in $TMP/err) and
+# fails the test unless it exits WANT.
+expect_rc() {
+  local want=$1 what=$2 rc
+  shift 2
+  "$@" >"$TMP/out" 2>"$TMP/err"
+  rc=$?
+  [ "$rc" = "$want" ] || die "$what: exit $rc, want $want; stderr: $(cat "$TMP/err")"
+}
+
 # wait_file FILE SECONDS: poll until FILE exists and is non-empty (no sleeping guesses).
 wait_file() {
   local f=$1 deadline=$((SECONDS + $2))

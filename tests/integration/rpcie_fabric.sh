@@ -11,13 +11,7 @@ command -v jq >/dev/null || skip "jq is not installed"
 # An FI_PROVIDER of the caller's would hide providers from libfabric and from this test.
 unset FI_PROVIDER
 
-run() {  # run WANT_RC DESCRIPTION ARGS...: output in $TMP/out, $TMP/err
-  local want=$1 what=$2 rc
-  shift 2
-  "$RPCIE" "$@" >"$TMP/out" 2>"$TMP/err"
-  rc=$?
-  [ "$rc" = "$want" ] || die "$what: exit $rc, want $want; stderr: $(cat "$TMP/err")"
-}
+run() { local want=$1 what=$2; shift 2; expect_rc "$want" "$what" "$RPCIE" "$@"; }  # run WANT DESCRIPTION ARGS...
 
 run 0 "fabric -o json" fabric -o json
 jq -e . "$TMP/out" >/dev/null || die "fabric -o json is not JSON: $(cat "$TMP/out")"

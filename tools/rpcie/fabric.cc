@@ -152,12 +152,12 @@ void rows_print_text(const std::vector<Row>& rows) {
   for (const Row& row : rows) line(cells(row));
 }
 
+}  // namespace
+
 int error_exit(const std::string& text, int code) {
   std::fprintf(stderr, "rpcie: error: %s\n", text.c_str());
   return code;
 }
-
-}  // namespace
 
 FabricCommand& fabric_add(CLI::App& parent, std::string& output) {
   static FabricCommand command;

@@ -23,4 +23,7 @@ FabricCommand& fabric_add(CLI::App& parent, std::string& output);
 // 2 for a bad -p. Prints errors as "rpcie: error: ..." on stderr.
 int fabric_run(const FabricCommand& command, bool json);
 
+// Prints "rpcie: error: TEXT" on stderr and returns `code` (every command's error path).
+int error_exit(const std::string& text, int code = 1);
+
 }  // namespace rpcie::cli

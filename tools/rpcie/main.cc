@@ -19,12 +19,8 @@
 
 namespace {
 
+using rpcie::cli::error_exit;
 using rpcie::client::ExportDesc;
-
-int error_exit(const std::string& text, int code = 1) {
-  std::fprintf(stderr, "rpcie: error: %s\n", text.c_str());
-  return code;
-}
 
 std::string hex(unsigned value, int digits) {
   char buf[16];
