@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -35,7 +36,12 @@ int error_exit(const std::string& text, int code = 1) {
 
 std::optional<gid_t> group_parse(const std::string& text) {
   if (text.empty()) return 0;
-  if (text.find_first_not_of("0123456789") == std::string::npos) return static_cast<gid_t>(std::stoul(text));
+  if (text.find_first_not_of("0123456789") == std::string::npos) {
+    errno = 0;
+    const unsigned long id = std::strtoul(text.c_str(), nullptr, 10);
+    if (errno != 0 || id > std::numeric_limits<gid_t>::max()) return std::nullopt;
+    return static_cast<gid_t>(id);
+  }
   if (const group* g = ::getgrnam(text.c_str())) return g->gr_gid;
   return std::nullopt;
 }
@@ -72,14 +78,17 @@ void background_ready(int fd) {
   ::close(fd);
 }
 
-// DMA windows of a hostd that died without cleaning up (rpcie-dma-<pid>-...).
+// DMA windows of a hostd that died without cleaning up (rpcie-dma-<pid>-...). Files with
+// this process's PID are stale too: it has made no window yet, and a hostd restarted under
+// the same PID (a container's PID 1) would otherwise find its window names taken (EEXIST).
 void windows_stale_remove(const std::string& dir) {
   DIR* d = ::opendir(dir.c_str());
   if (!d) return;
   while (auto* e = ::readdir(d)) {
     unsigned long pid = 0;
     if (std::sscanf(e->d_name, "rpcie-dma-%lu-", &pid) != 1 || pid == 0) continue;
-    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    const bool ours = static_cast<pid_t>(pid) == ::getpid();
+    if (!ours && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH)) continue;
     const std::string path = dir + "/" + e->d_name;
     RPCIE_LOG_INFO("hostd", "removing {} (its hostd is gone)", path);
     ::unlink(path.c_str());
