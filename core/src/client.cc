@@ -429,15 +429,7 @@ struct Attachment::State {
       if (!posted && s.dispatcher_on_fd.load(std::memory_order_relaxed)) s.session->channel().wake();
     }
     ~Call() {
-      if (!posted) {
-        s.last_call.store(Deadline::Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
-        // A call that waited ends a burst of posted writes: those after it (the acknowledge
-        // after an interrupt, the next doorbell) leave at once again. Counted per kBatchDelay
-        // alone, a driver that rings a doorbell every few microseconds and waits for each
-        // (shm: 5 us per edu command) had every fifth doorbell wait for the dispatcher.
-        std::lock_guard b(s.batch_lock);
-        s.eager_sent = 0;
-      }
+      if (!posted) s.last_call.store(Deadline::Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
       // Only a posted call after a quiet spell wakes a parked dispatcher: waking it at the
       // end of every call would cost a context switch per MMIO read.
       if (s.busy.fetch_sub(1, std::memory_order_acq_rel) == 1 && posted &&
@@ -483,8 +475,11 @@ struct Attachment::State {
       dispatcher_on_fd.store(true, std::memory_order_relaxed);
       auto ready = app_active() ? Result<bool>(false)
                                 : session->channel().message_wait(Deadline::after(std::chrono::milliseconds(20)),
-                                                                  [this] { return busy.load(std::memory_order_relaxed) > 0; },
-                                                                  false);  // background: never spin
+                                                                  [this] {
+                                                                    return busy.load(std::memory_order_relaxed) > 0 ||
+                                                                           batch_pending.load(std::memory_order_relaxed);
+                                                                  },
+                                                                  false);  // background: spins only briefly
       dispatcher_on_fd.store(false, std::memory_order_relaxed);
       if (!ready) {
         fail_with(Error{ErrorDomain::posix, EIO, "link to the exporter lost: " + ready.error().describe()});
@@ -716,7 +711,12 @@ Result<void> Attachment::mmio_write(std::uint8_t bar, std::uint64_t offset, unsi
     // The first write after pushed window bytes sends them too (the doorbell, typically).
     if (s_->batch.writes.size() == 1) {
       const auto now = Deadline::Clock::now();
-      if (now - s_->eager_since > kBatchDelay) {
+      // A call that waited (it set last_call) ends a burst: the writes after it (the
+      // acknowledge after an interrupt, the next doorbell) leave at once again. Counted per
+      // kBatchDelay alone, a driver that rings a doorbell every few microseconds and waits
+      // for each (shm: 5 us per edu command) had every fifth doorbell wait for the dispatcher.
+      const Deadline::Clock::time_point waited{Deadline::Clock::duration(s_->last_call.load(std::memory_order_relaxed))};
+      if (now - s_->eager_since > kBatchDelay || waited > s_->eager_since) {
         s_->eager_since = now;
         s_->eager_sent = 0;
       }
@@ -725,7 +725,12 @@ Result<void> Attachment::mmio_write(std::uint8_t bar, std::uint64_t offset, unsi
       // Sent below through the batch, so that a write another thread queued meanwhile
       // leaves with it, in order.
       send_now = s_->eager_sent++ < kEagerWrites;
-      if (!send_now) s_->dispatcher_cv.notify_one();  // the dispatcher sends it if nothing else does first
+      if (!send_now) {
+        // The dispatcher sends it if nothing else does first: parked on its condition
+        // variable or asleep on the CQ wait fd (whose message_wait then ends at once).
+        s_->dispatcher_cv.notify_one();
+        if (s_->dispatcher_on_fd.load(std::memory_order_relaxed)) s_->session->channel().wake();
+      }
     }
     send_now = send_now || s_->batch.writes.size() >= s_->batch_max;
   }
@@ -734,7 +739,9 @@ Result<void> Attachment::mmio_write(std::uint8_t bar, std::uint64_t offset, unsi
 }
 
 Result<void> Attachment::window_push(std::uint64_t window_offset, std::uint64_t length, Deadline deadline) {
-  State::Call call(*s_, true);
+  // Up to kPushInline the push only joins the batch (posted); beyond, this thread waits for
+  // its one-sided write to be taken, which is a call like a bulk transfer.
+  State::Call call(*s_, !(s_->mirror && length > kPushInline));
   if (!s_->window_mr) return fail(EINVAL, "this attachment has no DMA window");
   if (window_offset > s_->window_mr->length() || length > s_->window_mr->length() - window_offset)
     return fail(EINVAL, "window push: range outside the DMA window");
