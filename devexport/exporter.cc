@@ -25,11 +25,9 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// Region ids this side offers (docs/protocol.md): BAR n that is plain memory has id n.
-constexpr std::uint32_t kBounceRegion = 16;   // bounce buffer for BARs that are not plain memory
+// Region ids (docs/protocol.md 8.6): BAR n that is plain memory has id n; the ids the client
+// looks up (bounce buffer, mirror, its window) are in protocol.hpp.
 constexpr std::uint32_t kStagingRegion = 17;  // on-demand DMA staging (local only)
-constexpr std::uint32_t kMirrorRegion = 18;   // mirror of the client's window (local only)
-constexpr std::uint32_t kClientWindow = 0;    // the client's DMA window
 constexpr std::size_t kBounceSize = 1u << 20;
 constexpr std::size_t kStagingSize = 1u << 20;
 constexpr std::uint64_t kWindowMax = 4ULL << 30;
@@ -124,14 +122,14 @@ class ServedAttachment final : public DmaPort, public IrqSink {
     auto bounce = HostBuffer::create(kBounceSize);
     if (!bounce) return tl::unexpected(bounce.error());
     bounce_.emplace(std::move(*bounce));
-    regions.push_back({kBounceRegion, bounce_->data(), bounce_->size(),
+    regions.push_back({proto::kRegionBounce, bounce_->data(), bounce_->size(),
                        FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE});
     if (window_size_ > 0) {
       auto local = HostBuffer::create(mirror_ ? window_size_ : kStagingSize);
       if (!local) return tl::unexpected(local.error());
       local_.emplace(std::move(*local));
       // A client that pushes writes into the mirror itself (one-sided, Attachment::window_push).
-      regions.push_back({mirror_ ? kMirrorRegion : kStagingRegion, local_->data(), local_->size(),
+      regions.push_back({mirror_ ? proto::kRegionMirror : kStagingRegion, local_->data(), local_->size(),
                          FI_READ | FI_WRITE | (pushed_ ? FI_REMOTE_WRITE : 0)});
     }
     auto session = Session::accept(std::move(socket), options, regions, deadline);
@@ -144,7 +142,7 @@ class ServedAttachment final : public DmaPort, public IrqSink {
     auto ping = session_->channel().message_send(proto::Ping{warm}, 0, deadline);
     if (!ping) return ping;
     if (window_size_ > 0) {
-      auto w = session_->peer_region(kClientWindow);
+      auto w = session_->peer_region(proto::kRegionWindow);
       if (!w) return fail(EPROTO, "the client offered no DMA window");
       if (w->length < window_size_) return fail(EPROTO, "the client's window is smaller than announced");
       window_ = *w;
@@ -278,6 +276,16 @@ class ServedAttachment final : public DmaPort, public IrqSink {
     dirty_ = std::move(out);
   }
 
+  void dirty_remove(std::uint64_t at, std::uint64_t length) {
+    const std::uint64_t begin = at, end = at + length;
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> out;
+    for (auto [b, e] : dirty_) {
+      if (b < begin) out.push_back({b, std::min(e, begin)});
+      if (e > end) out.push_back({std::max(b, end), e});
+    }
+    dirty_ = std::move(out);
+  }
+
   // Mirror mode: posts RMA writes of what the device changed in the mirror. The caller then
   // sends with message_send_after_writes, which orders the message behind them.
   Result<void> mirror_push(Deadline deadline) {
@@ -364,11 +372,14 @@ class ServedAttachment final : public DmaPort, public IrqSink {
   }
 
   // Streaming DMA: bytes the client pushed (window_push) for what the device reads next.
+  // They replace what the device wrote there and had not yet pushed back: the client's
+  // window holds the pushed bytes already.
   Result<void> mirror_fill(std::uint64_t iova, std::span<const std::uint8_t> bytes) {
-    if (!mirror_) return fail(EINVAL, "window push: this attachment has no mirror (on-demand DMA)");
+    if (!pushed_) return fail(EINVAL, "window push: this attachment did not attach to push (no mirror, or no kAttachWindowPush)");
     if (!window_contains(iova, bytes.size())) return fail(EINVAL, "window push outside the window");
     std::lock_guard g(dma_lock_);
     std::memcpy(local_->data() + iova, bytes.data(), bytes.size());
+    dirty_remove(iova, bytes.size());
     return {};
   }
 

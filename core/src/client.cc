@@ -17,10 +17,7 @@ namespace rpcie::client {
 
 namespace {
 
-constexpr std::uint32_t kWindowRegion = 0;   // the client's DMA window
 constexpr std::uint32_t kStagingRegion = 1;  // the client's staging buffer (local use only)
-constexpr std::uint32_t kBounceRegion = 16;  // the exporter's bounce buffer
-constexpr std::uint32_t kMirrorRegion = 18;  // the exporter's mirror of the window (mirror mode)
 constexpr std::size_t kStagingSize = 4u << 20;
 // Posted writes are coalesced into one mmio_write_batch until the batch is full, another
 // operation needs them out, or the oldest has waited this long (a driver that writes a
@@ -569,7 +566,7 @@ Result<std::unique_ptr<Attachment>> Attachment::open(const std::string& host, st
   s->staging.emplace(std::move(*staging));
 
   std::vector<LocalRegion> regions;
-  if (window.size) regions.push_back({kWindowRegion, window.base, window.size});
+  if (window.size) regions.push_back({proto::kRegionWindow, window.base, window.size});
   regions.push_back({kStagingRegion, s->staging->data(), s->staging->size(), FI_READ | FI_WRITE});
   // The CQ gets a wait fd: the dispatcher thread of an idle attachment then sleeps in
   // poll(2) instead of waking a thousand times a second (which also disturbs whatever else
@@ -601,7 +598,7 @@ Result<std::unique_ptr<Attachment>> Attachment::open(const std::string& host, st
     return fail(EPROTO, std::string("attach: unexpected ") + proto::msg_type_name(verdict->decoded.header.type));
   if (window.size) s->window_mr = &s->session->region(0);
   if (window.size && options.window_push && s->device.mirror) {
-    auto mirror = s->session->peer_region(kMirrorRegion);
+    auto mirror = s->session->peer_region(proto::kRegionMirror);
     if (!mirror || mirror->length < window.size)
       return fail(EPROTO, "attach " + export_name + ": the exporter offers no mirror of the DMA window");
     s->mirror = *mirror;
@@ -814,7 +811,7 @@ Result<void> Attachment::bar_write(std::uint8_t bar, std::uint64_t offset, std::
       if (w) w = ch.rma_flush(deadline);
       if (!w) return tl::unexpected(w.error());
     } else {
-      auto bounce = s_->session->peer_region(kBounceRegion);
+      auto bounce = s_->session->peer_region(proto::kRegionBounce);
       if (!bounce) return tl::unexpected(bounce.error());
       const std::size_t chunk = std::min<std::size_t>(n, bounce->length);
       for (std::size_t part = 0; part < n; part += chunk) {
@@ -864,7 +861,7 @@ Result<void> Attachment::bar_read_visit(std::uint8_t bar, std::uint64_t offset, 
       if (r) r = ch.rma_flush(deadline);
       if (!r) return tl::unexpected(r.error());
     } else {
-      auto bounce = s_->session->peer_region(kBounceRegion);
+      auto bounce = s_->session->peer_region(proto::kRegionBounce);
       if (!bounce) return tl::unexpected(bounce.error());
       const std::size_t chunk = std::min<std::size_t>(n, bounce->length);
       for (std::size_t part = 0; part < n; part += chunk) {

@@ -52,6 +52,11 @@ inline constexpr std::size_t kMacTrailer = 32;        // per-frame MAC after the
 inline constexpr std::size_t kMaxBatch = 256;         // writes in one mmio_write_batch
 inline constexpr std::size_t kMaxPushBytes = 32 * 1024;  // window bytes in one window_push
 
+// Region ids that one side looks up in the other's hello (docs/protocol.md 8.6).
+inline constexpr std::uint32_t kRegionWindow = 0;   // client: the DMA window
+inline constexpr std::uint32_t kRegionBounce = 16;  // exporter: bounce buffer of BARs that are not plain memory
+inline constexpr std::uint32_t kRegionMirror = 18;  // exporter: mirror of the window (remote write with kAttachWindowPush)
+
 enum class MsgType : std::uint8_t {
   hello = 1,
   hello_ack = 2,
