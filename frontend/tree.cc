@@ -71,6 +71,7 @@ struct Node {
   std::uint64_t serial = 0;
   std::string name, bdf;
   std::vector<std::string> links;  // created in dev_dir, removed on withdraw
+  bool gone = false;               // withdrawn (under Impl::events_lock): events files answer ENODEV
   fuse_ino_t ino(unsigned id = kDir) const { return (serial << 8) | id; }
   const client::BarDesc* bar(unsigned id) const {
     return id >= kBar0 && id < kBar0 + 6 ? dev->desc().bar_find(static_cast<std::uint8_t>(id - kBar0)) : nullptr;
@@ -287,6 +288,10 @@ struct Tree::Impl {
   // ---- events -----------------------------------------------------------------------------
   // Under events_lock. Answers a read of `f` if it has news; false if it must wait.
   bool events_answer_locked(fuse_req_t req, OpenFile& f) {
+    if (f.node->gone) {
+      fuse_reply_err(req, ENODEV);
+      return true;
+    }
     auto& dev = *f.node->dev;
     const auto losses = dev.losses();
     if (losses != f.losses) {
@@ -304,21 +309,23 @@ struct Tree::Impl {
     return true;
   }
   unsigned events_revents_locked(const OpenFile& f) const {
+    if (f.node->gone) return POLLERR | POLLHUP;
     auto& dev = *f.node->dev;
     if (dev.losses() != f.losses) return POLLERR;
     return dev.interrupts(f.vector()) != f.seen ? (POLLIN | POLLRDNORM) : 0;
   }
   // A device's interrupt count or link changed (or it is going away: `gone`).
-  void events_changed(const Node* node, bool gone) {
+  void events_changed(Node* node, bool gone) {
     std::lock_guard g(events_lock);
+    // A withdrawn device stays so for files still open on it: their reads and polls end
+    // with ENODEV / POLLERR rather than wait for counts that will never move again.
+    if (gone) node->gone = true;
     for (auto it = parked.begin(); it != parked.end();) {
       if (it->file->node.get() != node) {
         ++it;
         continue;
       }
-      if (gone) {
-        fuse_reply_err(it->req, ENODEV);
-      } else if (!events_answer_locked(it->req, *it->file)) {
+      if (!events_answer_locked(it->req, *it->file)) {
         ++it;
         continue;
       }

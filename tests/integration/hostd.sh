@@ -172,7 +172,11 @@ done
 pass "exporter frozen: EIO in $ms ms (timeout ${TIMEOUT_S} s), back once it resumes"
 
 # --- detach ------------------------------------------------------------------------------
+( timeout 30 $CHECK afterdetach "$D0" >"$TMP/afterdetach" 2>&1 ) &
+AFTER=$!
+wait_file "$TMP/afterdetach" 15 || die "events reader for the detach did not start"
 "$RPCIE" detach -d rpcie0 >/dev/null || die "detach"
+wait "$AFTER" && grep -q "^ok" "$TMP/afterdetach" || die "events file open across detach: $(cat "$TMP/afterdetach")"
 [ ! -e "$D0" ] && [ ! -L "$DEVDIR/rpcie0" ] && [ ! -e "$DEVDIR/rpcie/by-export/$HOST/edu0" ] || die "detach left files"
 ls "$MNT/pci/devices" | grep -q "$BDF0" && die "readdir still lists $BDF0"
 J0=$(attach edu0) || die "re-attach"

@@ -170,6 +170,27 @@ def events_block(d):
         print(f"errno {errno.errorcode[e.errno]}")
 
 
+def after_detach(d):
+    """An events file open across the device's detach: poll() reports POLLERR and read()
+    fails with ENODEV, both at once (they used to wait for counts that never move again)."""
+    ev = os.open(d + "/events", os.O_RDONLY)
+    print("opened", flush=True)
+    deadline = time.monotonic() + 20
+    while os.path.exists(d + "/config"):
+        if time.monotonic() > deadline:
+            fail("the device was not detached within 20 s")
+        time.sleep(0.05)
+    p = select.poll()
+    p.register(ev, select.POLLIN)
+    t0 = time.monotonic()
+    ready = p.poll(2000)
+    if not ready or not ready[0][1] & select.POLLERR:
+        fail(f"poll after detach: {ready} after {time.monotonic() - t0:.1f} s, expected POLLERR at once")
+    expect_errno(errno.ENODEV, lambda: os.read(ev, 4), "events read after detach")
+    os.close(ev)
+    print("ok", flush=True)
+
+
 def interrupted(d):
     """A blocked events read ends with EINTR when a signal arrives (FUSE interrupt)."""
     import signal
@@ -241,6 +262,8 @@ if __name__ == "__main__":
         events_block(d)
     elif cmd == "interrupted":
         interrupted(d)
+    elif cmd == "afterdetach":
+        after_detach(d)
     elif cmd == "irqlat":
         irqlat(d, int(sys.argv[3]))
     elif cmd == "liveness":
