@@ -204,11 +204,11 @@ int main(int argc, char** argv) {
   if (std::getenv("RPCIE_LOG") == nullptr) log_level_set(LogLevel::info);
   CLI::App app{"rpcie-hostd: remote PCIe devices as files (FUSE, sysfs layout)"};
   hostd::TreeOptions tree_options;
-  std::string control_path = control::kDefaultSocket, psk_file = auth::kDefaultKeyPath, provider, timeout = "5",
+  std::string control_path, psk_file = auth::kDefaultKeyPath, provider, timeout = "5",
               window = "16M", group, mode = "0660", name;
   bool foreground = false;
   app.add_option("--mount", tree_options.mount, "mount point (default /run/rpcie)");
-  app.add_option("--control", control_path, "control socket (default /run/rpcie.sock)");
+  app.add_option("--control", control_path, "control socket (default $RPCIE_CONTROL, else /run/rpcie.sock)");
   app.add_option("--psk-file", psk_file, "pre-shared key (default /etc/rpcie/psk)");
   app.add_option("--provider", provider, "auto, tcp, shm, verbs, efa, tcp;ofi_rxm, verbs;ofi_rxm");
   app.add_option("--timeout", timeout, "bound on every operation, in seconds (default 5; also 500ms)");
@@ -224,6 +224,8 @@ int main(int argc, char** argv) {
     int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
   }
+  // The same resolution as the rpcie CLI's, so that both find one socket.
+  control_path = control::socket_path_resolve(control_path);
   Hostd h;
   auto t = duration_parse(timeout);
   if (!t || *t < std::chrono::milliseconds(100)) return error_exit("--timeout: expected seconds >= 0.1, got '" + timeout + "'", 2);

@@ -418,11 +418,13 @@ struct Tree::Impl {
   // deadline a little under the timeout.
   class DeviceRequest {
    public:
-    DeviceRequest(Impl& t, fuse_req_t req, OpenFile& f)
-        : t_(t), req_(req), f_(f), ticket_(t.track(req)), deadline_(t.op_deadline()) {}
+    // Holds the node (and so its device) itself: once the watchdog has answered, the
+    // application may close the file and free `f` while this request is still in the fabric.
+    DeviceRequest(Impl& t, fuse_req_t req, const OpenFile& f)
+        : t_(t), req_(req), node_(f.node), ticket_(t.track(req)), deadline_(t.op_deadline()) {}
     // The attachment, or false after answering the error (reconnecting, detached).
     bool link() {
-      auto l = f_.node->dev->link();
+      auto l = node_->dev->link();
       if (!l) return fail(errno_of(l.error())), false;
       link_ = std::move(*l);
       return true;
@@ -435,7 +437,7 @@ struct Tree::Impl {
     // A fabric operation failed; a deadline that passed gives the link up (later requests
     // fail at once instead of each waiting out its own deadline).
     void fail(const Error& e) {
-      if (e.to_errno() == ETIMEDOUT) f_.node->dev->link_abandon(link_, e);
+      if (e.to_errno() == ETIMEDOUT) node_->dev->link_abandon(link_, e);
       fail(errno_of(e));
     }
     void data(const void* p, std::size_t n) {
@@ -451,7 +453,7 @@ struct Tree::Impl {
    private:
     Impl& t_;
     fuse_req_t req_;
-    OpenFile& f_;
+    std::shared_ptr<Node> node_;
     std::uint64_t ticket_;
     Deadline deadline_;
     std::shared_ptr<client::Attachment> link_;
