@@ -89,7 +89,7 @@ struct Node {
       out.emplace_back(v == 0 ? std::string("events") : "events" + std::to_string(v), kEvents + v);
     return out;
   }
-  // Without building files(): this runs on every lookup, getattr and open.
+  // Without building files(): this runs on every getattr and open.
   bool has(unsigned id) const {
     if (id <= kConfig || id == kDma || id == kRemote) return true;  // directory, text files, config
     if (id >= kEvents) return id - kEvents < event_files();
@@ -831,7 +831,7 @@ Result<void> mkdir_p(const std::string& path, mode_t mode) {
 
 }  // namespace
 
-Tree::Tree(const TreeOptions& options) : options_(options), impl_(std::make_unique<Impl>()) { impl_->opt = options; }
+Tree::Tree(const TreeOptions& options) : impl_(std::make_unique<Impl>()) { impl_->opt = options; }
 
 Result<std::unique_ptr<Tree>> Tree::mount(const TreeOptions& options) {
   std::unique_ptr<Tree> t(new Tree(options));
@@ -875,10 +875,6 @@ int Tree::run() {
   return rc < 0 ? rc : 0;
 }
 
-void Tree::stop() {
-  if (impl_->se) fuse_session_exit(impl_->se);
-}
-
 unsigned Tree::index_reserve() {
   std::lock_guard g(impl_->lock);
   unsigned i = 0;
@@ -900,11 +896,11 @@ Result<Tree::Published> Tree::publish(std::shared_ptr<RemoteDevice> device) {
   char bdf[32];
   std::snprintf(bdf, sizeof bdf, "%05x:00:00.0", 0x10000 + node->dev->index());
   node->bdf = bdf;
-  Published p{node->name, options_.dev_dir + "/" + node->name, m.sysfs_path(*node)};
+  Published p{node->name, impl_->opt.dev_dir + "/" + node->name, m.sysfs_path(*node)};
   // Links: /dev/rpcieN and /dev/rpcie/by-export/<host>[:port]/<export>.
   const auto& prm = node->dev->params();
   const std::string host_dir =
-      options_.dev_dir + "/rpcie/by-export/" + prm.host + (prm.port == kDefaultPort ? "" : ":" + std::to_string(prm.port));
+      impl_->opt.dev_dir + "/rpcie/by-export/" + prm.host + (prm.port == kDefaultPort ? "" : ":" + std::to_string(prm.port));
   if (auto r = mkdir_p(host_dir, 0755); !r) return tl::unexpected(r.error());
   for (const auto& link : {p.path, host_dir + "/" + prm.export_name}) {
     ::unlink(link.c_str());  // a leftover of ours (the name is free in this hostd)
@@ -971,7 +967,7 @@ std::vector<Tree::DeviceView> Tree::devices() const {
   std::lock_guard g(impl_->lock);
   std::vector<DeviceView> out;
   for (const auto& [s, n] : impl_->nodes)
-    out.push_back({n->name, options_.dev_dir + "/" + n->name, impl_->sysfs_path(*n), n->dev});
+    out.push_back({n->name, impl_->opt.dev_dir + "/" + n->name, impl_->sysfs_path(*n), n->dev});
   return out;
 }
 

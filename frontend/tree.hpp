@@ -44,12 +44,11 @@ class Tree {
   static Result<std::unique_ptr<Tree>> mount(const TreeOptions& options);
   ~Tree();  // answers what is parked, unmounts, removes the links
 
-  // Serves requests until a stop signal (SIGINT/SIGTERM/SIGHUP) or stop(). Returns 0 or
+  // Serves requests until a stop signal (SIGINT/SIGTERM/SIGHUP). Returns 0 or
   // the negative errno of the FUSE loop. Call from the main thread, with the stop signals
   // blocked in every thread since start-up: run() unblocks them for itself and the FUSE
   // workers only.
   int run();
-  void stop();
 
   // Publishes an attached device: visible at once, with its /dev links. Its name rpcieN
   // is the device's index.
@@ -70,15 +69,13 @@ class Tree {
     std::shared_ptr<RemoteDevice> device;
   };
   std::vector<DeviceView> devices() const;
-  const TreeOptions& options() const noexcept { return options_; }
 
   // FUSE entry points (tree.cc) reach the implementation through this.
   struct Impl;
 
  private:
   explicit Tree(const TreeOptions& options);
-  TreeOptions options_;
-  std::unique_ptr<Impl> impl_;
+  std::unique_ptr<Impl> impl_;  // holds the options too (Impl::opt)
 };
 
 }  // namespace rpcie::hostd

@@ -16,20 +16,11 @@
 #include <optional>
 #include <utility>
 
+#include "fd.hpp"
 #include "rpcie/log.hpp"
 
 namespace rpcie {
 namespace {
-
-Result<void> fd_wait(int fd, short events, Deadline deadline, const char* what) {
-  for (;;) {
-    pollfd p{fd, events, 0};
-    int rc = ::poll(&p, 1, deadline.remaining_ms());
-    if (rc > 0) return {};
-    if (rc == 0) return fail(ETIMEDOUT, std::string("deadline passed ") + what);
-    if (errno != EINTR) return fail(errno, std::string("poll while ") + what);
-  }
-}
 
 std::string sockaddr_text(const sockaddr_storage& ss) {
   char text[INET6_ADDRSTRLEN] = {};

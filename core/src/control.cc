@@ -20,26 +20,12 @@ std::string socket_path_resolve(std::string_view flag) {
   return kDefaultSocket;
 }
 
-namespace {
-
-// Waits until `fd` is ready for `events` or the deadline passes.
-Result<void> fd_wait(int fd, short events, Deadline deadline) {
-  for (;;) {
-    pollfd p{fd, events, 0};
-    int n = ::poll(&p, 1, deadline.remaining_ms());
-    if (n > 0) return {};
-    if (n == 0) return fail(ETIMEDOUT, "control socket: deadline passed");
-    if (errno != EINTR) return fail(errno, "control socket: poll");
-  }
-}
-
-}  // namespace
 
 Result<std::string> line_read(int fd, Deadline deadline) {
   std::string line;
   char buf[4096];
   for (;;) {
-    auto w = fd_wait(fd, POLLIN, deadline);
+    auto w = fd_wait(fd, POLLIN, deadline, "reading the control socket");
     if (!w) return tl::unexpected(w.error());
     // Peek first, so that bytes after the newline (none are expected) stay in the socket.
     ssize_t n = ::recv(fd, buf, sizeof buf, MSG_PEEK);
@@ -66,7 +52,7 @@ Result<void> line_write(int fd, std::string_view line, Deadline deadline) {
   out.push_back('\n');
   std::size_t done = 0;
   while (done < out.size()) {
-    auto w = fd_wait(fd, POLLOUT, deadline);
+    auto w = fd_wait(fd, POLLOUT, deadline, "writing the control socket");
     if (!w) return w;
     ssize_t n = ::send(fd, out.data() + done, out.size() - done, MSG_NOSIGNAL);
     if (n < 0) {

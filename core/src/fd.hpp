@@ -1,9 +1,28 @@
-// A file descriptor owned by one scope (internal to core's sources).
+// File descriptor helpers internal to core's sources: an owner, and a bounded wait.
 #pragma once
 
+#include <poll.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <string>
+
+#include "rpcie/deadline.hpp"
+#include "rpcie/result.hpp"
+
 namespace rpcie {
+
+// Waits until `fd` has `events`, retrying on EINTR. ETIMEDOUT at the deadline; `what` names
+// the wait in errors ("deadline passed receiving on ...").
+inline Result<void> fd_wait(int fd, short events, Deadline deadline, const char* what) {
+  for (;;) {
+    pollfd p{fd, events, 0};
+    const int rc = ::poll(&p, 1, deadline.remaining_ms());
+    if (rc > 0) return {};
+    if (rc == 0) return fail(ETIMEDOUT, std::string("deadline passed ") + what);
+    if (errno != EINTR) return fail(errno, std::string("poll while ") + what);
+  }
+}
 
 class Fd {
  public:
