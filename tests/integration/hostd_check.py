@@ -248,25 +248,24 @@ def liveness(d):
     print(f"ok: liveness as uid {os.getuid()}")
 
 
+COMMANDS = {  # name: (function, type of the optional third argument)
+    "badinput": (badinput, None),
+    "events": (events, None),
+    "membar": (membar, int),
+    "loop": (loop_until_error, float),
+    "block": (events_block, None),
+    "interrupted": (interrupted, None),
+    "afterdetach": (after_detach, None),
+    "irqlat": (irqlat, int),
+    "liveness": (liveness, None),
+}
+
 if __name__ == "__main__":
     cmd, d = sys.argv[1], sys.argv[2]
-    if cmd == "badinput":
-        badinput(d)
-    elif cmd == "events":
-        events(d)
-    elif cmd == "membar":
-        membar(d, int(sys.argv[3]))
-    elif cmd == "loop":
-        loop_until_error(d, float(sys.argv[3]))
-    elif cmd == "block":
-        events_block(d)
-    elif cmd == "interrupted":
-        interrupted(d)
-    elif cmd == "afterdetach":
-        after_detach(d)
-    elif cmd == "irqlat":
-        irqlat(d, int(sys.argv[3]))
-    elif cmd == "liveness":
-        liveness(d)
-    else:
+    if cmd not in COMMANDS:
         fail("unknown command " + cmd)
+    fn, arg = COMMANDS[cmd]
+    if arg:
+        fn(d, arg(sys.argv[3]))
+    else:
+        fn(d)
