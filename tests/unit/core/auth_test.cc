@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../../support/temp_dir.hpp"
 #include "rpcie/auth.hpp"
 
 namespace auth = rpcie::auth;
@@ -63,19 +64,7 @@ Nonce nonce_filled(std::uint8_t value) {
 }
 
 // A fresh directory under the system temp dir, removed with everything in it.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string templ = (fs::temp_directory_path() / "rpcie-auth-XXXXXX").string();
-    REQUIRE(::mkdtemp(templ.data()) != nullptr);
-    path = templ;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
+using rpcie::test::TempDir;
 
 void file_write(const std::string& path, std::string_view text, mode_t mode) {
   {
@@ -252,7 +241,7 @@ TEST_CASE("key_load reports a missing file with ENOENT and its path") {
 
 TEST_CASE("key_load refuses a directory (EISDIR) and a FIFO (EINVAL, without blocking)") {
   TempDir dir;
-  auto key = auth::key_load(dir.path.string());
+  auto key = auth::key_load(dir.path);
   REQUIRE_FALSE(key.has_value());
   CHECK(key.error().code == EISDIR);
 

@@ -15,6 +15,7 @@
 
 #include "control_server.hpp"
 #include "dma_window.hpp"
+#include "../../support/temp_dir.hpp"
 #include "rpcie/control.hpp"
 
 using namespace rpcie;
@@ -23,15 +24,7 @@ using nlohmann::json;
 
 namespace {
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char t[] = "/tmp/rpcie-fe-test.XXXXXX";
-    REQUIRE(mkdtemp(t) != nullptr);
-    path = t;
-  }
-  ~TempDir() { std::system(("rm -rf '" + path + "'").c_str()); }
-};
+using rpcie::test::TempDir;
 
 Deadline soon() { return Deadline::after(2s); }
 
