@@ -11,9 +11,7 @@ namespace rpcie::dev {
 
 namespace {
 
-bool name_char_ok(char c) {
-  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';
-}
+bool name_char_ok(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-'; }
 
 }  // namespace
 
@@ -45,9 +43,12 @@ Result<ExportSpec> export_spec_parse(std::string_view text) {
 
 Result<std::unique_ptr<Backend>> backend_create(const ExportSpec& spec) {
   Result<std::unique_ptr<Backend>> made = fail(EINVAL, "");
-  if (spec.backend == "edu") made = edu_create(spec.params);
-  else if (spec.backend == "membar") made = membar_create(spec.params);
-  else if (spec.backend == "pci-sysfs") made = pci_sysfs_create(spec.params);
+  if (spec.backend == "edu")
+    made = edu_create(spec.params);
+  else if (spec.backend == "membar")
+    made = membar_create(spec.params);
+  else if (spec.backend == "pci-sysfs")
+    made = pci_sysfs_create(spec.params);
   else
     return fail(EINVAL, "export '" + spec.name + "': unknown backend '" + spec.backend +
                             "' (backends: edu, membar, pci-sysfs)");

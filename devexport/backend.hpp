@@ -11,8 +11,8 @@
 // worker thread and calls its DmaPort and IrqSink from there, or, once the exporter has
 // called work_inline_enable(), runs work that is due at once from work_run() on the
 // attachment's thread; either way it must not block in mmio_write waiting for that work.
-// work_inline_enable() and work_run() are called like the others (never overlapping). identity(), regions() and name() are immutable after
-// creation and safe from any thread (the exporter lists exports while they are attached).
+// work_inline_enable() and work_run() are called like the others (never overlapping). identity(), regions() and name()
+// are immutable after creation and safe from any thread (the exporter lists exports while they are attached).
 //
 // Errors: Result<...> with errno values. EINVAL for an access the contract rejects (bad
 // width, misaligned, outside the region or config space), ENOTSUP for an optional operation
@@ -59,11 +59,11 @@ enum class RegionKind : std::uint8_t {
 };
 
 struct Region {
-  std::uint8_t bar = 0;        // 0..5 (a 64-bit BAR occupies bar and bar+1; listed once)
-  std::uint64_t size = 0;      // bytes, a power of two
+  std::uint8_t bar = 0;    // 0..5 (a 64-bit BAR occupies bar and bar+1; listed once)
+  std::uint64_t size = 0;  // bytes, a power of two
   RegionKind kind = RegionKind::registers;
   bool is_64bit = false;
-  bool readonly = false;       // the backend refuses every write and side-effecting access
+  bool readonly = false;  // the backend refuses every write and side-effecting access
 };
 
 // Device-initiated transfers between the device and the attachment's DMA window: IOVA 0 is
@@ -169,8 +169,8 @@ class Backend {
 
 // Parameters of one export: `--export NAME=BACKEND[,key=value...]`.
 struct ExportSpec {
-  std::string name;     // [A-Za-z0-9_.-]{1,64}
-  std::string backend;  // "edu", "membar", "pci-sysfs"
+  std::string name;                           // [A-Za-z0-9_.-]{1,64}
+  std::string backend;                        // "edu", "membar", "pci-sysfs"
   std::map<std::string, std::string> params;  // backend keys, in the order-free form given
 };
 

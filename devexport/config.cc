@@ -17,13 +17,19 @@ namespace {
 Result<void> exporter_key_apply(ExportConfig& e, const std::string& key, const std::string& value) {
   const std::string where = "export '" + e.spec.name + "': ";
   if (key == "dma") {
-    if (value == "on-demand") e.dma = DmaMode::on_demand;
-    else if (value == "mirror") e.dma = DmaMode::mirror;
-    else return fail(EINVAL, where + "dma must be on-demand or mirror, not '" + value + "'");
+    if (value == "on-demand")
+      e.dma = DmaMode::on_demand;
+    else if (value == "mirror")
+      e.dma = DmaMode::mirror;
+    else
+      return fail(EINVAL, where + "dma must be on-demand or mirror, not '" + value + "'");
   } else if (key == "shared") {
-    if (value == "yes" || value == "true") e.shared = true;
-    else if (value == "no" || value == "false") e.shared = false;
-    else return fail(EINVAL, where + "shared must be yes or no, not '" + value + "'");
+    if (value == "yes" || value == "true")
+      e.shared = true;
+    else if (value == "no" || value == "false")
+      e.shared = false;
+    else
+      return fail(EINVAL, where + "shared must be yes or no, not '" + value + "'");
   } else if (key == "allow") {
     std::stringstream in(value);
     for (std::string name; std::getline(in, name, ':');) {
@@ -42,8 +48,7 @@ Result<void> keys_check(const toml::table& t, const std::string& where, Known...
   for (auto&& [k, v] : t) {
     (void)v;
     const std::string_view key = k.str();
-    if (((key != known) && ...))
-      return fail(EINVAL, where + "unknown key '" + std::string(key) + "'");
+    if (((key != known) && ...)) return fail(EINVAL, where + "unknown key '" + std::string(key) + "'");
   }
   return {};
 }
@@ -181,10 +186,14 @@ Result<void> config_file_apply(const std::string& path, ExporterConfig& config) 
         for (auto&& [pk, pv] : *pt) {
           std::string key(pk.str());
           std::string value;
-          if (auto s = pv.value_exact<std::string>()) value = *s;
-          else if (auto iv = pv.value_exact<std::int64_t>()) value = std::to_string(*iv);
-          else if (auto bv = pv.value_exact<bool>()) value = *bv ? "yes" : "no";
-          else return fail(EINVAL, where + "params." + key + " must be a string, integer or boolean");
+          if (auto s = pv.value_exact<std::string>())
+            value = *s;
+          else if (auto iv = pv.value_exact<std::int64_t>())
+            value = std::to_string(*iv);
+          else if (auto bv = pv.value_exact<bool>())
+            value = *bv ? "yes" : "no";
+          else
+            return fail(EINVAL, where + "params." + key + " must be a string, integer or boolean");
           if (exporter_key(key)) return fail(EINVAL, where + "params." + key + " belongs at the export level");
           e->spec.params[key] = value;
         }

@@ -31,10 +31,10 @@ namespace rpcie::dev {
 enum class DmaMode { on_demand, mirror };
 
 struct ExportConfig {
-  ExportSpec spec;                  // backend parameters only (exporter keys removed)
+  ExportSpec spec;  // backend parameters only (exporter keys removed)
   DmaMode dma = DmaMode::on_demand;
   bool shared = false;
-  std::vector<std::string> allow;   // client names; empty: every authenticated client
+  std::vector<std::string> allow;  // client names; empty: every authenticated client
 };
 
 struct ClientConfig {

@@ -47,9 +47,12 @@ struct ExportSlot {
 
 proto::BarKind bar_kind(RegionKind k) {
   switch (k) {
-    case RegionKind::registers: return proto::BarKind::registers;
-    case RegionKind::memory: return proto::BarKind::memory;
-    case RegionKind::io: return proto::BarKind::io;
+    case RegionKind::registers:
+      return proto::BarKind::registers;
+    case RegionKind::memory:
+      return proto::BarKind::memory;
+    case RegionKind::io:
+      return proto::BarKind::io;
   }
   return proto::BarKind::registers;
 }
@@ -77,9 +80,9 @@ proto::ExportEntry entry_make(ExportSlot& slot, const std::string& holder) {
   e.vectors = std::min<std::uint16_t>(slot.backend->vector_count(), proto::kMaxVector);
   for (const auto& r : slot.backend->regions()) {
     if (e.bars.size() == proto::kMaxBarRegions) break;
-    std::uint8_t flags = static_cast<std::uint8_t>((r.is_64bit ? proto::kBarFlag64 : 0) |
-                                                   (r.readonly ? proto::kBarFlagReadonly : 0) |
-                                                   (bar_direct(*slot.backend, r) ? proto::kBarFlagDirect : 0));
+    std::uint8_t flags =
+        static_cast<std::uint8_t>((r.is_64bit ? proto::kBarFlag64 : 0) | (r.readonly ? proto::kBarFlagReadonly : 0) |
+                                  (bar_direct(*slot.backend, r) ? proto::kBarFlagDirect : 0));
     e.bars.push_back({r.bar, bar_kind(r.kind), flags, r.size});
   }
   return e;
@@ -105,8 +108,11 @@ class ServedAttachment final : public DmaPort, public IrqSink {
  public:
   // `pushed`: the client pushes what the device is to read (proto::kAttachWindowPush).
   ServedAttachment(ExportSlot& slot, std::uint64_t id, std::uint64_t window_size, bool pushed)
-      : slot_(slot), id_(id), window_size_(window_size),
-        mirror_(slot.config.dma == DmaMode::mirror && window_size > 0), pushed_(mirror_ && pushed),
+      : slot_(slot),
+        id_(id),
+        window_size_(window_size),
+        mirror_(slot.config.dma == DmaMode::mirror && window_size > 0),
+        pushed_(mirror_ && pushed),
         irq_counts_(slot.backend->vector_count(), 0) {}
   ~ServedAttachment() override { teardown(false); }
 
@@ -242,8 +248,8 @@ class ServedAttachment final : public DmaPort, public IrqSink {
     auto deadline = Deadline::after(kDeviceTimeout);
     // Rule 4: what the device wrote before the interrupt reaches the window first.
     auto pushed = mirror_push(deadline);
-    auto sent = pushed ? session_->channel().message_send_after_writes(proto::Interrupt{vector, count}, 0, deadline)
-                       : pushed;
+    auto sent =
+        pushed ? session_->channel().message_send_after_writes(proto::Interrupt{vector, count}, 0, deadline) : pushed;
     if (!sent) {
       RPCIE_LOG_WARN("exportd", "attachment {}: interrupt {} not delivered: {}", id_, vector, sent.error().describe());
       failed_.store(true);
@@ -261,7 +267,8 @@ class ServedAttachment final : public DmaPort, public IrqSink {
     std::vector<std::pair<std::uint64_t, std::uint64_t>> out;
     bool placed = false;
     for (auto [b, e] : dirty_) {
-      if (e < begin) out.push_back({b, e});
+      if (e < begin)
+        out.push_back({b, e});
       else if (end < b) {
         if (!placed) out.push_back({begin, end}), placed = true;
         out.push_back({b, e});
@@ -325,8 +332,9 @@ class ServedAttachment final : public DmaPort, public IrqSink {
   }
 
   Result<void> error_send(int code, const std::string& text, std::uint64_t rid) {
-    return session_->channel().message_send(proto::ErrorMsg{code, std::string_view(text).substr(0, proto::kMaxErrorText)},
-                                            rid, Deadline::after(kDeviceTimeout));
+    return session_->channel().message_send(
+        proto::ErrorMsg{code, std::string_view(text).substr(0, proto::kMaxErrorText)}, rid,
+        Deadline::after(kDeviceTimeout));
   }
 
   const Region* region_find(std::uint8_t bar) const {
@@ -338,7 +346,8 @@ class ServedAttachment final : public DmaPort, public IrqSink {
   // Bounce buffer <-> BAR for memory BARs that are not plain memory (or not offered).
   Result<void> bar_copy(const proto::BarCommit& c, bool to_bar) {
     const Region* r = region_find(c.bar);
-    if (!r || r->kind != RegionKind::memory) return fail(EINVAL, "BAR " + std::to_string(c.bar) + " is not a memory BAR");
+    if (!r || r->kind != RegionKind::memory)
+      return fail(EINVAL, "BAR " + std::to_string(c.bar) + " is not a memory BAR");
     if (c.offset > r->size || c.length > r->size - c.offset) return fail(EINVAL, "range outside the BAR");
     if (c.bounce_offset > kBounceSize || c.length > kBounceSize - c.bounce_offset)
       return fail(EINVAL, "range outside the bounce buffer");
@@ -346,8 +355,10 @@ class ServedAttachment final : public DmaPort, public IrqSink {
     std::uint8_t* bounce = bounce_->data() + c.bounce_offset;
     auto mem = slot_.backend->bar_memory(c.bar);
     if (mem.size() == r->size) {
-      if (to_bar) std::memcpy(mem.data() + c.offset, bounce, c.length);
-      else std::memcpy(bounce, mem.data() + c.offset, c.length);
+      if (to_bar)
+        std::memcpy(mem.data() + c.offset, bounce, c.length);
+      else
+        std::memcpy(bounce, mem.data() + c.offset, c.length);
       return {};
     }
     // Through MMIO, the widest naturally aligned access at each step.
@@ -375,7 +386,8 @@ class ServedAttachment final : public DmaPort, public IrqSink {
   // They replace what the device wrote there and had not yet pushed back: the client's
   // window holds the pushed bytes already.
   Result<void> mirror_fill(std::uint64_t iova, std::span<const std::uint8_t> bytes) {
-    if (!pushed_) return fail(EINVAL, "window push: this attachment did not attach to push (no mirror, or no kAttachWindowPush)");
+    if (!pushed_)
+      return fail(EINVAL, "window push: this attachment did not attach to push (no mirror, or no kAttachWindowPush)");
     if (!window_contains(iova, bytes.size())) return fail(EINVAL, "window push outside the window");
     std::lock_guard g(dma_lock_);
     std::memcpy(local_->data() + iova, bytes.data(), bytes.size());
@@ -426,8 +438,7 @@ class ServedAttachment final : public DmaPort, public IrqSink {
               if (!r && first_failure) first_failure = r;
             }
             calls.unlock();
-            if (!first_failure)
-              sent = error_send(first_failure.error().to_errno(), first_failure.error().message, rid);
+            if (!first_failure) sent = error_send(first_failure.error().to_errno(), first_failure.error().message, rid);
           } else if constexpr (std::is_same_v<M, proto::BarFetch>) {
             auto r = bar_copy(m, false);
             calls.unlock();
@@ -440,7 +451,8 @@ class ServedAttachment final : public DmaPort, public IrqSink {
             calls.unlock();  // the answer to the warm-up ping of setup()
           } else {
             calls.unlock();
-            RPCIE_LOG_ONCE(LogLevel::warn, "exportd", "unexpected {} on the data path", proto::msg_type_name(d.header.type));
+            RPCIE_LOG_ONCE(LogLevel::warn, "exportd", "unexpected {} on the data path",
+                           proto::msg_type_name(d.header.type));
             sent = error_send(EPROTO, std::string("unexpected ") + proto::msg_type_name(d.header.type), rid);
           }
         },
@@ -521,8 +533,8 @@ struct Exporter::Impl {
     if (!first) return tl::unexpected(first.error());
     auto* hello = std::get_if<proto::AuthHello>(&first->decoded.message);
     if (!hello) {
-      (void)sock.message_send(proto::ErrorMsg{EACCES, "authenticate first (auth_hello)"}, first->decoded.header.request_id,
-                              deadline);
+      (void)sock.message_send(proto::ErrorMsg{EACCES, "authenticate first (auth_hello)"},
+                              first->decoded.header.request_id, deadline);
       return fail(EACCES, std::string("peer sent ") + proto::msg_type_name(first->decoded.header.type) +
                               " before authenticating");
     }
@@ -530,8 +542,10 @@ struct Exporter::Impl {
     auth::Nonce client_nonce{};
     std::copy(hello->nonce.begin(), hello->nonce.end(), client_nonce.begin());
     std::shared_ptr<const auth::Key> key;
-    if (auto it = client_keys.find(name); it != client_keys.end()) key = it->second;
-    else if (shared_key && auth::client_name_valid(name)) key = shared_key;
+    if (auto it = client_keys.find(name); it != client_keys.end())
+      key = it->second;
+    else if (shared_key && auth::client_name_valid(name))
+      key = shared_key;
     std::optional<auth::Key> decoy;
     if (!key) {
       // Unknown client: answer like for a known one, with a key nobody has, so that the
@@ -587,7 +601,8 @@ struct Exporter::Impl {
     if (!allow.empty() && std::find(allow.begin(), allow.end(), client) == allow.end())
       return fail(EACCES, "client '" + client + "' is not allowed to attach '" + slot.config.spec.name + "'");
     std::lock_guard g(lock);
-    if (!slot.holders.empty() && !slot.config.shared) return fail(EBUSY, "busy: attached by " + holders_text(slot.holders));
+    if (!slot.holders.empty() && !slot.config.shared)
+      return fail(EBUSY, "busy: attached by " + holders_text(slot.holders));
     slot.holders.push_back(client);
     return slot.holders.size() == 1;
   }
@@ -607,7 +622,8 @@ struct Exporter::Impl {
     const auto lease = config.lease;
     for (;;) {
       if (stopping()) {
-        RPCIE_LOG_INFO("exportd", "attachment {} of {} by {}: ending (shutdown)", a.id(), slot.config.spec.name, client);
+        RPCIE_LOG_INFO("exportd", "attachment {} of {} by {}: ending (shutdown)", a.id(), slot.config.spec.name,
+                       client);
         return std::nullopt;
       }
       if (a.failed()) {
@@ -636,9 +652,9 @@ struct Exporter::Impl {
         RPCIE_LOG_INFO("exportd", "attachment {} of {} by {}: detached", a.id(), slot.config.spec.name, client);
         return rid;
       } else {
-        (void)sock.message_send(proto::ErrorMsg{EPROTO, std::string("unexpected ") +
-                                                            proto::msg_type_name(m->decoded.header.type)},
-                                rid, Deadline::after(lease));
+        (void)sock.message_send(
+            proto::ErrorMsg{EPROTO, std::string("unexpected ") + proto::msg_type_name(m->decoded.header.type)}, rid,
+            Deadline::after(lease));
       }
     }
   }
@@ -690,7 +706,9 @@ struct Exporter::Impl {
     }
     RPCIE_LOG_INFO("exportd", "attachment {}: {} attached {} (window {} bytes, dma {})", id, client,
                    slot->config.spec.name, req.window_size,
-                   slot->config.dma == DmaMode::on_demand ? "on-demand" : pushed ? "mirror, client pushes" : "mirror");
+                   slot->config.dma == DmaMode::on_demand ? "on-demand"
+                   : pushed                               ? "mirror, client pushes"
+                                                          : "mirror");
     const auto goodbye = attachment_serve(*a, *slot, client);
     const bool last = release(*slot, client);
     // The reply to goodbye goes out once the device is reset and the keys are closed, so
@@ -734,9 +752,9 @@ struct Exporter::Impl {
       } else if (std::holds_alternative<proto::Goodbye>(m->decoded.message)) {
         return;
       } else {
-        (void)sock.message_send(proto::ErrorMsg{EPROTO, std::string("unexpected ") +
-                                                            proto::msg_type_name(m->decoded.header.type)},
-                                rid, deadline);
+        (void)sock.message_send(
+            proto::ErrorMsg{EPROTO, std::string("unexpected ") + proto::msg_type_name(m->decoded.header.type)}, rid,
+            deadline);
         return;
       }
     }
@@ -753,7 +771,6 @@ struct Exporter::Impl {
     }
   }
 };
-
 
 Exporter::Exporter(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Exporter::~Exporter() = default;

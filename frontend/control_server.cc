@@ -36,7 +36,8 @@ Result<std::unique_ptr<ControlServer>> ControlServer::start(const std::string& p
   if (s->fd_ < 0) return fail(errno, "control socket");
   if (::bind(s->fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return fail(errno, "bind " + path);
   s->path_ = path;  // ours from here: the destructor removes it (not a socket another daemon bound first)
-  if (::chown(path.c_str(), 0, group) != 0 || ::chmod(path.c_str(), mode) != 0) return fail(errno, "chown/chmod " + path);
+  if (::chown(path.c_str(), 0, group) != 0 || ::chmod(path.c_str(), mode) != 0)
+    return fail(errno, "chown/chmod " + path);
   if (::listen(s->fd_, 16) != 0) return fail(errno, "listen on " + path);
   s->acceptor_ = std::thread([raw = s.get()] { raw->accept_run(); });
   return s;

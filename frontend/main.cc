@@ -7,13 +7,13 @@
 #include <limits>
 #include <string>
 
-#include <CLI/CLI.hpp>
 #include <dirent.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <grp.h>
 #include <poll.h>
+#include <signal.h>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
 
 #include "control_server.hpp"
 #include "remote_device.hpp"
@@ -204,8 +204,8 @@ int main(int argc, char** argv) {
   if (std::getenv("RPCIE_LOG") == nullptr) log_level_set(LogLevel::info);
   CLI::App app{"rpcie-hostd: remote PCIe devices as files (FUSE, sysfs layout)"};
   hostd::TreeOptions tree_options;
-  std::string control_path, psk_file = auth::kDefaultKeyPath, provider, timeout = "5",
-              window = "16M", group, mode = "0660", name;
+  std::string control_path, psk_file = auth::kDefaultKeyPath, provider, timeout = "5", window = "16M", group,
+                            mode = "0660", name;
   bool foreground = false;
   app.add_option("--mount", tree_options.mount, "mount point (default /run/rpcie)");
   app.add_option("--control", control_path, "control socket (default $RPCIE_CONTROL, else /run/rpcie.sock)");
@@ -228,18 +228,21 @@ int main(int argc, char** argv) {
   control_path = control::socket_path_resolve(control_path);
   Hostd h;
   auto t = duration_parse(timeout);
-  if (!t || *t < std::chrono::milliseconds(100)) return error_exit("--timeout: expected seconds >= 0.1, got '" + timeout + "'", 2);
+  if (!t || *t < std::chrono::milliseconds(100))
+    return error_exit("--timeout: expected seconds >= 0.1, got '" + timeout + "'", 2);
   h.context.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(*t);
   tree_options.timeout = h.context.timeout;
   auto w = size_parse(window);
   const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
-  if (!w || *w == 0 || *w % page != 0) return error_exit("--dma-window: expected a size in pages (e.g. 16M), got '" + window + "'", 2);
+  if (!w || *w == 0 || *w % page != 0)
+    return error_exit("--dma-window: expected a size in pages (e.g. 16M), got '" + window + "'", 2);
   h.window_default = *w;
   auto g = group_parse(group);
   if (!g) return error_exit("--group: no group '" + group + "'", 2);
   char* end = nullptr;
   const unsigned long m = std::strtoul(mode.c_str(), &end, 8);
-  if (mode.empty() || *end != 0 || m > 0777) return error_exit("--mode: expected octal like 0660, got '" + mode + "'", 2);
+  if (mode.empty() || *end != 0 || m > 0777)
+    return error_exit("--mode: expected octal like 0660, got '" + mode + "'", 2);
   tree_options.group = h.context.group = *g;
   tree_options.mode = h.context.mode = static_cast<mode_t>(m);
   if (!provider.empty()) {

@@ -39,9 +39,12 @@ bool error_permanent(const Error& e) {
 
 const char* link_state_name(LinkState s) noexcept {
   switch (s) {
-    case LinkState::connected: return "connected";
-    case LinkState::reconnecting: return "reconnecting";
-    case LinkState::failed: return "failed";
+    case LinkState::connected:
+      return "connected";
+    case LinkState::reconnecting:
+      return "reconnecting";
+    case LinkState::failed:
+      return "failed";
   }
   return "unknown";
 }
@@ -102,9 +105,7 @@ Result<std::shared_ptr<RemoteDevice>> RemoteDevice::attach(const AttachParams& p
   return d;
 }
 
-RemoteDevice::~RemoteDevice() {
-  (void)detach(Deadline::after(std::chrono::seconds(1)));
-}
+RemoteDevice::~RemoteDevice() { (void)detach(Deadline::after(std::chrono::seconds(1))); }
 
 void RemoteDevice::listen(std::function<void(DeviceChange)> listener) {
   std::lock_guard l(listener_lock_);
@@ -177,8 +178,8 @@ void RemoteDevice::supervise() {
         std::lock_guard c(lock_);
         for (std::size_t v = 0; v < base_.size(); ++v) base_[v] += old->interrupt_count(static_cast<std::uint16_t>(v));
       }
-      RPCIE_LOG_WARN("hostd", "rpcie{}: {} on {}:{} lost ({}); reconnecting", index_, params_.export_name,
-                     params_.host, params_.port, last_error_);
+      RPCIE_LOG_WARN("hostd", "rpcie{}: {} on {}:{} lost ({}); reconnecting", index_, params_.export_name, params_.host,
+                     params_.port, last_error_);
       notify(DeviceChange::lost);
       old.reset();  // bounded: a failed attachment ends without waiting for the exporter
       backoff = kBackoffFirst;

@@ -82,8 +82,8 @@ class RemoteDevice {
     std::uint64_t generation = 1;  // 1 at attach, +1 per reconnect
     std::uint64_t losses = 0;      // link losses so far
     std::string provider;
-    std::string last_error;        // why the last loss / reconnect attempt failed
-    client::AttachmentStats stats; // of the current attachment
+    std::string last_error;         // why the last loss / reconnect attempt failed
+    client::AttachmentStats stats;  // of the current attachment
   };
   Status status() const;
   std::uint64_t losses() const;

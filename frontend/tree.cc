@@ -27,7 +27,14 @@ namespace {
 constexpr fuse_ino_t kInoRoot = 1, kInoPci = 2, kInoDevices = 3;
 enum FileId : unsigned {
   kDir = 0,
-  kVendor, kDevice, kClass, kRevision, kSubsysVendor, kSubsysDevice, kIrq, kResource,
+  kVendor,
+  kDevice,
+  kClass,
+  kRevision,
+  kSubsysVendor,
+  kSubsysDevice,
+  kIrq,
+  kResource,
   kConfig,
   kBar0 = 10,  // .. kBar0 + 5
   kDma = 16,
@@ -41,9 +48,15 @@ struct TextFile {
   FileId id;
 };
 constexpr TextFile kTextFiles[] = {
-    {"vendor", kVendor}, {"device", kDevice}, {"class", kClass}, {"revision", kRevision},
-    {"subsystem_vendor", kSubsysVendor}, {"subsystem_device", kSubsysDevice}, {"irq", kIrq},
-    {"resource", kResource}, {"remote", kRemote},
+    {"vendor", kVendor},
+    {"device", kDevice},
+    {"class", kClass},
+    {"revision", kRevision},
+    {"subsystem_vendor", kSubsysVendor},
+    {"subsystem_device", kSubsysDevice},
+    {"irq", kIrq},
+    {"resource", kResource},
+    {"remote", kRemote},
 };
 
 std::string hex_line(unsigned value, int digits) {
@@ -57,7 +70,13 @@ std::string hex_line(unsigned value, int digits) {
 int errno_of(const Error& e) {
   const int code = e.to_errno();
   switch (code) {
-    case EINVAL: case EPERM: case EACCES: case ENOTSUP: case EFBIG: case ENODEV: case EINTR:
+    case EINVAL:
+    case EPERM:
+    case EACCES:
+    case ENOTSUP:
+    case EFBIG:
+    case ENODEV:
+    case EINTR:
       return code;
     default:
       return EIO;
@@ -241,13 +260,20 @@ struct Tree::Impl {
   std::string text_of(const Node& n, unsigned id) const {
     const auto& d = n.dev->desc();
     switch (id) {
-      case kVendor: return hex_line(d.vendor, 4);
-      case kDevice: return hex_line(d.device, 4);
-      case kClass: return hex_line(d.class_code, 6);
-      case kRevision: return hex_line(d.revision, 2);
-      case kSubsysVendor: return hex_line(d.subsystem_vendor, 4);
-      case kSubsysDevice: return hex_line(d.subsystem_device, 4);
-      case kIrq: return "0\n";
+      case kVendor:
+        return hex_line(d.vendor, 4);
+      case kDevice:
+        return hex_line(d.device, 4);
+      case kClass:
+        return hex_line(d.class_code, 6);
+      case kRevision:
+        return hex_line(d.revision, 2);
+      case kSubsysVendor:
+        return hex_line(d.subsystem_vendor, 4);
+      case kSubsysDevice:
+        return hex_line(d.subsystem_device, 4);
+      case kIrq:
+        return "0\n";
       case kResource: {
         // As the kernel writes it: start, end, flags per region (BAR0-5, ROM).
         std::string out;
@@ -259,7 +285,7 @@ struct Tree::Impl {
             if (b->kind == proto::BarKind::io) {
               flags = 0x100;  // IORESOURCE_IO
             } else {
-              flags = 0x200;  // IORESOURCE_MEM
+              flags = 0x200;                                           // IORESOURCE_MEM
               if (b->kind == proto::BarKind::memory) flags |= 0x2000;  // IORESOURCE_PREFETCH
               if (b->is_64bit) flags |= 0x100000;                      // IORESOURCE_MEM_64
             }
@@ -481,12 +507,13 @@ struct Tree::Impl {
     if (f.id == kConfig) {
       size = clip(size, off, limit);
       std::vector<char> buf(size);
-      auto done = config_pieces(static_cast<std::uint64_t>(off), size, [&](std::uint16_t o, unsigned w) -> Result<void> {
-        auto v = r.a().config_read(o, w, r.deadline());
-        if (!v) return tl::unexpected(v.error());
-        std::memcpy(buf.data() + (o - off), &*v, w);  // little-endian, like the kernel's file
-        return {};
-      });
+      auto done =
+          config_pieces(static_cast<std::uint64_t>(off), size, [&](std::uint16_t o, unsigned w) -> Result<void> {
+            auto v = r.a().config_read(o, w, r.deadline());
+            if (!v) return tl::unexpected(v.error());
+            std::memcpy(buf.data() + (o - off), &*v, w);  // little-endian, like the kernel's file
+            return {};
+          });
       return done ? r.data(buf.data(), buf.size()) : r.fail(done.error());
     }
     if (registers) {
@@ -520,23 +547,25 @@ struct Tree::Impl {
     if (!r.link()) return;
     if (f.id == kConfig) {
       size = clip(size, off, limit);
-      auto done = config_pieces(static_cast<std::uint64_t>(off), size, [&](std::uint16_t o, unsigned w) -> Result<void> {
-        std::uint32_t v = 0;
-        std::memcpy(&v, data + (o - off), w);
-        return r.a().config_write(o, w, v, r.deadline());
-      });
+      auto done =
+          config_pieces(static_cast<std::uint64_t>(off), size, [&](std::uint16_t o, unsigned w) -> Result<void> {
+            std::uint32_t v = 0;
+            std::memcpy(&v, data + (o - off), w);
+            return r.a().config_write(o, w, v, r.deadline());
+          });
       return done ? r.written(size) : r.fail(done.error());
     }
     if (registers) {
       std::uint64_t v = 0;
       std::memcpy(&v, data, size);
-      auto done = r.a().mmio_write(b->bar, static_cast<std::uint64_t>(off), static_cast<unsigned>(size), v, r.deadline());
+      auto done =
+          r.a().mmio_write(b->bar, static_cast<std::uint64_t>(off), static_cast<unsigned>(size), v, r.deadline());
       return done ? r.written(size) : r.fail(done.error());
     }
     size = clip(size, off, limit);
-    auto done = r.a().bar_write(b->bar, static_cast<std::uint64_t>(off),
-                                std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(data), size),
-                                r.deadline());
+    auto done =
+        r.a().bar_write(b->bar, static_cast<std::uint64_t>(off),
+                        std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(data), size), r.deadline());
     return done ? r.written(size) : r.fail(done.error());
   }
 
@@ -899,8 +928,8 @@ Result<Tree::Published> Tree::publish(std::shared_ptr<RemoteDevice> device) {
   Published p{node->name, impl_->opt.dev_dir + "/" + node->name, m.sysfs_path(*node)};
   // Links: /dev/rpcieN and /dev/rpcie/by-export/<host>[:port]/<export>.
   const auto& prm = node->dev->params();
-  const std::string host_dir =
-      impl_->opt.dev_dir + "/rpcie/by-export/" + prm.host + (prm.port == kDefaultPort ? "" : ":" + std::to_string(prm.port));
+  const std::string host_dir = impl_->opt.dev_dir + "/rpcie/by-export/" + prm.host +
+                               (prm.port == kDefaultPort ? "" : ":" + std::to_string(prm.port));
   if (auto r = mkdir_p(host_dir, 0755); !r) return tl::unexpected(r.error());
   for (const auto& link : {p.path, host_dir + "/" + prm.export_name}) {
     ::unlink(link.c_str());  // a leftover of ours (the name is free in this hostd)
@@ -922,7 +951,8 @@ Result<Tree::Published> Tree::publish(std::shared_ptr<RemoteDevice> device) {
     m.events_changed(raw, false);
     if (c == DeviceChange::reconnected)
       for (const auto& b : raw->dev->desc().bars)
-        if (b.kind == proto::BarKind::memory && b.bar < 6) fuse_lowlevel_notify_inval_inode(m.se, raw->ino(kBar0 + b.bar), 0, 0);
+        if (b.kind == proto::BarKind::memory && b.bar < 6)
+          fuse_lowlevel_notify_inval_inode(m.se, raw->ino(kBar0 + b.bar), 0, 0);
   });
   RPCIE_LOG_INFO("hostd", "{}: {} on {}:{} at {}", node->name, prm.export_name, prm.host, prm.port, p.sysfs);
   return p;

@@ -20,8 +20,8 @@ const ProviderAdapter& tcp_adapter() noexcept;
 
 // Two-sided messages plus one-sided RMA in both directions. Nothing else: FI_SOURCE,
 // FI_TAGGED, FI_HMEM, ... would only shrink the set of infos a provider is willing to return.
-inline constexpr std::uint64_t kCapsRequested = FI_MSG | FI_RMA | FI_READ | FI_WRITE | FI_SEND |
-                                                FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE;
+inline constexpr std::uint64_t kCapsRequested =
+    FI_MSG | FI_RMA | FI_READ | FI_WRITE | FI_SEND | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE;
 
 // Every mr_mode bit the core knows how to honour. FI_MR_RAW never: it needs
 // fi_mr_raw_attr/fi_mr_map_raw key exchange, which the core does not implement.

@@ -41,17 +41,21 @@ std::string spellings_list() {
 
 std::span<const ProviderAdapter* const> provider_registry() noexcept {
   // Auto preference order: kernel-bypass fabrics first, then same-host, then anything IP.
-  static const std::array<const ProviderAdapter*, 4> registry{
-      &detail::efa_adapter(), &detail::verbs_adapter(), &detail::shm_adapter(), &detail::tcp_adapter()};
+  static const std::array<const ProviderAdapter*, 4> registry{&detail::efa_adapter(), &detail::verbs_adapter(),
+                                                              &detail::shm_adapter(), &detail::tcp_adapter()};
   return registry;
 }
 
 const ProviderAdapter& provider_get(ProviderKind kind) noexcept {
   switch (kind) {
-    case ProviderKind::efa: return detail::efa_adapter();
-    case ProviderKind::verbs: return detail::verbs_adapter();
-    case ProviderKind::shm: return detail::shm_adapter();
-    case ProviderKind::tcp: return detail::tcp_adapter();
+    case ProviderKind::efa:
+      return detail::efa_adapter();
+    case ProviderKind::verbs:
+      return detail::verbs_adapter();
+    case ProviderKind::shm:
+      return detail::shm_adapter();
+    case ProviderKind::tcp:
+      return detail::tcp_adapter();
   }
   return detail::tcp_adapter();  // unreachable for a valid enumerator
 }

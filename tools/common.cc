@@ -2,7 +2,6 @@
 
 #include <sched.h>
 
-
 #include "rpcie/log.hpp"
 
 namespace rpcie::tools {

@@ -10,7 +10,6 @@
 
 namespace rpcie::tools {
 
-
 // Pins the calling process to one CPU; false (and a warning) if that CPU is not available.
 bool cpu_pin(int cpu);
 

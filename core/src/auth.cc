@@ -112,7 +112,7 @@ std::string parent_of(const std::string& path) {
 
 // Creates the last level of `dir` (mode 0700) if it is missing.
 Result<void> directory_ensure(const std::string& dir) {
-  struct stat st{};
+  struct stat st {};
   if (::stat(dir.c_str(), &st) == 0) {
     if (!S_ISDIR(st.st_mode)) return fail(ENOTDIR, fmt::format("{} is not a directory", dir));
     return {};
@@ -141,9 +141,7 @@ Result<void> key_text_store(Fd& fd, std::string_view text, const std::string& pa
   return {};
 }
 
-bool is_space(char c) noexcept {
-  return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f';
-}
+bool is_space(char c) noexcept { return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f'; }
 
 int hex_value(char c) noexcept {
   if (c >= '0' && c <= '9') return c - '0';
@@ -206,7 +204,8 @@ Result<Key> key_parse(std::string_view text) {
       continue;
     }
     if (hex_value(c) < 0)
-      return fail(EINVAL, fmt::format("key has a character that is neither a hex digit nor whitespace at offset {}", i));
+      return fail(EINVAL,
+                  fmt::format("key has a character that is neither a hex digit nor whitespace at offset {}", i));
     if (line_ended) return fail(EINVAL, "key hex digits span more than one line; a key file holds one key on one line");
     ++digits;
   }
@@ -216,7 +215,8 @@ Result<Key> key_parse(std::string_view text) {
   if (size < kKeyMinBytes)
     return fail(EINVAL, fmt::format("key is {} bytes; at least {} are needed ({} hex digits; rpcie keygen makes one)",
                                     size, kKeyMinBytes, 2 * kKeyMinBytes));
-  if (size > kKeyMaxBytes) return fail(EINVAL, fmt::format("key is {} bytes; at most {} are allowed", size, kKeyMaxBytes));
+  if (size > kKeyMaxBytes)
+    return fail(EINVAL, fmt::format("key is {} bytes; at most {} are allowed", size, kKeyMaxBytes));
 
   auto key = Key::allocate(size);
   if (!key) return key;
@@ -235,7 +235,7 @@ Result<Key> key_load(const std::string& path) {
   // O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused just below.
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
   if (fd.get() < 0) return fail(errno, fmt::format("cannot open key file {}", path));
-  struct stat st{};
+  struct stat st {};
   if (::fstat(fd.get(), &st) != 0) return fail(errno, fmt::format("cannot stat key file {}", path));
   if (S_ISDIR(st.st_mode)) return fail(EISDIR, fmt::format("key file {} is a directory", path));
   if (!S_ISREG(st.st_mode)) return fail(EINVAL, fmt::format("key file {} is not a regular file", path));
@@ -247,8 +247,8 @@ Result<Key> key_load(const std::string& path) {
     return fail(EACCES, fmt::format("key file {} is accessible by group or others (mode {:04o}); chmod 600 {}", path,
                                     st.st_mode & 07777, path));
   if (st.st_size > static_cast<off_t>(kKeyFileMaxBytes))
-    return fail(EFBIG, fmt::format("key file {} is {} bytes; at most {} are allowed", path, st.st_size,
-                                   kKeyFileMaxBytes));
+    return fail(EFBIG,
+                fmt::format("key file {} is {} bytes; at most {} are allowed", path, st.st_size, kKeyFileMaxBytes));
 
   // One byte more than the cap, to notice a file that grew since fstat.
   char text[kKeyFileMaxBytes + 1];
@@ -261,8 +261,7 @@ Result<Key> key_load(const std::string& path) {
     if (n == 0) break;
     size += static_cast<std::size_t>(n);
   }
-  if (size > kKeyFileMaxBytes)
-    return fail(EFBIG, fmt::format("key file {} is over {} bytes", path, kKeyFileMaxBytes));
+  if (size > kKeyFileMaxBytes) return fail(EFBIG, fmt::format("key file {} is over {} bytes", path, kKeyFileMaxBytes));
   auto key = key_parse(std::string_view(text, size));
   if (!key) return fail(key.error().code, fmt::format("key file {}: {}", path, key.error().message));
   return key;
@@ -378,8 +377,8 @@ SessionKey session_key_derive(const Key& key, std::string_view client_name, cons
 namespace {
 
 // The one definition of a frame's MAC (docs/auth.md, "Frame MAC"), for seal and open alike.
-void frame_mac_compute(const SessionKey& key, Role sender, std::uint64_t sequence,
-                       std::span<const std::uint8_t> frame, std::span<std::uint8_t, kMacBytes> mac) noexcept {
+void frame_mac_compute(const SessionKey& key, Role sender, std::uint64_t sequence, std::span<const std::uint8_t> frame,
+                       std::span<std::uint8_t, kMacBytes> mac) noexcept {
   Transcript t(key.bytes());
   t.field("frame");
   t.field(role_label(sender));

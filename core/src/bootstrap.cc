@@ -36,7 +36,6 @@ std::string sockaddr_text(const sockaddr_storage& ss) {
   return text;
 }
 
-
 }  // namespace
 
 void signals_init() noexcept { ::signal(SIGPIPE, SIG_IGN); }
@@ -55,7 +54,9 @@ void stop_signals_install() noexcept {
 const std::atomic<bool>& stop_requested() noexcept { return g_stop; }
 
 Result<std::pair<std::string, std::uint16_t>> address_parse(std::string_view text, std::uint16_t default_port) {
-  auto bad = [&](const char* why) { return fail(EINVAL, std::string(why) + " in address '" + std::string(text) + "'"); };
+  auto bad = [&](const char* why) {
+    return fail(EINVAL, std::string(why) + " in address '" + std::string(text) + "'");
+  };
   std::string_view host = text;
   std::optional<std::string_view> port_text;
   if (!text.empty() && text.front() == '[') {  // [v6] or [v6]:port
@@ -76,8 +77,7 @@ Result<std::pair<std::string, std::uint16_t>> address_parse(std::string_view tex
   if (port_text) {
     unsigned value = 0;
     auto [end, ec] = std::from_chars(port_text->data(), port_text->data() + port_text->size(), value);
-    if (port_text->empty() || ec != std::errc() || end != port_text->data() + port_text->size() ||
-        value > 65535)
+    if (port_text->empty() || ec != std::errc() || end != port_text->data() + port_text->size() || value > 65535)
       return bad("bad port");
     port = static_cast<std::uint16_t>(value);
   }
@@ -220,7 +220,8 @@ Result<void> Socket::message_send(const proto::Message& message, std::uint64_t r
 Result<void> Socket::frame_send_raw(std::span<const std::uint8_t> frame_body, Deadline deadline) {
   if (frame_body.size() > proto::kMaxFrame) return fail(EMSGSIZE, "frame over the cap");
   std::vector<std::uint8_t> frame(proto::kFramePrefix + frame_body.size());
-  for (std::size_t i = 0; i < proto::kFramePrefix; ++i) frame[i] = static_cast<std::uint8_t>(frame_body.size() >> (8 * i));
+  for (std::size_t i = 0; i < proto::kFramePrefix; ++i)
+    frame[i] = static_cast<std::uint8_t>(frame_body.size() >> (8 * i));
   std::copy(frame_body.begin(), frame_body.end(), frame.begin() + proto::kFramePrefix);
   return bytes_send(frame, deadline);
 }
@@ -252,7 +253,8 @@ Result<OwnedMessage> Socket::message_recv(Deadline deadline) {
       auto d = proto::message_decode(m.bytes);
       if (!d) return tl::unexpected(d.error());
       if (((d->header.flags & proto::kFlagMac) != 0) != (mac_ != nullptr))
-        return fail(EPROTO, mac_ ? "frame without a MAC on an authenticated connection" : "MAC flag before authentication");
+        return fail(EPROTO,
+                    mac_ ? "frame without a MAC on an authenticated connection" : "MAC flag before authentication");
       m.decoded = std::move(*d);
       return m;
     }
@@ -286,7 +288,8 @@ Result<Listener> Listener::open(const std::string& address, std::uint16_t port) 
     int one = 1;
     ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (::bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || ::listen(fd, 64) != 0) {
-      last = Error{ErrorDomain::posix, errno, "listen on " + (address.empty() ? std::string("*") : address) + ":" + service};
+      last = Error{ErrorDomain::posix, errno,
+                   "listen on " + (address.empty() ? std::string("*") : address) + ":" + service};
       continue;
     }
     sockaddr_storage ss{};

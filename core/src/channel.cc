@@ -51,8 +51,8 @@ Result<std::unique_ptr<Channel>> Channel::create(std::unique_ptr<Fabric> fabric,
   auto memory = HostBuffer::create(slots * proto::kMaxMessage);
   if (!memory) return tl::unexpected(memory.error());
   c->message_memory_.emplace(std::move(*memory));
-  auto region = MemoryRegion::create(*c->fabric_, c->message_memory_->data(), c->message_memory_->size(),
-                                     FI_SEND | FI_RECV);
+  auto region =
+      MemoryRegion::create(*c->fabric_, c->message_memory_->data(), c->message_memory_->size(), FI_SEND | FI_RECV);
   if (!region) return tl::unexpected(region.error());
   c->message_region_.emplace(std::move(*region));
   c->last_message_.reserve(proto::kMaxMessage);
@@ -61,8 +61,10 @@ Result<std::unique_ptr<Channel>> Channel::create(std::unique_ptr<Fabric> fabric,
   for (std::size_t i = 0; i < slots + options.window; ++i) {
     auto op = std::make_unique<Op>();
     if (i < slots) op->buffer = c->message_memory_->data() + i * proto::kMaxMessage;
-    if (i < options.recv_depth) op->kind = Op::Kind::recv;
-    else if (i < slots) c->send_free_.push_back(op.get());
+    if (i < options.recv_depth)
+      op->kind = Op::Kind::recv;
+    else if (i < slots)
+      c->send_free_.push_back(op.get());
     else {
       op->kind = Op::Kind::rma;
       c->rma_free_.push_back(op.get());
@@ -92,8 +94,8 @@ Result<void> Channel::recv_post_locked(Op& op) {
   op.kind = Op::Kind::recv;
   op.seq = recv_posted_seq_++;
   for (;;) {
-    ssize_t rc = fi_recv(fabric_->ep(), op.buffer, proto::kMaxMessage, message_region_->desc(), FI_ADDR_UNSPEC,
-                         &op.context);
+    ssize_t rc =
+        fi_recv(fabric_->ep(), op.buffer, proto::kMaxMessage, message_region_->desc(), FI_ADDR_UNSPEC, &op.context);
     if (rc == 0) return {};
     if (rc != -FI_EAGAIN) {
       // A receive slot that is not posted would hold up every later message: fail now.
@@ -164,9 +166,11 @@ Result<void> Channel::poll_locked() {
       auto* op = static_cast<Op*>(err.op_context);
       // A cancelled receive (endpoint closing) is not a peer failure worth logging twice.
       std::string what = std::string("completion error on ") +
-                         (op == nullptr ? "unknown op" : op->kind == Op::Kind::recv ? "receive"
-                                                         : op->kind == Op::Kind::send ? "send"
-                                                         : op->is_write ? "rma write" : "rma read") +
+                         (op == nullptr                ? "unknown op"
+                          : op->kind == Op::Kind::recv ? "receive"
+                          : op->kind == Op::Kind::send ? "send"
+                          : op->is_write               ? "rma write"
+                                                       : "rma read") +
                          ": " + fi_cq_strerror(fabric_->cq(), err.prov_errno, err.err_data, nullptr, 0);
       if (op) {
         if (op->kind != Op::Kind::recv) completion_locked(*op, 0);
@@ -215,8 +219,8 @@ bool Channel::idle_sleep(Deadline deadline, int& idle_round) {
 }
 
 template <class Ready>
-Result<bool> Channel::poll_until(Ready&& ready, Deadline deadline, Deadline::Clock::time_point spin_end,
-                                 bool carry, std::optional<std::chrono::microseconds> spin_for) {
+Result<bool> Channel::poll_until(Ready&& ready, Deadline deadline, Deadline::Clock::time_point spin_end, bool carry,
+                                 std::optional<std::chrono::microseconds> spin_for) {
   // Busy-poll while there is activity within the last options_.spin; sleep otherwise.
   // Activity is a completion, the wait fd reporting work, or a slow poll: with manual
   // progress the provider moves data inside fi_cq_read, so a transfer in flight (a large
@@ -373,8 +377,9 @@ Result<void> Channel::bytes_send(std::span<const std::uint8_t> bytes, Deadline d
   }
   for (;;) {
     // fi_inject: small messages need no buffer to hold and no completion to reap.
-    ssize_t rc = inject ? fi_inject(fabric_->ep(), bytes.data(), bytes.size(), peer_)
-                        : fi_send(fabric_->ep(), op->buffer, bytes.size(), message_region_->desc(), peer_, &op->context);
+    ssize_t rc = inject
+                     ? fi_inject(fabric_->ep(), bytes.data(), bytes.size(), peer_)
+                     : fi_send(fabric_->ep(), op->buffer, bytes.size(), message_region_->desc(), peer_, &op->context);
     if (rc == 0) break;
     if (rc != -FI_EAGAIN || deadline.expired()) {
       if (op) completion_locked(*op, 0);
@@ -490,8 +495,9 @@ Result<bool> Channel::message_wait(Deadline deadline, const std::function<bool()
     // A message is activity: the caller handles it and comes back for the next one, which
     // in a request stream is close behind. Keep spinning for that one (a background
     // receiver only briefly).
-    activity_until_.store((Deadline::Clock::now() + (spin ? options_.spin : kBackgroundSpin)).time_since_epoch().count(),
-                          std::memory_order_relaxed);
+    activity_until_.store(
+        (Deadline::Clock::now() + (spin ? options_.spin : kBackgroundSpin)).time_since_epoch().count(),
+        std::memory_order_relaxed);
     idle_round_.store(0, std::memory_order_relaxed);
     return true;
   }

@@ -54,8 +54,9 @@ constexpr std::size_t kPushInline = 8u << 10;
 // in flight rather than one large one: a read's latency is paid once per piece in flight,
 // not per call (measured on tcp: 1 MiB in one read 0.57 of raw, in four 0.7-0.97). The
 // caller flushes.
-Result<void> rma_read_pieces(Channel& ch, const MemoryRegion& local, std::size_t local_offset, const RemoteRegion& remote,
-                             std::uint64_t remote_offset, std::uint64_t length, Deadline deadline) {
+Result<void> rma_read_pieces(Channel& ch, const MemoryRegion& local, std::size_t local_offset,
+                             const RemoteRegion& remote, std::uint64_t remote_offset, std::uint64_t length,
+                             Deadline deadline) {
   for (std::uint64_t done = 0; done < length; done += kBulkPiece) {
     auto r = ch.rma_read(local, local_offset + done, remote, remote_offset + done, std::min(kBulkPiece, length - done),
                          deadline);
@@ -82,8 +83,7 @@ Result<OwnedMessage> reply_recv(Socket& socket, Deadline deadline, const std::st
 template <class T>
 Result<const T*> reply_as(const OwnedMessage& m, const char* context) {
   auto* p = std::get_if<T>(&m.decoded.message);
-  if (!p)
-    return fail(EPROTO, std::string(context) + ": unexpected " + proto::msg_type_name(m.decoded.header.type));
+  if (!p) return fail(EPROTO, std::string(context) + ": unexpected " + proto::msg_type_name(m.decoded.header.type));
   return p;
 }
 
@@ -105,8 +105,8 @@ ExportDesc ExportDesc::from(const proto::ExportEntry& e) {
   d.mirror = (e.flags & proto::kExportMirror) != 0;
   d.vectors = e.vectors;
   for (const auto& b : e.bars)
-    d.bars.push_back({b.bar, b.kind, b.size, (b.flags & proto::kBarFlag64) != 0, (b.flags & proto::kBarFlagReadonly) != 0,
-                      (b.flags & proto::kBarFlagDirect) != 0});
+    d.bars.push_back({b.bar, b.kind, b.size, (b.flags & proto::kBarFlag64) != 0,
+                      (b.flags & proto::kBarFlagReadonly) != 0, (b.flags & proto::kBarFlagDirect) != 0});
   return d;
 }
 
@@ -177,27 +177,27 @@ struct Attachment::State {
   const MemoryRegion* window_mr = nullptr;
   const MemoryRegion* staging_mr = nullptr;
   std::optional<RemoteRegion> mirror;  // the exporter's mirror, where window_push() writes
-  std::mutex staging_lock;  // one bulk transfer through the staging buffer at a time
-  std::mutex socket_lock;   // the bootstrap socket: heartbeats vs detach
+  std::mutex staging_lock;             // one bulk transfer through the staging buffer at a time
+  std::mutex socket_lock;              // the bootstrap socket: heartbeats vs detach
 
   // Replies and interrupts, filled by whoever receives.
   mutable std::mutex lock;
   // Three condition variables on `lock`, so that a reply wakes only the threads that wait
   // for one: every wake-up of a thread that does not care costs a context switch on the
   // caller's CPU, on the latency path of every request.
-  std::condition_variable changed;         // replies, interrupts, failure: callers in await()
-  std::condition_variable dispatcher_cv;   // posted writes queued, stop
-  std::condition_variable heartbeat_cv;    // stop
-  int waiters = 0;                         // callers asleep on `changed` (under lock)
+  std::condition_variable changed;        // replies, interrupts, failure: callers in await()
+  std::condition_variable dispatcher_cv;  // posted writes queued, stop
+  std::condition_variable heartbeat_cv;   // stop
+  int waiters = 0;                        // callers asleep on `changed` (under lock)
   struct Reply {
     std::int32_t status = 0;
     std::uint64_t value = 0;
     std::string text;
   };
-  std::map<std::uint64_t, Reply> replies;    // arrived, not yet collected
-  std::vector<std::uint64_t> irq_counts;     // by vector
-  std::optional<Error> failed;               // sticky: link lost, detached, ...
-  std::optional<Error> posted_error;         // a posted write failed at the device: next op reports it
+  std::map<std::uint64_t, Reply> replies;  // arrived, not yet collected
+  std::vector<std::uint64_t> irq_counts;   // by vector
+  std::optional<Error> failed;             // sticky: link lost, detached, ...
+  std::optional<Error> posted_error;       // a posted write failed at the device: next op reports it
   AttachmentStats stats;
   std::uint64_t next_request = 1;
   bool detached = false;
@@ -209,12 +209,12 @@ struct Attachment::State {
   std::mutex batch_lock;
   std::timed_mutex send_lock;  // batches leave in the order they were taken
   proto::MmioWriteBatch batch;
-  std::vector<std::uint8_t> batch_push;   // window bytes, for the mirror at batch_push_at
+  std::vector<std::uint8_t> batch_push;  // window bytes, for the mirror at batch_push_at
   std::uint64_t batch_push_at = 0;
   bool batch_empty() const { return batch.writes.empty() && batch_push.empty(); }
   Deadline::Clock::time_point batch_since{};
   Deadline::Clock::time_point eager_since{};  // start of the current kEagerWrites window
-  int eager_sent = 0;                          // writes sent eagerly in that window
+  int eager_sent = 0;                         // writes sent eagerly in that window
   std::atomic<bool> batch_pending{false};
 
   // The receive role: whoever holds it takes messages off the channel.
@@ -224,9 +224,9 @@ struct Attachment::State {
   std::atomic<int> busy{0};
   std::atomic<Deadline::Clock::rep> last_call{0};
   std::atomic<bool> stop{false};
-  std::atomic<bool> dispatcher_on_fd{false};  // the dispatcher is inside message_wait()
+  std::atomic<bool> dispatcher_on_fd{false};   // the dispatcher is inside message_wait()
   std::atomic<bool> dispatcher_parked{false};  // the dispatcher waits for the application to go quiet
-  std::chrono::microseconds quiet{2000};        // ClientOptions::receiver_quiet
+  std::chrono::microseconds quiet{2000};       // ClientOptions::receiver_quiet
   std::thread dispatcher;
   std::thread heartbeat;
 
@@ -283,7 +283,8 @@ struct Attachment::State {
             const int code = m.code > 0 ? m.code : EPROTO;
             if ((rid & kPostedBit) != 0) {
               if (!posted_error)
-                posted_error = Error{ErrorDomain::posix, code, "posted write failed at the device: " + std::string(m.text)};
+                posted_error =
+                    Error{ErrorDomain::posix, code, "posted write failed at the device: " + std::string(m.text)};
             } else {
               replies[rid] = Reply{code, 0, std::string(m.text)};
             }
@@ -358,7 +359,7 @@ struct Attachment::State {
     }
     const auto rid = request_id() | kPostedBit;
     auto& ch = session->channel();
-    auto sent = !push.empty()            ? ch.message_send(proto::WindowPush{push_at, push, std::move(out.writes)}, rid, deadline)
+    auto sent = !push.empty() ? ch.message_send(proto::WindowPush{push_at, push, std::move(out.writes)}, rid, deadline)
                 : out.writes.size() == 1 ? ch.message_send(out.writes.front(), rid, deadline)
                                          : ch.message_send(out, rid, deadline);
     if (!sent) {
@@ -484,12 +485,13 @@ struct Attachment::State {
       }
       dispatcher_on_fd.store(true, std::memory_order_relaxed);
       auto ready = app_active() ? Result<bool>(false)
-                                : session->channel().message_wait(Deadline::after(std::chrono::milliseconds(20)),
-                                                                  [this] {
-                                                                    return busy.load(std::memory_order_relaxed) > 0 ||
-                                                                           batch_pending.load(std::memory_order_relaxed);
-                                                                  },
-                                                                  false);  // background: spins only briefly
+                                : session->channel().message_wait(
+                                      Deadline::after(std::chrono::milliseconds(20)),
+                                      [this] {
+                                        return busy.load(std::memory_order_relaxed) > 0 ||
+                                               batch_pending.load(std::memory_order_relaxed);
+                                      },
+                                      false);  // background: spins only briefly
       dispatcher_on_fd.store(false, std::memory_order_relaxed);
       if (!ready) {
         fail_with(Error{ErrorDomain::posix, EIO, "link to the exporter lost: " + ready.error().describe()});
@@ -597,8 +599,9 @@ Result<std::unique_ptr<Attachment>> Attachment::open(const std::string& host, st
   // the first device accesses (rxm connects on first use and allocates its buffer pools on
   // the first send over the inject size: 10-20 ms each on tcp).
   auto ping = s->session->channel().message_recv(deadline);
-  if (!ping) return fail(ping.error().code, "attach " + export_name + ": no fabric traffic from the exporter: " +
-                                                ping.error().message);
+  if (!ping)
+    return fail(ping.error().code,
+                "attach " + export_name + ": no fabric traffic from the exporter: " + ping.error().message);
   if (auto* p = std::get_if<proto::Ping>(&(*ping)->message)) {
     std::vector<std::uint8_t> echo(p->data.begin(), p->data.end());
     auto pong = s->session->channel().message_send(proto::Pong{{echo}}, 0, deadline);
@@ -634,8 +637,10 @@ Attachment::~Attachment() {
     std::lock_guard g(s_->lock);
     detached = s_->detached;
   }
-  if (detached) s_->threads_stop();
-  else (void)detach(Deadline::after(std::chrono::seconds(1)));
+  if (detached)
+    s_->threads_stop();
+  else
+    (void)detach(Deadline::after(std::chrono::seconds(1)));
 }
 
 const ExportDesc& Attachment::device() const noexcept { return s_->device; }
@@ -725,7 +730,8 @@ Result<void> Attachment::mmio_write(std::uint8_t bar, std::uint64_t offset, unsi
       // acknowledge after an interrupt, the next doorbell) leave at once again. Counted per
       // kBatchDelay alone, a driver that rings a doorbell every few microseconds and waits
       // for each (shm: 5 us per edu command) had every fifth doorbell wait for the dispatcher.
-      const Deadline::Clock::time_point waited{Deadline::Clock::duration(s_->last_call.load(std::memory_order_relaxed))};
+      const Deadline::Clock::time_point waited{
+          Deadline::Clock::duration(s_->last_call.load(std::memory_order_relaxed))};
       if (now - s_->eager_since > kBatchDelay || waited > s_->eager_since) {
         s_->eager_since = now;
         s_->eager_sent = 0;
@@ -806,7 +812,6 @@ Result<void> Attachment::flush(Deadline deadline) {
   return {};
 }
 
-
 Result<void> Attachment::bar_write(std::uint8_t bar, std::uint64_t offset, std::span<const std::uint8_t> bytes,
                                    Deadline deadline) {
   State::Call call(*s_);
@@ -849,7 +854,9 @@ Result<void> Attachment::bar_read(std::uint8_t bar, std::uint64_t offset, std::s
                                   Deadline deadline) {
   return bar_read_visit(
       bar, offset, bytes.size(),
-      [&](std::uint64_t at, std::span<const std::uint8_t> piece) { std::memcpy(bytes.data() + at, piece.data(), piece.size()); },
+      [&](std::uint64_t at, std::span<const std::uint8_t> piece) {
+        std::memcpy(bytes.data() + at, piece.data(), piece.size());
+      },
       deadline);
 }
 
@@ -961,10 +968,12 @@ Result<void> Attachment::detach(Deadline deadline) {
   auto& sock = s_->session->bootstrap();
   Result<void> result{};
   auto sent = sock.message_send(proto::Goodbye{}, 0, deadline);
-  if (!sent) result = tl::unexpected(sent.error());
+  if (!sent)
+    result = tl::unexpected(sent.error());
   else {
     auto m = sock.message_recv(deadline);
-    if (!m) result = tl::unexpected(m.error());
+    if (!m)
+      result = tl::unexpected(m.error());
     else if (!std::holds_alternative<proto::Goodbye>(m->decoded.message))
       result = fail(EPROTO, std::string("detach: unexpected ") + proto::msg_type_name(m->decoded.header.type));
   }

@@ -20,7 +20,6 @@ std::string socket_path_resolve(std::string_view flag) {
   return kDefaultSocket;
 }
 
-
 Result<std::string> line_read(int fd, Deadline deadline) {
   std::string line;
   char buf[4096];
@@ -86,7 +85,8 @@ Result<nlohmann::json> call(const std::string& socket_path, const nlohmann::json
   auto line = line_read(fd.get(), deadline);
   if (!line) return tl::unexpected(line.error());
   auto answer = nlohmann::json::parse(*line, nullptr, false);
-  if (answer.is_discarded() || !answer.is_object()) return fail(EPROTO, "rpcie-hostd answered something that is not a JSON object");
+  if (answer.is_discarded() || !answer.is_object())
+    return fail(EPROTO, "rpcie-hostd answered something that is not a JSON object");
   if (answer.contains("error")) {
     int code = EIO;
     if (answer.contains("errno") && answer["errno"].is_number_integer()) code = answer["errno"].get<int>();

@@ -44,8 +44,9 @@ Result<std::unique_ptr<Fabric>> Fabric::open(const FabricOptions& options) {
     hints->caps &= ~FI_SOURCE;
     rc = fi_getinfo(kFabricApi, node, nullptr, flags, hints.get(), &raw_list);
   }
-  if (rc) return fail_fabric(rc, "fi_getinfo for provider " + std::string(adapter.fabric_name()) +
-                                     (node ? std::string(" on ") + node : std::string()));
+  if (rc)
+    return fail_fabric(rc, "fi_getinfo for provider " + std::string(adapter.fabric_name()) +
+                               (node ? std::string(" on ") + node : std::string()));
   InfoPtr list(raw_list);
   const fi_info* chosen = nullptr;
   for (const fi_info* i = list.get(); i; i = i->next) {

@@ -21,7 +21,8 @@ class Reader {
     static_assert(std::is_unsigned_v<T>);
     if (!take(sizeof(T))) return 0;
     T v = 0;
-    for (std::size_t i = 0; i < sizeof(T); ++i) v |= static_cast<T>(static_cast<T>(bytes_[pos_ - sizeof(T) + i]) << (8 * i));
+    for (std::size_t i = 0; i < sizeof(T); ++i)
+      v |= static_cast<T>(static_cast<T>(bytes_[pos_ - sizeof(T) + i]) << (8 * i));
     return v;
   }
   std::int32_t int32() { return static_cast<std::int32_t>(uint<std::uint32_t>()); }
@@ -79,14 +80,14 @@ bool width_valid(std::uint8_t w, bool allow8) { return w == 1 || w == 2 || w == 
 bool value_fits(std::uint64_t v, std::uint8_t width) { return width >= 8 || v >> (8 * width) == 0; }
 
 std::size_t hello_size(const Hello& h) {
-  return 1 + h.provider.size() + 1 + h.host.size() + 2 + h.fabric_address.size() + 1 +
-         h.regions.size() * kRegionSize + 1 + h.nonce.size();
+  return 1 + h.provider.size() + 1 + h.host.size() + 2 + h.fabric_address.size() + 1 + h.regions.size() * kRegionSize +
+         1 + h.nonce.size();
 }
 
 bool hello_valid(const Hello& h) {
   return h.provider.size() <= kMaxProviderName && !h.provider.empty() && h.host.size() <= kMaxHostName &&
-         !h.fabric_address.empty() && h.fabric_address.size() <= kMaxFabricAddress &&
-         h.regions.size() <= kMaxRegions && h.nonce.size() <= kMaxNonce;
+         !h.fabric_address.empty() && h.fabric_address.size() <= kMaxFabricAddress && h.regions.size() <= kMaxRegions &&
+         h.nonce.size() <= kMaxNonce;
 }
 
 bool config_valid(std::uint16_t offset, std::uint8_t width) {
@@ -120,7 +121,8 @@ bool entry_valid(const ExportEntry& e) {
   return true;
 }
 bool bar_transfer_valid(const BarCommit& c) {
-  return c.bar <= kMaxBar && c.length > 0 && c.offset + c.length >= c.offset && c.bounce_offset + c.length >= c.bounce_offset;
+  return c.bar <= kMaxBar && c.length > 0 && c.offset + c.length >= c.offset &&
+         c.bounce_offset + c.length >= c.bounce_offset;
 }
 
 struct PayloadSize {
@@ -151,7 +153,9 @@ struct PayloadSize {
   std::size_t operator()(const AttachReply& a) const { return entry_size(a.info) + 4 + 8; }
   std::size_t operator()(const BarCommit&) const { return 1 + 8 + 8 + 8; }
   std::size_t operator()(const MmioWriteBatch& b) const { return 2 + b.writes.size() * (1 + 1 + 8 + 8); }
-  std::size_t operator()(const WindowPush& p) const { return 8 + 4 + p.data.size() + 2 + p.writes.size() * (1 + 1 + 8 + 8); }
+  std::size_t operator()(const WindowPush& p) const {
+    return 8 + 4 + p.data.size() + 2 + p.writes.size() * (1 + 1 + 8 + 8);
+  }
 };
 
 // Whether the encoder may emit `m` (the decoder's rules, applied before sending).
@@ -162,9 +166,13 @@ struct Valid {
   bool operator()(const Heartbeat&) const { return true; }
   bool operator()(const Goodbye&) const { return true; }
   bool operator()(const ConfigRead& c) const { return config_valid(c.offset, c.width); }
-  bool operator()(const ConfigWrite& c) const { return config_valid(c.offset, c.width) && value_fits(c.value, c.width); }
+  bool operator()(const ConfigWrite& c) const {
+    return config_valid(c.offset, c.width) && value_fits(c.value, c.width);
+  }
   bool operator()(const MmioRead& m) const { return mmio_valid(m.bar, m.width, m.offset); }
-  bool operator()(const MmioWrite& m) const { return mmio_valid(m.bar, m.width, m.offset) && value_fits(m.value, m.width); }
+  bool operator()(const MmioWrite& m) const {
+    return mmio_valid(m.bar, m.width, m.offset) && value_fits(m.value, m.width);
+  }
   bool operator()(const ReadReply& r) const { return r.status >= 0; }
   bool operator()(const WriteAck& w) const { return w.status >= 0; }
   bool operator()(const Interrupt& i) const { return i.vector < kMaxVector; }
@@ -225,20 +233,50 @@ struct Encode {
   void operator()(const Ping& p) const { w.blob(p.data); }
   void operator()(const Heartbeat& h) const { w.uint(h.sequence); }
   void operator()(const Goodbye&) const {}
-  void operator()(const ConfigRead& c) const { w.uint(c.offset); w.uint(c.width); }
-  void operator()(const ConfigWrite& c) const { w.uint(c.offset); w.uint(c.width); w.uint(c.value); }
-  void operator()(const MmioRead& m) const { w.uint(m.bar); w.uint(m.width); w.uint(m.offset); }
-  void operator()(const MmioWrite& m) const { w.uint(m.bar); w.uint(m.width); w.uint(m.offset); w.uint(m.value); }
-  void operator()(const ReadReply& r) const { w.uint(static_cast<std::uint32_t>(r.status)); w.uint(r.value); }
+  void operator()(const ConfigRead& c) const {
+    w.uint(c.offset);
+    w.uint(c.width);
+  }
+  void operator()(const ConfigWrite& c) const {
+    w.uint(c.offset);
+    w.uint(c.width);
+    w.uint(c.value);
+  }
+  void operator()(const MmioRead& m) const {
+    w.uint(m.bar);
+    w.uint(m.width);
+    w.uint(m.offset);
+  }
+  void operator()(const MmioWrite& m) const {
+    w.uint(m.bar);
+    w.uint(m.width);
+    w.uint(m.offset);
+    w.uint(m.value);
+  }
+  void operator()(const ReadReply& r) const {
+    w.uint(static_cast<std::uint32_t>(r.status));
+    w.uint(r.value);
+  }
   void operator()(const WriteAck& a) const { w.uint(static_cast<std::uint32_t>(a.status)); }
-  void operator()(const Interrupt& i) const { w.uint(i.vector); w.uint(i.count); }
-  void operator()(const RmaNotify& n) const { w.uint(n.region); w.uint(n.offset); w.uint(n.length); w.uint(n.checksum); }
+  void operator()(const Interrupt& i) const {
+    w.uint(i.vector);
+    w.uint(i.count);
+  }
+  void operator()(const RmaNotify& n) const {
+    w.uint(n.region);
+    w.uint(n.offset);
+    w.uint(n.length);
+    w.uint(n.checksum);
+  }
   void operator()(const AuthHello& a) const {
     w.uint<std::uint8_t>(static_cast<std::uint8_t>(a.client.size()));
     w.text(a.client);
     w.blob(a.nonce);
   }
-  void operator()(const AuthChallenge& a) const { w.blob(a.nonce); w.blob(a.proof); }
+  void operator()(const AuthChallenge& a) const {
+    w.blob(a.nonce);
+    w.blob(a.proof);
+  }
   void operator()(const AuthProof& a) const { w.blob(a.proof); }
   void operator()(const AuthOk&) const {}
   void operator()(const ListRequest&) const {}
@@ -257,7 +295,12 @@ struct Encode {
     w.uint(a.lease_ms);
     w.uint(a.attachment_id);
   }
-  void operator()(const BarCommit& c) const { w.uint(c.bar); w.uint(c.offset); w.uint(c.length); w.uint(c.bounce_offset); }
+  void operator()(const BarCommit& c) const {
+    w.uint(c.bar);
+    w.uint(c.offset);
+    w.uint(c.length);
+    w.uint(c.bounce_offset);
+  }
   void operator()(const MmioWriteBatch& b) const { writes(b.writes); }
   void operator()(const WindowPush& p) const {
     w.uint(p.window_offset);
@@ -337,7 +380,8 @@ Result<Hello> hello_decode(Reader& r) {
   h.fabric_address = r.blob(r.uint<std::uint16_t>());
   std::size_t n = r.uint<std::uint8_t>();
   if (!r.ok()) return fail(EPROTO, "hello truncated");
-  if (n > kMaxRegions) return fail(EPROTO, "hello lists " + std::to_string(n) + " regions, at most " + std::to_string(kMaxRegions));
+  if (n > kMaxRegions)
+    return fail(EPROTO, "hello lists " + std::to_string(n) + " regions, at most " + std::to_string(kMaxRegions));
   h.regions.reserve(n);  // bounded by kMaxRegions above, never by the peer
   for (std::size_t i = 0; i < n; ++i) {
     RegionDescriptor d;
@@ -364,7 +408,9 @@ Result<Message> checked(Reader& r, M m, const char* what) {
 Result<void> writes_decode(Reader& r, std::vector<MmioWrite>& out, const char* what) {
   const std::size_t n = r.uint<std::uint16_t>();
   if (!r.ok()) return fail(EPROTO, std::string(what) + " truncated");
-  if (n > kMaxBatch) return fail(EPROTO, std::string(what) + " of " + std::to_string(n) + " writes (at most " + std::to_string(kMaxBatch) + ")");
+  if (n > kMaxBatch)
+    return fail(EPROTO,
+                std::string(what) + " of " + std::to_string(n) + " writes (at most " + std::to_string(kMaxBatch) + ")");
   out.reserve(n);  // bounded by kMaxBatch above
   for (std::size_t i = 0; i < n; ++i) {
     MmioWrite m;
@@ -394,10 +440,14 @@ Result<Message> payload_decode(MsgType type, Reader& r) {
       e.text = r.text(r.uint<std::uint16_t>());
       return checked(r, e, "error");
     }
-    case MsgType::ping: return Message(Ping{r.rest()});
-    case MsgType::pong: return Message(Pong{{r.rest()}});
-    case MsgType::heartbeat: return checked(r, Heartbeat{r.uint<std::uint64_t>()}, "heartbeat");
-    case MsgType::goodbye: return Message(Goodbye{});
+    case MsgType::ping:
+      return Message(Ping{r.rest()});
+    case MsgType::pong:
+      return Message(Pong{{r.rest()}});
+    case MsgType::heartbeat:
+      return checked(r, Heartbeat{r.uint<std::uint64_t>()}, "heartbeat");
+    case MsgType::goodbye:
+      return Message(Goodbye{});
     case MsgType::config_read: {
       ConfigRead c;
       c.offset = r.uint<std::uint16_t>();
@@ -432,7 +482,8 @@ Result<Message> payload_decode(MsgType type, Reader& r) {
       rr.value = r.uint<std::uint64_t>();
       return checked(r, rr, "read_reply");
     }
-    case MsgType::write_ack: return checked(r, WriteAck{r.int32()}, "write_ack");
+    case MsgType::write_ack:
+      return checked(r, WriteAck{r.int32()}, "write_ack");
     case MsgType::interrupt: {
       Interrupt i;
       i.vector = r.uint<std::uint16_t>();
@@ -459,18 +510,24 @@ Result<Message> payload_decode(MsgType type, Reader& r) {
       a.proof = r.blob(kAuthBytes);
       return checked(r, a, "auth_challenge");
     }
-    case MsgType::auth_proof: return checked(r, AuthProof{r.blob(kAuthBytes)}, "auth_proof");
-    case MsgType::auth_ok: return Message(AuthOk{});
-    case MsgType::list_request: return Message(ListRequest{});
+    case MsgType::auth_proof:
+      return checked(r, AuthProof{r.blob(kAuthBytes)}, "auth_proof");
+    case MsgType::auth_ok:
+      return Message(AuthOk{});
+    case MsgType::list_request:
+      return Message(ListRequest{});
     case MsgType::list_reply: {
       std::size_t n = r.uint<std::uint16_t>();
       if (!r.ok()) return fail(EPROTO, "list_reply truncated");
-      if (n > kMaxExports) return fail(EPROTO, "list_reply lists " + std::to_string(n) + " exports, at most " + std::to_string(kMaxExports));
+      if (n > kMaxExports)
+        return fail(EPROTO,
+                    "list_reply lists " + std::to_string(n) + " exports, at most " + std::to_string(kMaxExports));
       ListReply l;
       l.exports.reserve(n);  // bounded by kMaxExports above
       for (std::size_t i = 0; i < n; ++i) {
         ExportEntry e;
-        if (!entry_decode(r, e)) return fail(EPROTO, "list_reply entry " + std::to_string(i) + " truncated or out of range");
+        if (!entry_decode(r, e))
+          return fail(EPROTO, "list_reply entry " + std::to_string(i) + " truncated or out of range");
         l.exports.push_back(std::move(e));
       }
       return Message(std::move(l));
@@ -489,7 +546,8 @@ Result<Message> payload_decode(MsgType type, Reader& r) {
       a.attachment_id = r.uint<std::uint64_t>();
       return checked(r, std::move(a), "attach_reply");
     }
-    case MsgType::bar_commit: return checked(r, bar_transfer_decode(r), "bar_commit");
+    case MsgType::bar_commit:
+      return checked(r, bar_transfer_decode(r), "bar_commit");
     case MsgType::mmio_write_batch: {
       MmioWriteBatch b;
       auto listed = writes_decode(r, b.writes, "mmio_write_batch");
@@ -502,7 +560,8 @@ Result<Message> payload_decode(MsgType type, Reader& r) {
       p.window_offset = r.uint<std::uint64_t>();
       const std::size_t n = r.uint<std::uint32_t>();
       if (r.ok() && (n == 0 || n > kMaxPushBytes))
-        return fail(EPROTO, "window_push of " + std::to_string(n) + " bytes (1.." + std::to_string(kMaxPushBytes) + ")");
+        return fail(EPROTO,
+                    "window_push of " + std::to_string(n) + " bytes (1.." + std::to_string(kMaxPushBytes) + ")");
       p.data = r.blob(n);
       auto listed = writes_decode(r, p.writes, "window_push");
       if (!listed) return tl::unexpected(listed.error());
@@ -519,14 +578,32 @@ Result<Message> payload_decode(MsgType type, Reader& r) {
 
 bool type_known(std::uint8_t t) {
   switch (static_cast<MsgType>(t)) {
-    case MsgType::hello: case MsgType::hello_ack: case MsgType::error: case MsgType::ping:
-    case MsgType::pong: case MsgType::heartbeat: case MsgType::goodbye: case MsgType::config_read:
-    case MsgType::config_write: case MsgType::mmio_read: case MsgType::mmio_write:
-    case MsgType::read_reply: case MsgType::write_ack: case MsgType::interrupt:
-    case MsgType::rma_notify: case MsgType::auth_hello: case MsgType::auth_challenge:
-    case MsgType::auth_proof: case MsgType::auth_ok: case MsgType::list_request:
-    case MsgType::list_reply: case MsgType::attach_request: case MsgType::attach_reply:
-    case MsgType::bar_commit: case MsgType::bar_fetch: case MsgType::mmio_write_batch:
+    case MsgType::hello:
+    case MsgType::hello_ack:
+    case MsgType::error:
+    case MsgType::ping:
+    case MsgType::pong:
+    case MsgType::heartbeat:
+    case MsgType::goodbye:
+    case MsgType::config_read:
+    case MsgType::config_write:
+    case MsgType::mmio_read:
+    case MsgType::mmio_write:
+    case MsgType::read_reply:
+    case MsgType::write_ack:
+    case MsgType::interrupt:
+    case MsgType::rma_notify:
+    case MsgType::auth_hello:
+    case MsgType::auth_challenge:
+    case MsgType::auth_proof:
+    case MsgType::auth_ok:
+    case MsgType::list_request:
+    case MsgType::list_reply:
+    case MsgType::attach_request:
+    case MsgType::attach_reply:
+    case MsgType::bar_commit:
+    case MsgType::bar_fetch:
+    case MsgType::mmio_write_batch:
     case MsgType::window_push:
       return true;
   }
@@ -537,56 +614,82 @@ bool type_known(std::uint8_t t) {
 
 MsgType message_type(const Message& m) noexcept {
   static constexpr MsgType kTypes[] = {
-      MsgType::hello,        MsgType::hello_ack, MsgType::error,      MsgType::ping,
-      MsgType::pong,         MsgType::heartbeat, MsgType::goodbye,    MsgType::config_read,
-      MsgType::config_write, MsgType::mmio_read, MsgType::mmio_write, MsgType::read_reply,
-      MsgType::write_ack,    MsgType::interrupt, MsgType::rma_notify, MsgType::auth_hello,
-      MsgType::auth_challenge, MsgType::auth_proof, MsgType::auth_ok, MsgType::list_request,
-      MsgType::list_reply,   MsgType::attach_request, MsgType::attach_reply, MsgType::bar_commit,
-      MsgType::bar_fetch,    MsgType::mmio_write_batch, MsgType::window_push};
+      MsgType::hello,          MsgType::hello_ack,        MsgType::error,        MsgType::ping,
+      MsgType::pong,           MsgType::heartbeat,        MsgType::goodbye,      MsgType::config_read,
+      MsgType::config_write,   MsgType::mmio_read,        MsgType::mmio_write,   MsgType::read_reply,
+      MsgType::write_ack,      MsgType::interrupt,        MsgType::rma_notify,   MsgType::auth_hello,
+      MsgType::auth_challenge, MsgType::auth_proof,       MsgType::auth_ok,      MsgType::list_request,
+      MsgType::list_reply,     MsgType::attach_request,   MsgType::attach_reply, MsgType::bar_commit,
+      MsgType::bar_fetch,      MsgType::mmio_write_batch, MsgType::window_push};
   static_assert(std::size(kTypes) == std::variant_size_v<Message>);
   return kTypes[m.index()];
 }
 
 const char* msg_type_name(MsgType t) noexcept {
   switch (t) {
-    case MsgType::hello: return "hello";
-    case MsgType::hello_ack: return "hello_ack";
-    case MsgType::error: return "error";
-    case MsgType::ping: return "ping";
-    case MsgType::pong: return "pong";
-    case MsgType::heartbeat: return "heartbeat";
-    case MsgType::goodbye: return "goodbye";
-    case MsgType::config_read: return "config_read";
-    case MsgType::config_write: return "config_write";
-    case MsgType::mmio_read: return "mmio_read";
-    case MsgType::mmio_write: return "mmio_write";
-    case MsgType::read_reply: return "read_reply";
-    case MsgType::write_ack: return "write_ack";
-    case MsgType::interrupt: return "interrupt";
-    case MsgType::rma_notify: return "rma_notify";
-    case MsgType::auth_hello: return "auth_hello";
-    case MsgType::auth_challenge: return "auth_challenge";
-    case MsgType::auth_proof: return "auth_proof";
-    case MsgType::auth_ok: return "auth_ok";
-    case MsgType::list_request: return "list_request";
-    case MsgType::list_reply: return "list_reply";
-    case MsgType::attach_request: return "attach_request";
-    case MsgType::attach_reply: return "attach_reply";
-    case MsgType::bar_commit: return "bar_commit";
-    case MsgType::bar_fetch: return "bar_fetch";
-    case MsgType::mmio_write_batch: return "mmio_write_batch";
-    case MsgType::window_push: return "window_push";
+    case MsgType::hello:
+      return "hello";
+    case MsgType::hello_ack:
+      return "hello_ack";
+    case MsgType::error:
+      return "error";
+    case MsgType::ping:
+      return "ping";
+    case MsgType::pong:
+      return "pong";
+    case MsgType::heartbeat:
+      return "heartbeat";
+    case MsgType::goodbye:
+      return "goodbye";
+    case MsgType::config_read:
+      return "config_read";
+    case MsgType::config_write:
+      return "config_write";
+    case MsgType::mmio_read:
+      return "mmio_read";
+    case MsgType::mmio_write:
+      return "mmio_write";
+    case MsgType::read_reply:
+      return "read_reply";
+    case MsgType::write_ack:
+      return "write_ack";
+    case MsgType::interrupt:
+      return "interrupt";
+    case MsgType::rma_notify:
+      return "rma_notify";
+    case MsgType::auth_hello:
+      return "auth_hello";
+    case MsgType::auth_challenge:
+      return "auth_challenge";
+    case MsgType::auth_proof:
+      return "auth_proof";
+    case MsgType::auth_ok:
+      return "auth_ok";
+    case MsgType::list_request:
+      return "list_request";
+    case MsgType::list_reply:
+      return "list_reply";
+    case MsgType::attach_request:
+      return "attach_request";
+    case MsgType::attach_reply:
+      return "attach_reply";
+    case MsgType::bar_commit:
+      return "bar_commit";
+    case MsgType::bar_fetch:
+      return "bar_fetch";
+    case MsgType::mmio_write_batch:
+      return "mmio_write_batch";
+    case MsgType::window_push:
+      return "window_push";
   }
   return "unknown";
 }
 
-std::size_t message_encoded_size(const Message& m) noexcept {
-  return kHeaderSize + std::visit(PayloadSize{}, m);
-}
+std::size_t message_encoded_size(const Message& m) noexcept { return kHeaderSize + std::visit(PayloadSize{}, m); }
 
 Result<std::size_t> message_encode(const Message& m, std::uint64_t request_id, std::span<std::uint8_t> out) {
-  if (!std::visit(Valid{}, m)) return fail(EINVAL, std::string("refusing to encode an invalid ") + msg_type_name(message_type(m)));
+  if (!std::visit(Valid{}, m))
+    return fail(EINVAL, std::string("refusing to encode an invalid ") + msg_type_name(message_type(m)));
   std::size_t payload = std::visit(PayloadSize{}, m);
   if (payload > kMaxPayload) return fail(EINVAL, "payload over the protocol's cap");
   if (out.size() < kHeaderSize + payload) return fail(EMSGSIZE, "encode buffer too small");
@@ -610,8 +713,10 @@ Result<std::vector<std::uint8_t>> message_encode(const Message& m, std::uint64_t
 }
 
 Result<Decoded> message_decode(std::span<const std::uint8_t> bytes) {
-  if (bytes.size() < kHeaderSize) return fail(EPROTO, "message shorter than its header (" + std::to_string(bytes.size()) + " bytes)");
-  if (bytes.size() > kMaxMessage) return fail(EMSGSIZE, "message of " + std::to_string(bytes.size()) + " bytes exceeds the cap");
+  if (bytes.size() < kHeaderSize)
+    return fail(EPROTO, "message shorter than its header (" + std::to_string(bytes.size()) + " bytes)");
+  if (bytes.size() > kMaxMessage)
+    return fail(EMSGSIZE, "message of " + std::to_string(bytes.size()) + " bytes exceeds the cap");
   Reader r(bytes);
   Decoded d;
   std::uint32_t magic = r.uint<std::uint32_t>();
@@ -622,13 +727,16 @@ Result<Decoded> message_decode(std::span<const std::uint8_t> bytes) {
   std::uint32_t reserved = r.uint<std::uint32_t>();
   d.header.request_id = r.uint<std::uint64_t>();
   if (magic != kMagic) return fail(EPROTO, "bad magic");
-  if (d.header.version != kVersion) return fail(EPROTONOSUPPORT, "protocol version " + std::to_string(d.header.version) + " (this side speaks " + std::to_string(kVersion) + ")");
+  if (d.header.version != kVersion)
+    return fail(EPROTONOSUPPORT, "protocol version " + std::to_string(d.header.version) + " (this side speaks " +
+                                     std::to_string(kVersion) + ")");
   if (!type_known(type)) return fail(EPROTO, "unknown message type " + std::to_string(type));
   d.header.type = static_cast<MsgType>(type);
   if ((d.header.flags & ~kFlagsKnown) != 0) return fail(EPROTO, "unknown header flags");
   if (reserved != 0) return fail(EPROTO, "reserved header field is not zero");
   if (d.header.payload_length > kMaxPayload) return fail(EMSGSIZE, "payload length over the cap");
-  if (d.header.payload_length != bytes.size() - kHeaderSize) return fail(EPROTO, "payload length disagrees with the message size");
+  if (d.header.payload_length != bytes.size() - kHeaderSize)
+    return fail(EPROTO, "payload length disagrees with the message size");
 
   Reader p(bytes.subspan(kHeaderSize));
   auto m = payload_decode(d.header.type, p);

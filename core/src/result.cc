@@ -12,15 +12,30 @@ int fabric_code_to_errno(int fi_code) noexcept {
   if (fi_code < 0) fi_code = -fi_code;
   if (fi_code < FI_ERRNO_OFFSET) return fi_code == 0 ? EIO : fi_code;  // libfabric reuses errno below 256
   switch (fi_code) {
-    case FI_ETOOSMALL: return ENOBUFS;
-    case FI_EOPBADSTATE: return EBADFD;
-    case FI_EBADFLAGS: return EINVAL;
-    case FI_ENOEQ: case FI_ENOCQ: case FI_ENOAV: case FI_EDOMAIN: return EINVAL;
-    case FI_ETRUNC: return EMSGSIZE;
-    case FI_ENOKEY: return ENOKEY;
-    case FI_EOVERRUN: return EOVERFLOW;
-    case FI_ENORX: return ENOBUFS;
-    case FI_ECRC: case FI_EAVAIL: case FI_EOTHER: default: return EIO;
+    case FI_ETOOSMALL:
+      return ENOBUFS;
+    case FI_EOPBADSTATE:
+      return EBADFD;
+    case FI_EBADFLAGS:
+      return EINVAL;
+    case FI_ENOEQ:
+    case FI_ENOCQ:
+    case FI_ENOAV:
+    case FI_EDOMAIN:
+      return EINVAL;
+    case FI_ETRUNC:
+      return EMSGSIZE;
+    case FI_ENOKEY:
+      return ENOKEY;
+    case FI_EOVERRUN:
+      return EOVERFLOW;
+    case FI_ENORX:
+      return ENOBUFS;
+    case FI_ECRC:
+    case FI_EAVAIL:
+    case FI_EOTHER:
+    default:
+      return EIO;
   }
 }
 

@@ -9,10 +9,10 @@ namespace rpcie {
 namespace {
 
 Result<const providers::ProviderAdapter*> provider_pick_client(const providers::ProviderChoice& choice,
-                                                              bool same_host) {
+                                                               bool same_host) {
   if (!choice.automatic) return &providers::provider_get(choice.kind);
-  auto* a = providers::provider_auto_select([](const providers::ProviderAdapter& p) { return providers::provider_available(p); },
-                                            same_host);
+  auto* a = providers::provider_auto_select(
+      [](const providers::ProviderAdapter& p) { return providers::provider_available(p); }, same_host);
   if (!a) return fail(ENODEV, "no usable libfabric provider on this host");
   return a;
 }
@@ -93,9 +93,11 @@ Result<std::unique_ptr<Session>> Session::connect_over(Socket socket, const Sess
   if (auto* e = std::get_if<proto::ErrorMsg>(&reply->decoded.message))
     return fail(e->code > 0 ? e->code : EPROTO, "peer refused: " + std::string(e->text));
   auto* ack = std::get_if<proto::HelloAck>(&reply->decoded.message);
-  if (!ack) return fail(EPROTO, std::string("expected hello_ack, got ") + proto::msg_type_name(reply->decoded.header.type));
+  if (!ack)
+    return fail(EPROTO, std::string("expected hello_ack, got ") + proto::msg_type_name(reply->decoded.header.type));
   if (ack->provider != local.provider)
-    return fail(EPROTO, "provider mismatch: this side uses " + local.provider + ", peer uses " + std::string(ack->provider));
+    return fail(EPROTO,
+                "provider mismatch: this side uses " + local.provider + ", peer uses " + std::string(ack->provider));
   s->peer_ = hello_copy(*ack);
 
   auto peer = s->pending_fabric_->peer_insert(s->peer_.fabric_address);
@@ -122,7 +124,8 @@ Result<std::unique_ptr<Session>> Session::accept(Socket socket, const SessionOpt
   }
   auto* hello = std::get_if<proto::Hello>(&first->decoded.message);
   if (!hello) {
-    (void)s->socket_.message_send(proto::ErrorMsg{EPROTO, "expected hello"}, first->decoded.header.request_id, deadline);
+    (void)s->socket_.message_send(proto::ErrorMsg{EPROTO, "expected hello"}, first->decoded.header.request_id,
+                                  deadline);
     return fail(EPROTO, std::string("expected hello, got ") + proto::msg_type_name(first->decoded.header.type));
   }
   s->peer_ = hello_copy(*hello);
@@ -133,7 +136,8 @@ Result<std::unique_ptr<Session>> Session::accept(Socket socket, const SessionOpt
   if (!options.provider.automatic) {
     const auto& mine = providers::provider_get(options.provider.kind);
     if (!adapter || adapter != &mine)
-      refusal = "provider mismatch: peer uses " + s->peer_.provider + ", this side uses " + std::string(mine.fabric_name());
+      refusal =
+          "provider mismatch: peer uses " + s->peer_.provider + ", this side uses " + std::string(mine.fabric_name());
   } else if (!adapter) {
     refusal = "provider mismatch: peer uses " + s->peer_.provider + ", which this side does not know";
   } else if (!providers::provider_available(*adapter)) {
@@ -152,7 +156,8 @@ Result<std::unique_ptr<Session>> Session::accept(Socket socket, const SessionOpt
   }
   auto peer = s->pending_fabric_->peer_insert(s->peer_.fabric_address);
   if (!peer) {
-    (void)s->socket_.message_send(proto::ErrorMsg{EINVAL, "bad fabric address"}, first->decoded.header.request_id, deadline);
+    (void)s->socket_.message_send(proto::ErrorMsg{EINVAL, "bad fabric address"}, first->decoded.header.request_id,
+                                  deadline);
     return tl::unexpected(peer.error());
   }
   PeerHello local = s->hello_local();

@@ -13,10 +13,14 @@ std::optional<std::uint64_t> size_parse(std::string_view text) {
   if (ec != std::errc() || end == text.data()) return std::nullopt;
   std::string_view suffix(end, static_cast<std::size_t>(text.data() + text.size() - end));
   unsigned shift = 0;
-  if (suffix == "K" || suffix == "k" || suffix == "KiB") shift = 10;
-  else if (suffix == "M" || suffix == "MiB") shift = 20;
-  else if (suffix == "G" || suffix == "GiB") shift = 30;
-  else if (!suffix.empty()) return std::nullopt;
+  if (suffix == "K" || suffix == "k" || suffix == "KiB")
+    shift = 10;
+  else if (suffix == "M" || suffix == "MiB")
+    shift = 20;
+  else if (suffix == "G" || suffix == "GiB")
+    shift = 30;
+  else if (!suffix.empty())
+    return std::nullopt;
   if (value == 0 || value > (UINT64_MAX >> shift)) return std::nullopt;
   return value << shift;
 }
@@ -29,12 +33,18 @@ std::optional<std::chrono::nanoseconds> duration_parse(std::string_view text) {
   if (ec != std::errc() || end == text.data() || !std::isfinite(value) || value < 0) return std::nullopt;
   std::string_view unit(end, static_cast<std::size_t>(text.data() + text.size() - end));
   double ns_per_unit = 0;
-  if (unit.empty() || unit == "s") ns_per_unit = 1e9;
-  else if (unit == "ms") ns_per_unit = 1e6;
-  else if (unit == "us") ns_per_unit = 1e3;
-  else if (unit == "ns") ns_per_unit = 1;
-  else if (unit == "m" || unit == "min") ns_per_unit = 60e9;
-  else return std::nullopt;
+  if (unit.empty() || unit == "s")
+    ns_per_unit = 1e9;
+  else if (unit == "ms")
+    ns_per_unit = 1e6;
+  else if (unit == "us")
+    ns_per_unit = 1e3;
+  else if (unit == "ns")
+    ns_per_unit = 1;
+  else if (unit == "m" || unit == "min")
+    ns_per_unit = 60e9;
+  else
+    return std::nullopt;
   const double ns = value * ns_per_unit;
   if (ns > 86400e9) return std::nullopt;
   return std::chrono::nanoseconds(static_cast<std::int64_t>(std::llround(ns)));

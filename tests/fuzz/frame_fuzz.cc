@@ -55,8 +55,7 @@ Expected reference_parse(Bytes stream) {
   std::size_t p = 0;
   while (stream.size() - p >= proto::kFramePrefix) {
     std::uint32_t len = 0;
-    for (std::size_t i = 0; i < proto::kFramePrefix; ++i)
-      len |= static_cast<std::uint32_t>(stream[p + i]) << (8 * i);
+    for (std::size_t i = 0; i < proto::kFramePrefix; ++i) len |= static_cast<std::uint32_t>(stream[p + i]) << (8 * i);
     if (len > proto::kMaxFrame) {
       e.error = EMSGSIZE;
       break;
@@ -82,8 +81,10 @@ class Driver {
   }
 
   void run() {
-    if (exact_) run_exact();
-    else run_chunked();
+    if (exact_)
+      run_exact();
+    else
+      run_chunked();
     finish();
   }
 

@@ -119,8 +119,8 @@ void random_fill(std::uint8_t* p, std::size_t n, std::uint32_t seed) {
 }
 
 // --- edu ------------------------------------------------------------------------------
-constexpr std::uint64_t kId = 0x00, kLive = 0x04, kFact = 0x08, kStatus = 0x20, kIrqStatus = 0x24,
-                        kIrqAck = 0x64, kDmaSrc = 0x80, kDmaDst = 0x88, kDmaCount = 0x90, kDmaCmd = 0x98;
+constexpr std::uint64_t kId = 0x00, kLive = 0x04, kFact = 0x08, kStatus = 0x20, kIrqStatus = 0x24, kIrqAck = 0x64,
+                        kDmaSrc = 0x80, kDmaDst = 0x88, kDmaCount = 0x90, kDmaCmd = 0x98;
 constexpr std::uint64_t kEduBuffer = 0x40000;
 
 std::uint64_t rd(Attachment& a, std::uint64_t off, unsigned width = 4) {
@@ -269,7 +269,8 @@ int push_check(Common c, const std::string& name) {
   std::vector<std::uint8_t> later(w.base + src, w.base + src + 4096);
   edu_dma(*a, src, kEduBuffer, 4096, false, true);
   device_matches(0x50000, mirror ? pushed : later, "the device reads the bytes of the push, not later ones");
-  ok(mirror ? "mirror: the device sees the window as pushed, nothing pulled" : "on-demand: push has no effect, the device reads the window");
+  ok(mirror ? "mirror: the device sees the window as pushed, nothing pulled"
+            : "on-demand: push has no effect, the device reads the window");
 
   // Order: a push after a doorbell does not overtake it; the next doorbell finds it. The
   // first doorbell is the fifth write in a row, so it waits in the batch when the push comes.
@@ -324,8 +325,8 @@ int push_check(Common c, const std::string& name) {
   ok("64 KiB push, one-sided");
 
   // Bad ranges: EINVAL, and the attachment lives on.
-  for (auto [at, len] : {std::pair<std::uint64_t, std::uint64_t>{c.window - 8, 16}, {c.window + 1, 0},
-                         {~std::uint64_t{0}, 2}}) {
+  for (auto [at, len] :
+       {std::pair<std::uint64_t, std::uint64_t>{c.window - 8, 16}, {c.window + 1, 0}, {~std::uint64_t{0}, 2}}) {
     auto r = a->window_push(at, len, soon());
     CHECK_THAT(!r && r.error().code == EINVAL, "push %#llx+%llu outside the window: %s",
                static_cast<unsigned long long>(at), static_cast<unsigned long long>(len),
@@ -333,8 +334,8 @@ int push_check(Common c, const std::string& name) {
   }
   CHECK_THAT(rd(*a, kId) == 0x010000ed, "device alive after refused pushes");
   const auto pushed_total = a->stats().window_bytes_pushed;
-  CHECK_THAT(pushed_total == (mirror ? 4 * 4096 + 4096 + 2 * 2048 + 8192 + 8193 + big_len : 0u), "bytes pushed counted: %llu",
-             static_cast<unsigned long long>(pushed_total));
+  CHECK_THAT(pushed_total == (mirror ? 4 * 4096 + 4096 + 2 * 2048 + 8192 + 8193 + big_len : 0u),
+             "bytes pushed counted: %llu", static_cast<unsigned long long>(pushed_total));
   ok("pushes outside the window refused (EINVAL)");
   auto d = a->detach(soon());
   CHECK_THAT(d.has_value(), "detach: %s", d ? "" : d.error().describe().c_str());
@@ -374,13 +375,14 @@ int posted_check(const Common& c, const std::string& name) {
     CHECK_THAT(replies == 1, "1000 posted writes + 1 read took %llu replies (posted writes are not acknowledged)",
                static_cast<unsigned long long>(replies));
     std::sort(each.begin(), each.end());
-    std::printf("1000 posted writes + read: %.0f us (posting %.0f us; a call: median %.2f, p99 %.2f, max %.0f us) = %.1f "
-                "round trips of %.1f us, %llu reply\n",
-                took, posting, each[500], each[990], each[999], took / one, one, static_cast<unsigned long long>(replies));
+    std::printf(
+        "1000 posted writes + read: %.0f us (posting %.0f us; a call: median %.2f, p99 %.2f, max %.0f us) = %.1f "
+        "round trips of %.1f us, %llu reply\n",
+        took, posting, each[500], each[990], each[999], took / one, one, static_cast<unsigned long long>(replies));
     best = std::min(best, took);
   }
-  CHECK_THAT(!kTimingChecked || best < 100 * one, "1000 writes + read took at best %.0f us = %.1f round trips of %.1f us",
-             best, best / one, one);
+  CHECK_THAT(!kTimingChecked || best < 100 * one,
+             "1000 writes + read took at best %.0f us = %.1f round trips of %.1f us", best, best / one, one);
   if (best < 100 * one) std::printf("ok: 1000 posted writes and a read in %.1f round trips\n", best / one);
   return g_failures ? 1 : 0;
 }
@@ -430,8 +432,8 @@ int errors_check(const Common& c, const std::string& name) {
     std::uint64_t offset;
     unsigned width;
   };
-  for (Bad b : {Bad{0, 1, 4}, Bad{0, 0, 3}, Bad{0, 0, 16}, Bad{0, 1u << 20, 4}, Bad{0, (1u << 20) - 2, 4},
-                Bad{1, 0, 4}, Bad{6, 0, 4}, Bad{0, ~0ULL - 3, 4}}) {
+  for (Bad b : {Bad{0, 1, 4}, Bad{0, 0, 3}, Bad{0, 0, 16}, Bad{0, 1u << 20, 4}, Bad{0, (1u << 20) - 2, 4}, Bad{1, 0, 4},
+                Bad{6, 0, 4}, Bad{0, ~0ULL - 3, 4}}) {
     auto r = a->mmio_read(b.bar, b.offset, b.width, soon());
     CHECK_THAT(!r && r.error().code == EINVAL, "mmio_read bar %u off %#llx width %u: %s", b.bar,
                static_cast<unsigned long long>(b.offset), b.width, r ? "succeeded" : r.error().describe().c_str());
@@ -645,8 +647,8 @@ int badmac_check(const Common& c) {
   auto reply = s ? sock->message_recv(soon()) : tl::unexpected(s.error());
   CHECK_THAT(reply && reply->decoded.header.request_id == 6 &&
                  std::holds_alternative<rpcie::proto::ListReply>(reply->decoded.message),
-             "only the genuine request is answered: %s", reply ? rpcie::proto::msg_type_name(reply->decoded.header.type)
-                                                               : reply.error().describe().c_str());
+             "only the genuine request is answered: %s",
+             reply ? rpcie::proto::msg_type_name(reply->decoded.header.type) : reply.error().describe().c_str());
   ok("a frame with a bad MAC is dropped, the connection goes on");
   return g_failures ? 1 : 0;
 }
@@ -658,7 +660,8 @@ int list_print(const Common& c) {
     return 1;
   }
   for (const auto& e : *l)
-    std::printf("%s %s %s\n", e.name.c_str(), e.attached ? "attached" : "free", e.holder.empty() ? "-" : e.holder.c_str());
+    std::printf("%s %s %s\n", e.name.c_str(), e.attached ? "attached" : "free",
+                e.holder.empty() ? "-" : e.holder.c_str());
   return 0;
 }
 
@@ -679,8 +682,8 @@ int main(int argc, char** argv) {
   std::string size = "64M";
   int seconds = 30;
   std::map<std::string, CLI::App*> cmds;
-  for (const char* cmd : {"edu", "push", "posted", "membar", "errors", "hostile", "busy", "hold", "reattach", "postedfail",
-                          "linkloss", "attachfail"}) {
+  for (const char* cmd : {"edu", "push", "posted", "membar", "errors", "hostile", "busy", "hold", "reattach",
+                          "postedfail", "linkloss", "attachfail"}) {
     cmds[cmd] = app.add_subcommand(cmd);
     cmds[cmd]->add_option("export", name)->required();
   }

@@ -24,12 +24,12 @@
 #include <nlohmann/json.hpp>
 
 #include "../common.hpp"
-#include "support.hpp"
 #include "rpcie/auth.hpp"
 #include "rpcie/bootstrap.hpp"
 #include "rpcie/client.hpp"
 #include "rpcie/control.hpp"
 #include "rpcie/memory.hpp"
+#include "support.hpp"
 
 namespace rpcie::bench {
 
@@ -63,9 +63,9 @@ int frontend_bench(const FrontendOptions& o) {
   }
 
   Child hostd;
-  auto s = hostd.start({program_find(o.hostd, "rpcie-hostd", "frontend"), "--foreground", "--mount", mount, "--control", sock,
-                   "--dev-dir", tmp->path(), "--psk-file", psk, "--provider", prov},
-                  -1, nullptr);
+  auto s = hostd.start({program_find(o.hostd, "rpcie-hostd", "frontend"), "--foreground", "--mount", mount, "--control",
+                        sock, "--dev-dir", tmp->path(), "--psk-file", psk, "--provider", prov},
+                       -1, nullptr);
   if (!s) return die(s.error().describe());
   auto ready = Deadline::after(10s);
   while (!control::call(sock, {{"op", "status"}}, Deadline::after(200ms))) {
@@ -73,8 +73,8 @@ int frontend_bench(const FrontendOptions& o) {
     std::this_thread::sleep_for(20ms);
   }
   auto attach = [&](const char* e) -> Result<std::string> {
-    auto a = control::call(sock, {{"op", "attach"}, {"host", host}, {"port", port}, {"export", e}},
-                           Deadline::after(10s));
+    auto a =
+        control::call(sock, {{"op", "attach"}, {"host", host}, {"port", port}, {"export", e}}, Deadline::after(10s));
     if (!a) return tl::unexpected(a.error());
     return (*a)["sysfs"].get<std::string>();
   };
@@ -122,20 +122,46 @@ int frontend_bench(const FrontendOptions& o) {
   };
   auto* ub = user->data();
   const Spec plan[] = {
-      {"reg_read", 4, true, [&] { std::uint32_t v; return pread(reg, &v, 4, 4) == 4; },
+      {"reg_read", 4, true,
+       [&] {
+         std::uint32_t v;
+         return pread(reg, &v, 4, 4) == 4;
+       },
        [&] { return E.mmio_read(0, 4, 4, deadline()).has_value(); }, "file", "api"},
       {"bar_write", kMiB, false, [&] { return pwrite(bar, ub, kMiB, 0) == static_cast<ssize_t>(kMiB); },
-       [&] { return M.bar_write(0, 0, {ub, kMiB}, deadline()).has_value(); }, "file", "api"},
+       [&] {
+         return M.bar_write(0, 0, {ub, kMiB}, deadline()).has_value();
+       },
+       "file", "api"},
       {"bar_read", kMiB, false,
        [&] {
          posix_fadvise(bar, 0, kMiB, POSIX_FADV_DONTNEED);  // read the device, not the page cache
          return pread(bar, ub, kMiB, 0) == static_cast<ssize_t>(kMiB);
        },
-       [&] { return M.bar_read(0, 0, {ub, kMiB}, deadline()).has_value(); }, "file", "api"},
-      {"dma_write", kMiB, false, [&] { std::memcpy(dma_map, ub, kMiB); return true; },
-       [&] { std::memcpy(local->data(), ub, kMiB); return true; }, "mmap", "local"},
-      {"dma_read", kMiB, false, [&] { std::memcpy(ub, dma_map, kMiB); return true; },
-       [&] { std::memcpy(ub, local->data(), kMiB); return true; }, "mmap", "local"},
+       [&] {
+         return M.bar_read(0, 0, {ub, kMiB}, deadline()).has_value();
+       },
+       "file", "api"},
+      {"dma_write", kMiB, false,
+       [&] {
+         std::memcpy(dma_map, ub, kMiB);
+         return true;
+       },
+       [&] {
+         std::memcpy(local->data(), ub, kMiB);
+         return true;
+       },
+       "mmap", "local"},
+      {"dma_read", kMiB, false,
+       [&] {
+         std::memcpy(ub, dma_map, kMiB);
+         return true;
+       },
+       [&] {
+         std::memcpy(ub, local->data(), kMiB);
+         return true;
+       },
+       "mmap", "local"},
   };
 
   auto slice = [](const Op& op, std::size_t n) -> double {
@@ -152,7 +178,8 @@ int frontend_bench(const FrontendOptions& o) {
     // Warm-up, then slices of about kSliceSeconds of baseline work.
     const double warm = slice(sp.api, 16), warm_f = slice(sp.file, 16);
     if (warm < 0 || warm_f < 0) return die(std::string(sp.name) + ": warm-up failed (" + std::strerror(errno) + ")");
-    const auto n = std::clamp<std::size_t>(static_cast<std::size_t>(16 * kSliceSeconds / std::max(warm, 1e-7)), 4, 200000);
+    const auto n =
+        std::clamp<std::size_t>(static_cast<std::size_t>(16 * kSliceSeconds / std::max(warm, 1e-7)), 4, 200000);
     std::vector<double> base_v, file_v, ratios;
     for (unsigned round = 0; round < o.rounds; ++round) {
       // Ctrl-C ends the run here, so that the daemons are stopped and the directory removed.
@@ -174,8 +201,13 @@ int frontend_bench(const FrontendOptions& o) {
     }
     const double b = median(base_v), fv = median(file_v), ratio = median(ratios);
     if (o.json) {
-      results.push_back({{"workload", sp.name}, {"size", sp.size}, {"baseline", b}, {"baseline_is", sp.api_label},
-                         {"frontend", fv}, {"frontend_is", sp.file_label}, {"unit", sp.latency ? "us" : "MB/s"},
+      results.push_back({{"workload", sp.name},
+                         {"size", sp.size},
+                         {"baseline", b},
+                         {"baseline_is", sp.api_label},
+                         {"frontend", fv},
+                         {"frontend_is", sp.file_label},
+                         {"unit", sp.latency ? "us" : "MB/s"},
                          {"ratio", ratio}});
     } else {
       std::printf("%-10s %8zu %12.2f %12.2f %-5s %6.3f (%s vs %s)\n", sp.name, sp.size, b, fv,

@@ -20,16 +20,15 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
-#include <thread>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "../common.hpp"
-#include "support.hpp"
 #include "frontend.hpp"
 #include "raw_loop.hpp"
 #include "rpcie/auth.hpp"
@@ -37,6 +36,7 @@
 #include "rpcie/log.hpp"
 #include "rpcie/session.hpp"
 #include "rpcie/units.hpp"
+#include "support.hpp"
 
 namespace {
 
@@ -77,9 +77,12 @@ struct Command {
 
 const char* workload_name(rawbench::Workload w) {
   switch (w) {
-    case rawbench::Workload::rma_write: return "rma_write";
-    case rawbench::Workload::rma_read: return "rma_read";
-    case rawbench::Workload::round_trip: return "round_trip";
+    case rawbench::Workload::rma_write:
+      return "rma_write";
+    case rawbench::Workload::rma_read:
+      return "rma_read";
+    case rawbench::Workload::round_trip:
+      return "round_trip";
   }
   return "?";
 }
@@ -99,7 +102,7 @@ struct Peers {
   Socket control;
   Socket raw_socket;
   std::unique_ptr<rawbench::RawPeer> raw;
-  std::optional<HostBuffer> memory;  // before the sessions: outlives their registrations
+  std::optional<HostBuffer> memory;     // before the sessions: outlives their registrations
   std::unique_ptr<Session> session;     // RMA rounds
   std::unique_ptr<Session> session_rt;  // round trips
 
@@ -218,7 +221,8 @@ Result<double> round_run(Peers& p, std::uint8_t impl, rawbench::Workload w, std:
   cmd.window = window;
   cmd.size = size;
   cmd.iterations = iterations;
-  auto s = p.control.bytes_send(std::span(reinterpret_cast<const std::uint8_t*>(&cmd), sizeof cmd), Deadline::after(30s));
+  auto s =
+      p.control.bytes_send(std::span(reinterpret_cast<const std::uint8_t*>(&cmd), sizeof cmd), Deadline::after(30s));
   if (!s) return tl::unexpected(s.error());
   auto ready = byte_recv(p.control);
   if (!ready || *ready != 'R') return fail(EPROTO, "target not ready");
@@ -242,8 +246,10 @@ Result<double> round_run(Peers& p, std::uint8_t impl, rawbench::Workload w, std:
         r = ch.message_send(proto::Ping{bytes}, i, deadline);
         if (!r) break;
         auto m = ch.message_recv(deadline);
-        if (!m) r = tl::unexpected(m.error());
-        else if (!std::holds_alternative<proto::Pong>((*m)->message)) r = fail(EPROTO, "expected pong");
+        if (!m)
+          r = tl::unexpected(m.error());
+        else if (!std::holds_alternative<proto::Pong>((*m)->message))
+          r = fail(EPROTO, "expected pong");
       }
     } else {
       bool write = w == rawbench::Workload::rma_write;
@@ -295,8 +301,8 @@ int device_run(Peers& p, const Options& o, const std::string& prov_name) {
   co.session.provider = *providers::provider_parse(prov_name == "shm" ? "shm" : "tcp");
   auto window = HostBuffer::create(kMaxSize);
   if (!window) return die(window.error().describe());
-  auto edu = client::Attachment::open("127.0.0.1", *port, "bench-edu", co, {window->data(), 1u << 20},
-                                      Deadline::after(10s));
+  auto edu =
+      client::Attachment::open("127.0.0.1", *port, "bench-edu", co, {window->data(), 1u << 20}, Deadline::after(10s));
   if (!edu) return die("attach edu: " + edu.error().describe());
   auto mem = client::Attachment::open("127.0.0.1", *port, "bench-mem", co, {window->data() + (1u << 20), 2u << 20},
                                       Deadline::after(10s));
@@ -361,10 +367,18 @@ int device_run(Peers& p, const Options& o, const std::string& prov_name) {
           if (!v) r = tl::unexpected(v.error());
           break;
         }
-        case W::bar_write: r = M.bar_write_from_window(0, 0, 0, 1u << 20, deadline()); break;
-        case W::bar_read: r = M.bar_read_into_window(0, 0, 0, 1u << 20, deadline()); break;
-        case W::edu_dma: r = dma_once(E, false, timed); break;
-        case W::edu_dma_push: r = dma_once(P, true, timed); break;
+        case W::bar_write:
+          r = M.bar_write_from_window(0, 0, 0, 1u << 20, deadline());
+          break;
+        case W::bar_read:
+          r = M.bar_read_into_window(0, 0, 0, 1u << 20, deadline());
+          break;
+        case W::edu_dma:
+          r = dma_once(E, false, timed);
+          break;
+        case W::edu_dma_push:
+          r = dma_once(P, true, timed);
+          break;
       }
       if (!r) return tl::unexpected(r.error());
     }
@@ -374,9 +388,12 @@ int device_run(Peers& p, const Options& o, const std::string& prov_name) {
   // Raw seconds for n operations of the baseline.
   auto raw_slice = [&](W w, std::size_t n) -> Result<double> {
     switch (w) {
-      case W::mmio_read: return round_run(p, 0, rawbench::Workload::round_trip, 8, n);
-      case W::bar_write: return round_run(p, 0, rawbench::Workload::rma_write, 1u << 20, n);
-      case W::bar_read: return round_run(p, 0, rawbench::Workload::rma_read, 1u << 20, n);
+      case W::mmio_read:
+        return round_run(p, 0, rawbench::Workload::round_trip, 8, n);
+      case W::bar_write:
+        return round_run(p, 0, rawbench::Workload::rma_write, 1u << 20, n);
+      case W::bar_read:
+        return round_run(p, 0, rawbench::Workload::rma_read, 1u << 20, n);
       case W::edu_dma:
       case W::edu_dma_push: {
         auto rd = round_run(p, 0, rawbench::Workload::rma_read, 4096, n, 1);
@@ -434,8 +451,8 @@ int device_run(Peers& p, const Options& o, const std::string& prov_name) {
       rpcies.push_back(rpcie_v);
       ratios.push_back(rpcie_v / raw_v);
     }
-    rows.push_back(
-        {sp.name, sp.size, median(raws), median(rpcies), median(ratios), sp.latency, acked(sp.w) ? median(loops) : 0.0});
+    rows.push_back({sp.name, sp.size, median(raws), median(rpcies), median(ratios), sp.latency,
+                    acked(sp.w) ? median(loops) : 0.0});
     if (o.output == "text") {
       const Row& r = rows.back();
       std::printf("%-12s %8zu %12.2f %12.2f %-5s %6.3f", r.name, r.size, r.raw, r.rpcie, r.latency ? "us" : "MB/s",
@@ -457,8 +474,12 @@ int device_run(Peers& p, const Options& o, const std::string& prov_name) {
     j["rounds"] = o.rounds;
     j["results"] = nlohmann::json::array();
     for (const auto& r : rows) {
-      nlohmann::json row = {{"workload", r.name}, {"size", r.size}, {"raw", r.raw}, {"rpcie", r.rpcie},
-                            {"unit", r.latency ? "us" : "MB/s"}, {"ratio", r.ratio}};
+      nlohmann::json row = {{"workload", r.name},
+                            {"size", r.size},
+                            {"raw", r.raw},
+                            {"rpcie", r.rpcie},
+                            {"unit", r.latency ? "us" : "MB/s"},
+                            {"ratio", r.ratio}};
       if (r.loop > 0) row["rpcie_with_ack"] = r.loop;
       j["results"].push_back(row);
     }
@@ -538,8 +559,8 @@ int initiator_run(const std::string& host, std::uint16_t port, providers::Provid
         rpcie_v = bytes / rd.rpcie / 1e6;
       }
       if (o.verbose)
-        std::fprintf(stderr, "  %s %zu round %u: raw %.2f rpcie %.2f ratio %.3f\n", workload_name(w), size, round, raw_v,
-                     rpcie_v, rpcie_v / raw_v);
+        std::fprintf(stderr, "  %s %zu round %u: raw %.2f rpcie %.2f ratio %.3f\n", workload_name(w), size, round,
+                     raw_v, rpcie_v, rpcie_v / raw_v);
       raws.push_back(raw_v);
       rpcies.push_back(rpcie_v);
       ratios.push_back(rpcie_v / raw_v);
@@ -564,8 +585,12 @@ int initiator_run(const std::string& host, std::uint16_t port, providers::Provid
     j["results"] = nlohmann::json::array();
     for (const auto& r : rows) {
       bool rt = r.w == rawbench::Workload::round_trip;
-      j["results"].push_back({{"workload", workload_name(r.w)}, {"size", r.size}, {"raw", r.raw}, {"rpcie", r.rpcie},
-                              {"unit", rt ? "us" : "MB/s"}, {"ratio", r.ratio}});
+      j["results"].push_back({{"workload", workload_name(r.w)},
+                              {"size", r.size},
+                              {"raw", r.raw},
+                              {"rpcie", r.rpcie},
+                              {"unit", rt ? "us" : "MB/s"},
+                              {"ratio", r.ratio}});
     }
     std::printf("%s\n", j.dump(1).c_str());
   }

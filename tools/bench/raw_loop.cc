@@ -34,8 +34,8 @@ using Clock = std::chrono::steady_clock;
 constexpr std::uint32_t kMagic = 0x52415742;  // "RAWB"
 constexpr std::uint32_t kVersion = 1;
 constexpr std::size_t kMaxBlob = 4096;
-constexpr std::size_t kCqBatch = 64;  // entries per fi_cq_read, like fabtests' bulk reads
-constexpr std::size_t kRxDepth = 2;   // pre-posted receives; ping-pong needs 1, keep slack
+constexpr std::size_t kCqBatch = 64;            // entries per fi_cq_read, like fabtests' bulk reads
+constexpr std::size_t kRxDepth = 2;             // pre-posted receives; ping-pong needs 1, keep slack
 constexpr std::uint64_t kTimeCheckMask = 255;   // clock read every 256 polls
 constexpr std::uint64_t kCtrlCheckMask = 1023;  // recv(MSG_DONTWAIT) every 1024 polls
 // Same bit pattern as FI_ADDR_UNSPEC, spelled without the header's C-style cast.
@@ -46,13 +46,10 @@ constexpr char kAbortByte = 'A';
 constexpr char kReadyByte = 'R';
 
 std::string fi_error(const char* what, long ret) {
-  return std::string(what) + ": " + fi_strerror(static_cast<int>(-ret)) + " (" +
-         std::to_string(ret) + ")";
+  return std::string(what) + ": " + fi_strerror(static_cast<int>(-ret)) + " (" + std::to_string(ret) + ")";
 }
 
-std::string sys_error(const char* what, int e) {
-  return std::string(what) + ": " + std::strerror(e);
-}
+std::string sys_error(const char* what, int e) { return std::string(what) + ": " + std::strerror(e); }
 
 int remaining_ms(Clock::time_point deadline) {
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
@@ -79,8 +76,7 @@ bool wait_fd(int fd, short events, Clock::time_point deadline, std::string* err)
 
 // Blocking-socket I/O, but every wait is bounded by the deadline (poll first,
 // then a non-blocking syscall), and MSG_NOSIGNAL so a dead peer is an error.
-bool write_all(int fd, const void* data, std::size_t len, Clock::time_point deadline,
-               std::string* err) {
+bool write_all(int fd, const void* data, std::size_t len, Clock::time_point deadline, std::string* err) {
   const auto* p = static_cast<const unsigned char*>(data);
   while (len > 0) {
     if (!wait_fd(fd, POLLOUT, deadline, err)) return false;
@@ -96,8 +92,7 @@ bool write_all(int fd, const void* data, std::size_t len, Clock::time_point dead
   return true;
 }
 
-bool read_all(int fd, void* data, std::size_t len, Clock::time_point deadline,
-              std::string* err) {
+bool read_all(int fd, void* data, std::size_t len, Clock::time_point deadline, std::string* err) {
   auto* p = static_cast<unsigned char*>(data);
   while (len > 0) {
     if (!wait_fd(fd, POLLIN, deadline, err)) return false;
@@ -216,7 +211,7 @@ struct RawPeer::Impl {
   std::vector<OpCtx> rx_ctx;
   std::vector<OpCtx*> tx_free;
   std::vector<OpCtx*> rx_pending;  // receive slots that need (re)posting
-  std::uint64_t tx_done = 0;  // cumulative; an RMA round waits for all of its own
+  std::uint64_t tx_done = 0;       // cumulative; an RMA round waits for all of its own
   // Messages received but not yet consumed by a round_trip loop. A credit count,
   // not a per-round base: the peer may legitimately send round N+1's first message
   // while we are still polling at the tail of round N, and that message must not
@@ -244,8 +239,7 @@ struct RawPeer::Impl {
   unsigned char* rx_slot(std::size_t i) const { return tx_slot() + (1 + i) * slot_size; }
 
   bool setup(std::string* err);
-  bool register_mr(void* buf, std::size_t len, std::uint64_t access, std::uint64_t key,
-                   fid_mr** mr, std::string* err);
+  bool register_mr(void* buf, std::size_t len, std::uint64_t access, std::uint64_t key, fid_mr** mr, std::string* err);
   bool exchange(Clock::time_point deadline, std::string* err);
   bool post_rx(OpCtx* c, std::string* err);
   long poll_cq(std::string* err);
@@ -256,9 +250,8 @@ struct RawPeer::Impl {
     std::uint64_t n = 0;
   };
   Wait start_wait() const {
-    return Wait{Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                   std::chrono::duration<double>(cfg.timeout_sec)),
-                0};
+    return Wait{
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(cfg.timeout_sec)), 0};
   }
   enum class Step { go, end_of_round, fail };
   Step step(Wait* w, bool expect_end, bool* peer_failed, std::string* err);
@@ -280,15 +273,13 @@ bool RawPeer::Impl::setup(std::string* err) {
   hints->ep_attr->type = FI_EP_RDM;
   hints->caps = FI_MSG | FI_RMA;
   hints->mode = FI_CONTEXT;
-  hints->domain_attr->mr_mode =
-      FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+  hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
   // Single-threaded use: lets util-based providers (rxm, shm) elide locks.
   hints->domain_attr->threading = FI_THREAD_DOMAIN;
   if (!cfg.prov_name.empty()) hints->fabric_attr->prov_name = ::strdup(cfg.prov_name.c_str());
   const char* node = cfg.node.empty() ? nullptr : cfg.node.c_str();
   const std::uint64_t flags = node ? FI_SOURCE : 0;
-  int ret = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), node, nullptr, flags,
-                       hints, &info);
+  int ret = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), node, nullptr, flags, hints, &info);
   fi_freeinfo(hints);  // also frees the strdup'ed prov_name
   if (ret) {
     info = nullptr;
@@ -309,16 +300,14 @@ bool RawPeer::Impl::setup(std::string* err) {
   fi_cq_attr cq_attr{};
   cq_attr.format = FI_CQ_FORMAT_CONTEXT;
   cq_attr.wait_obj = FI_WAIT_NONE;  // busy-polled, no fd/signal overhead
-  cq_attr.size = std::max<std::size_t>(info->tx_attr->size + info->rx_attr->size,
-                                       window + kRxDepth);
+  cq_attr.size = std::max<std::size_t>(info->tx_attr->size + info->rx_attr->size, window + kRxDepth);
   if ((ret = fi_cq_open(domain, &cq_attr, &cq, nullptr))) {
     *err = fi_error("fi_cq_open", ret);
     return false;
   }
 
   fi_av_attr av_attr{};
-  av_attr.type = info->domain_attr->av_type != FI_AV_UNSPEC ? info->domain_attr->av_type
-                                                            : FI_AV_MAP;
+  av_attr.type = info->domain_attr->av_type != FI_AV_UNSPEC ? info->domain_attr->av_type : FI_AV_MAP;
   av_attr.count = 1;
   if ((ret = fi_av_open(domain, &av_attr, &av, nullptr))) {
     *err = fi_error("fi_av_open", ret);
@@ -365,12 +354,10 @@ bool RawPeer::Impl::setup(std::string* err) {
     key_mask = (std::uint64_t{1} << (8 * info->domain_attr->mr_key_size)) - 1;
   std::mt19937_64 rng(std::random_device{}());
   const std::uint64_t key0 = (rng() & key_mask) & ~std::uint64_t{1};
-  if (!register_mr(rma_buf.get(), cfg.max_size,
-                   FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE, key0, &rma_mr, err))
+  if (!register_mr(rma_buf.get(), cfg.max_size, FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE, key0, &rma_mr,
+                   err))
     return false;
-  if (!register_mr(msg_buf.get(), (1 + kRxDepth) * slot_size, FI_SEND | FI_RECV, key0 | 1,
-                   &msg_mr, err))
-    return false;
+  if (!register_mr(msg_buf.get(), (1 + kRxDepth) * slot_size, FI_SEND | FI_RECV, key0 | 1, &msg_mr, err)) return false;
   rma_desc = fi_mr_desc(rma_mr);
   msg_desc = fi_mr_desc(msg_mr);
   rma_key = fi_mr_key(rma_mr);
@@ -395,8 +382,8 @@ bool RawPeer::Impl::setup(std::string* err) {
   return true;
 }
 
-bool RawPeer::Impl::register_mr(void* buf, std::size_t len, std::uint64_t access,
-                                std::uint64_t key, fid_mr** mr, std::string* err) {
+bool RawPeer::Impl::register_mr(void* buf, std::size_t len, std::uint64_t access, std::uint64_t key, fid_mr** mr,
+                                std::string* err) {
   int ret = fi_mr_reg(domain, buf, len, access, 0, key, 0, mr, nullptr);
   if (ret) {
     *err = fi_error("fi_mr_reg", ret);
@@ -456,15 +443,15 @@ bool RawPeer::Impl::exchange(Clock::time_point deadline, std::string* err) {
   BlobReader r(blob);
   std::uint32_t magic = 0, version = 0;
   std::vector<unsigned char> peer_prov, peer_addr;
-  if (!r.get(&magic) || !r.get(&version) || magic != kMagic || version != kVersion ||
-      !r.get(&peer_base) || !r.get(&peer_key) || !r.get(&peer_len) || !r.get_bytes(&peer_prov) ||
-      !r.get_bytes(&peer_addr) || peer_addr.empty()) {
+  if (!r.get(&magic) || !r.get(&version) || magic != kMagic || version != kVersion || !r.get(&peer_base) ||
+      !r.get(&peer_key) || !r.get(&peer_len) || !r.get_bytes(&peer_prov) || !r.get_bytes(&peer_addr) ||
+      peer_addr.empty()) {
     *err = "address exchange: malformed peer blob";
     return false;
   }
   if (std::string(peer_prov.begin(), peer_prov.end()) != prov) {
-    *err = "address exchange: peer picked provider '" +
-           std::string(peer_prov.begin(), peer_prov.end()) + "', we picked '" + prov + "'";
+    *err = "address exchange: peer picked provider '" + std::string(peer_prov.begin(), peer_prov.end()) +
+           "', we picked '" + prov + "'";
     return false;
   }
   if (peer_addr == addr) {
@@ -523,8 +510,7 @@ long RawPeer::Impl::poll_cq(std::string* err) {
     }
     char buf[256];
     const char* detail = fi_cq_strerror(cq, e.prov_errno, e.err_data, buf, sizeof(buf));
-    *err = std::string("completion error: ") + fi_strerror(e.err) + " (prov: " +
-           (detail ? detail : "?") + ")";
+    *err = std::string("completion error: ") + fi_strerror(e.err) + " (prov: " + (detail ? detail : "?") + ")";
     return -1;
   } else {
     *err = fi_error("fi_cq_read", n);
@@ -550,8 +536,7 @@ long RawPeer::Impl::poll_cq(std::string* err) {
   return static_cast<long>(n);
 }
 
-RawPeer::Impl::Step RawPeer::Impl::step(Wait* w, bool expect_end, bool* peer_failed,
-                                        std::string* err) {
+RawPeer::Impl::Step RawPeer::Impl::step(Wait* w, bool expect_end, bool* peer_failed, std::string* err) {
   if (poll_cq(err) < 0) return Step::fail;
   ++w->n;
   if ((w->n & kTimeCheckMask) == 0 && Clock::now() > w->deadline) {
@@ -619,8 +604,7 @@ bool RawPeer::Impl::drain_tx(Wait* w, bool* peer_failed, std::string* err) {
 RawPeer::RawPeer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 RawPeer::~RawPeer() = default;
 
-std::unique_ptr<RawPeer> RawPeer::open(const RawConfig& cfg, int ctrl_fd, bool server,
-                                       std::string* err) {
+std::unique_ptr<RawPeer> RawPeer::open(const RawConfig& cfg, int ctrl_fd, bool server, std::string* err) {
   std::string local_err;
   if (!err) err = &local_err;
   if (cfg.max_size == 0) {
@@ -638,8 +622,7 @@ std::unique_ptr<RawPeer> RawPeer::open(const RawConfig& cfg, int ctrl_fd, bool s
   // Barrier: neither side starts traffic before the other has its AV entry and
   // receives in place, so round 1 never measures the unexpected-message path.
   char b = kReadyByte;
-  if (!write_all(ctrl_fd, &b, 1, deadline, err) || !read_all(ctrl_fd, &b, 1, deadline, err))
-    return nullptr;
+  if (!write_all(ctrl_fd, &b, 1, deadline, err) || !read_all(ctrl_fd, &b, 1, deadline, err)) return nullptr;
   if (b != kReadyByte) {
     *err = "open: bad barrier byte from peer";
     return nullptr;
@@ -669,8 +652,8 @@ double RawPeer::run(Workload w, std::size_t size, std::size_t iterations, std::s
       if (!m.post_send(len, &wait, &peer_failed, err)) return fail();
       while (m.rx_ready == 0)
         if (m.step(&wait, false, &peer_failed, err) == Impl::Step::fail) {
-          *err += " (round_trip: waiting for reply " + std::to_string(i + 1) + " of " +
-                  std::to_string(iterations) + ")";
+          *err +=
+              " (round_trip: waiting for reply " + std::to_string(i + 1) + " of " + std::to_string(iterations) + ")";
           return fail();
         }
       --m.rx_ready;
@@ -692,13 +675,10 @@ double RawPeer::run(Workload w, std::size_t size, std::size_t iterations, std::s
   while (m.tx_done - tx_base < iterations) {
     // Top the window up; -FI_EAGAIN means the provider queue is full, so fall
     // through to polling (which frees resources) and retry.
-    while (posted < iterations && !m.tx_free.empty() &&
-           (window == 0 || posted - (m.tx_done - tx_base) < window)) {
+    while (posted < iterations && !m.tx_free.empty() && (window == 0 || posted - (m.tx_done - tx_base) < window)) {
       OpCtx* c = m.tx_free.back();
-      ssize_t ret = is_write ? fi_write(m.ep, local, size, m.rma_desc, m.peer, m.peer_base,
-                                        m.peer_key, c)
-                             : fi_read(m.ep, local, size, m.rma_desc, m.peer, m.peer_base,
-                                       m.peer_key, c);
+      ssize_t ret = is_write ? fi_write(m.ep, local, size, m.rma_desc, m.peer, m.peer_base, m.peer_key, c)
+                             : fi_read(m.ep, local, size, m.rma_desc, m.peer, m.peer_base, m.peer_key, c);
       if (ret == -FI_EAGAIN) break;
       if (ret) {
         *err = fi_error(is_write ? "fi_write" : "fi_read", ret);
@@ -708,8 +688,8 @@ double RawPeer::run(Workload w, std::size_t size, std::size_t iterations, std::s
       ++posted;
     }
     if (m.step(&wait, false, &peer_failed, err) == Impl::Step::fail) {
-      *err += " (rma: " + std::to_string(m.tx_done - tx_base) + " of " +
-              std::to_string(iterations) + " completed, " + std::to_string(posted) + " posted)";
+      *err += " (rma: " + std::to_string(m.tx_done - tx_base) + " of " + std::to_string(iterations) + " completed, " +
+              std::to_string(posted) + " posted)";
       return fail();
     }
   }
@@ -740,8 +720,8 @@ bool RawPeer::serve(Workload w, std::size_t size, std::size_t iterations, std::s
     for (std::size_t i = 0; i < iterations; ++i) {
       while (m.rx_ready == 0)
         if (m.step(&wait, false, &peer_failed, err) == Impl::Step::fail) {
-          *err += " (round_trip: waiting for message " + std::to_string(i + 1) + " of " +
-                  std::to_string(iterations) + ")";
+          *err +=
+              " (round_trip: waiting for message " + std::to_string(i + 1) + " of " + std::to_string(iterations) + ")";
           return fail();
         }
       --m.rx_ready;

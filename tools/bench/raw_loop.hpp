@@ -15,9 +15,9 @@ namespace rawbench {
 enum class Workload { rma_write, rma_read, round_trip };
 
 struct RawConfig {
-  std::string prov_name;   // fi_info prov_name, e.g. "tcp;ofi_rxm" or "shm"
-  std::string node;        // local IPv4 address to bind (FI_SOURCE) or empty (shm)
-                           // (shm must get empty: a shared node is a shared region name)
+  std::string prov_name;            // fi_info prov_name, e.g. "tcp;ofi_rxm" or "shm"
+  std::string node;                 // local IPv4 address to bind (FI_SOURCE) or empty (shm)
+                                    // (shm must get empty: a shared node is a shared region name)
   std::size_t max_size = 4u << 20;  // largest transfer; buffers sized from it
   std::size_t window = 64;          // operations in flight (fi_rma_bw default)
   // Upper bound on open()'s address exchange and on each run()/serve() call, so a
@@ -36,8 +36,7 @@ class RawPeer {
  public:
   // Both sides call open() with the same config over an already-connected TCP
   // socket `ctrl_fd` (blocking, owned by the caller). nullptr + *err on failure.
-  static std::unique_ptr<RawPeer> open(const RawConfig& cfg, int ctrl_fd, bool server,
-                                       std::string* err);
+  static std::unique_ptr<RawPeer> open(const RawConfig& cfg, int ctrl_fd, bool server, std::string* err);
   ~RawPeer();
   RawPeer(const RawPeer&) = delete;
   RawPeer& operator=(const RawPeer&) = delete;

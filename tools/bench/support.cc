@@ -119,7 +119,8 @@ Result<std::uint16_t> exportd_start(Child& child, const std::string& program, co
     char l[512];
     while (fgets(l, sizeof l, f)) std::fputs(l, stderr);
     fclose(f);
-  }).detach();
+  })
+      .detach();
   return port;
 }
 

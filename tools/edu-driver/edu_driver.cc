@@ -57,9 +57,7 @@ Error read32(Device& device, std::uint64_t offset, std::uint32_t& value) {
   return error;
 }
 
-Error write32(Device& device, std::uint64_t offset, std::uint32_t value) {
-  return device.bar_write(offset, 4, value);
-}
+Error write32(Device& device, std::uint64_t offset, std::uint32_t value) { return device.bar_write(offset, 4, value); }
 
 // Parses a sysfs number such as "0x1234\n".
 bool attr_number(const std::string& text, std::uint32_t& value) {
@@ -82,8 +80,9 @@ Error register_wait_clear(Device& device, std::uint64_t offset, std::uint64_t ma
   for (;;) {
     if (Error error = device.bar_read(offset, width, last)) return error;
     if ((last & mask) == 0) return {};
-    if (Clock::now() >= deadline) return {ETIMEDOUT, "register " + hex(offset) + " & " + hex(mask) + " still set after " +
-                                     std::to_string(timeout.count()) + " ms"};
+    if (Clock::now() >= deadline)
+      return {ETIMEDOUT, "register " + hex(offset) + " & " + hex(mask) + " still set after " +
+                             std::to_string(timeout.count()) + " ms"};
     std::this_thread::sleep_for(interval);
     interval = std::min<std::chrono::microseconds>(interval * 2, std::chrono::milliseconds(1));
   }
@@ -97,8 +96,9 @@ Error interrupt_wait_ack(Device& device, const Options& options, std::uint32_t b
   const auto deadline = Clock::now() + options.timeout;
   for (;;) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    if (left.count() <= 0) return {ETIMEDOUT, "no interrupt " + hex(bit) + " on events within " +
-                                                  std::to_string(options.timeout.count()) + " ms"};
+    if (left.count() <= 0)
+      return {ETIMEDOUT,
+              "no interrupt " + hex(bit) + " on events within " + std::to_string(options.timeout.count()) + " ms"};
     if (Error error = device.events_wait(left, count)) return error;
     if (Error error = read32(device, kRegIrqStatus, status)) return error;
     // Acknowledge exactly what was pending, as a driver's handler does: acknowledging more
@@ -140,7 +140,8 @@ StepResult identify(Device& device) {
   if (Error error = read32(device, kRegId, id)) return step.fail(error);
   step.value("id", hex(id, 8));
   if (!id_compatible(id))
-    return step.fail("ID register " + hex(id, 8) + ", expected " + hex(kIdExpected, 8) + " (major 1, low 16 bits 0x00ed)");
+    return step.fail("ID register " + hex(id, 8) + ", expected " + hex(kIdExpected, 8) +
+                     " (major 1, low 16 bits 0x00ed)");
   return step.pass("1234:11e8, ID register " + hex(id, 8) + " (edu " + std::to_string(id >> 24) + "." +
                    std::to_string((id >> 16) & 0xff) + ")");
 }
@@ -154,7 +155,8 @@ StepResult liveness(Device& device, const Options& options) {
   step.value("written", hex(written, 8));
   step.value("read", hex(read, 8));
   if (read != static_cast<std::uint32_t>(~written))
-    return step.fail("wrote " + hex(written, 8) + ", read " + hex(read, 8) + ", expected its inverse " + hex(~written, 8));
+    return step.fail("wrote " + hex(written, 8) + ", read " + hex(read, 8) + ", expected its inverse " +
+                     hex(~written, 8));
   return step.pass("wrote " + hex(written, 8) + ", read back " + hex(read, 8));
 }
 
@@ -254,9 +256,12 @@ StepResult dma(Device& device, const Options& options) {
 
 const char* outcome_text(Outcome outcome) {
   switch (outcome) {
-    case Outcome::pass: return "pass";
-    case Outcome::fail: return "fail";
-    case Outcome::skipped: return "skipped";
+    case Outcome::pass:
+      return "pass";
+    case Outcome::fail:
+      return "fail";
+    case Outcome::skipped:
+      return "skipped";
   }
   return "fail";
 }
@@ -319,10 +324,18 @@ std::string json_escape(std::string_view text) {
   std::string out;
   for (char c : text) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           char buf[8];
@@ -348,8 +361,8 @@ std::string report_text(const Report& report, std::string_view path) {
 }
 
 std::string report_json(const Report& report, std::string_view path) {
-  std::string out = "{\"device\":\"" + json_escape(path) + "\",\"passed\":" + (report.passed() ? "true" : "false") +
-                    ",\"steps\":[";
+  std::string out =
+      "{\"device\":\"" + json_escape(path) + "\",\"passed\":" + (report.passed() ? "true" : "false") + ",\"steps\":[";
   bool first = true;
   for (const StepResult& step : report.steps) {
     if (!first) out += ",";

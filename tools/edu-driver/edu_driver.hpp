@@ -47,9 +47,7 @@ inline constexpr std::size_t kDeviceBufferSize = 4096;
 // The ID register is 0xMMmm00ed: major, minor, then 0x00ed. The driver accepts any minor
 // of major 1 (a minor release keeps the register map) but nothing else.
 inline constexpr std::uint32_t kIdExpected = 0x010000ed;
-inline constexpr bool id_compatible(std::uint32_t id) noexcept {
-  return (id & 0xffff) == 0x00ed && (id >> 24) == 0x01;
-}
+inline constexpr bool id_compatible(std::uint32_t id) noexcept { return (id & 0xffff) == 0x00ed && (id >> 24) == 0x01; }
 
 // The DMA step's IOVAs: offset == IOVA in the dma file. Neither is 0, so that a daemon
 // that got the offset wrong fails the comparison instead of passing by luck.
@@ -87,10 +85,10 @@ class Device {
 enum class Outcome { pass, fail, skipped };
 
 struct StepResult {
-  std::string step;     // "identify", "liveness", "factorial", "dma"
+  std::string step;  // "identify", "liveness", "factorial", "dma"
   Outcome outcome = Outcome::skipped;
-  std::string detail;   // what was seen (pass) or why it failed
-  Error error;          // set when a file operation failed (detail then says the same)
+  std::string detail;  // what was seen (pass) or why it failed
+  Error error;         // set when a file operation failed (detail then says the same)
   // Values worth printing, in order: name -> text (hex numbers as 0x...).
   std::vector<std::pair<std::string, std::string>> values;
 };

@@ -127,8 +127,10 @@ Error PosixDevice::bar_read(std::uint64_t offset, unsigned width, std::uint64_t&
       value = v;
       return error;
     }
-    case 8: return pread_exact(bar_fd_, &value, sizeof value, offset, "resource0");
-    default: return {EINVAL, at("pread", "resource0", offset) + " with width " + std::to_string(width)};
+    case 8:
+      return pread_exact(bar_fd_, &value, sizeof value, offset, "resource0");
+    default:
+      return {EINVAL, at("pread", "resource0", offset) + " with width " + std::to_string(width)};
   }
 }
 
@@ -138,8 +140,10 @@ Error PosixDevice::bar_write(std::uint64_t offset, unsigned width, std::uint64_t
       const auto v = static_cast<std::uint32_t>(value);
       return pwrite_exact(bar_fd_, &v, sizeof v, offset, "resource0");
     }
-    case 8: return pwrite_exact(bar_fd_, &value, sizeof value, offset, "resource0");
-    default: return {EINVAL, at("pwrite", "resource0", offset) + " with width " + std::to_string(width)};
+    case 8:
+      return pwrite_exact(bar_fd_, &value, sizeof value, offset, "resource0");
+    default:
+      return {EINVAL, at("pwrite", "resource0", offset) + " with width " + std::to_string(width)};
   }
 }
 
@@ -176,7 +180,8 @@ Error PosixDevice::events_wait(std::chrono::milliseconds timeout, std::uint32_t&
   const auto deadline = Clock::now() + timeout;
   for (;;) {
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
-    if (left.count() <= 0) return {ETIMEDOUT, "no interrupt on events within " + std::to_string(timeout.count()) + " ms"};
+    if (left.count() <= 0)
+      return {ETIMEDOUT, "no interrupt on events within " + std::to_string(timeout.count()) + " ms"};
     pollfd pfd{events_fd_, POLLIN, 0};
     const int ready = ::poll(&pfd, 1, static_cast<int>(std::min<std::int64_t>(left.count(), 60'000)));
     if (ready < 0 && errno == EINTR) continue;

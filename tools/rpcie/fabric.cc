@@ -18,8 +18,8 @@
 #include <tuple>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 #include <rdma/fabric.h>
+#include <nlohmann/json.hpp>
 
 #include "rpcie/providers/provider.hpp"
 
@@ -37,10 +37,10 @@ struct Row {
   std::string fabric;     // fabric name (tcp: the subnet)
   std::string domain;     // domain name (tcp: the interface)
   std::string addr_format;
-  std::string address;    // the source address, where it is an IP address or a string
+  std::string address;  // the source address, where it is an IP address or a string
   bool supported = false;
   bool order_saw = false;  // DMA data before the interrupt message without waiting
-  std::string note;       // why it is not supported, or what rpcie does with it
+  std::string note;        // why it is not supported, or what rpcie does with it
 };
 using RowKey = std::tuple<std::string, std::string, std::string, std::string, std::string>;
 
@@ -51,20 +51,34 @@ using InfoPtr = std::unique_ptr<fi_info, InfoDeleter>;
 
 const char* addr_format_name(std::uint32_t format) {
   switch (format) {
-    case FI_FORMAT_UNSPEC: return "unspec";
-    case FI_SOCKADDR: return "sockaddr";
-    case FI_SOCKADDR_IN: return "sockaddr_in";
-    case FI_SOCKADDR_IN6: return "sockaddr_in6";
-    case FI_SOCKADDR_IB: return "sockaddr_ib";
-    case FI_ADDR_PSMX: return "psmx";
-    case FI_ADDR_GNI: return "gni";
-    case FI_ADDR_BGQ: return "bgq";
-    case FI_ADDR_MLX: return "mlx";
-    case FI_ADDR_STR: return "str";
-    case FI_ADDR_PSMX2: return "psmx2";
-    case FI_ADDR_IB_UD: return "ib_ud";
-    case FI_ADDR_EFA: return "efa";
-    default: return "other";
+    case FI_FORMAT_UNSPEC:
+      return "unspec";
+    case FI_SOCKADDR:
+      return "sockaddr";
+    case FI_SOCKADDR_IN:
+      return "sockaddr_in";
+    case FI_SOCKADDR_IN6:
+      return "sockaddr_in6";
+    case FI_SOCKADDR_IB:
+      return "sockaddr_ib";
+    case FI_ADDR_PSMX:
+      return "psmx";
+    case FI_ADDR_GNI:
+      return "gni";
+    case FI_ADDR_BGQ:
+      return "bgq";
+    case FI_ADDR_MLX:
+      return "mlx";
+    case FI_ADDR_STR:
+      return "str";
+    case FI_ADDR_PSMX2:
+      return "psmx2";
+    case FI_ADDR_IB_UD:
+      return "ib_ud";
+    case FI_ADDR_EFA:
+      return "efa";
+    default:
+      return "other";
   }
 }
 
@@ -121,15 +135,19 @@ void rows_add(std::vector<Row>& rows, std::set<RowKey>& seen, Row row) {
 }
 
 nlohmann::json row_json(const Row& row) {
-  return {{"provider", row.provider}, {"libfabric", row.libfabric}, {"fabric", row.fabric},
-          {"domain", row.domain},     {"addr_format", row.addr_format}, {"address", row.address},
-          {"supported", row.supported}, {"order_saw", row.order_saw}, {"note", row.note}};
+  return {{"provider", row.provider},   {"libfabric", row.libfabric},     {"fabric", row.fabric},
+          {"domain", row.domain},       {"addr_format", row.addr_format}, {"address", row.address},
+          {"supported", row.supported}, {"order_saw", row.order_saw},     {"note", row.note}};
 }
 
 void rows_print_text(const std::vector<Row>& rows) {
   const char* header[] = {"PROVIDER", "LIBFABRIC", "FABRIC", "DOMAIN", "FORMAT", "ADDRESS", "SUPPORTED"};
   auto cells = [](const Row& row) {
-    return std::array<std::string, 7>{row.provider, row.libfabric, row.fabric, row.domain, row.addr_format,
+    return std::array<std::string, 7>{row.provider,
+                                      row.libfabric,
+                                      row.fabric,
+                                      row.domain,
+                                      row.addr_format,
                                       row.address.empty() ? "-" : row.address,
                                       row.supported ? "yes" : "no (" + row.note + ")"};
   };
@@ -161,7 +179,8 @@ int error_exit(const std::string& text, int code) {
 
 FabricCommand& fabric_add(CLI::App& parent, std::string& output) {
   static FabricCommand command;
-  command.app = parent.add_subcommand("fabric", "list the libfabric providers usable here and whether rpcie supports them");
+  command.app =
+      parent.add_subcommand("fabric", "list the libfabric providers usable here and whether rpcie supports them");
   command.app->add_option("-p,--provider", command.provider, "only this provider: tcp, shm, verbs, efa");
   command.app->add_flag("-a,--all", command.all, "also list the RDM providers rpcie does not use");
   command.app->add_option("-o,--output", output, "text or json")->check(CLI::IsMember({"text", "json"}));
@@ -202,8 +221,10 @@ int fabric_list(const FabricCommand& command, bool json) {
       Row row = row_make(*info);
       row.provider = adapter->name();
       row.supported = adapter->info_accept(*info);
-      if (!row.supported) row.note = "offers no RDM endpoint with messages and RMA";
-      else if (!row.order_saw) row.note = "no FI_ORDER_SAW: interrupts wait for DMA write completions";
+      if (!row.supported)
+        row.note = "offers no RDM endpoint with messages and RMA";
+      else if (!row.order_saw)
+        row.note = "no FI_ORDER_SAW: interrupts wait for DMA write completions";
       rows_add(rows, seen, std::move(row));
     }
   }
@@ -224,9 +245,12 @@ int fabric_list(const FabricCommand& command, bool json) {
       Row row = row_make(*info);
       const prov::ProviderAdapter* adapter = adapter_of(row.libfabric);
       row.provider = adapter != nullptr ? std::string(adapter->name()) : row.libfabric;
-      if (adapter != nullptr) row.note = "does not grant what rpcie asks for (caps, ordering or mr_mode)";
-      else if (row.libfabric == "tcp" || row.libfabric == "verbs") row.note = "rpcie uses it through ofi_rxm";
-      else row.note = "rpcie has no adapter for it";
+      if (adapter != nullptr)
+        row.note = "does not grant what rpcie asks for (caps, ordering or mr_mode)";
+      else if (row.libfabric == "tcp" || row.libfabric == "verbs")
+        row.note = "rpcie uses it through ofi_rxm";
+      else
+        row.note = "rpcie has no adapter for it";
       rows_add(rows, seen, std::move(row));
     }
   }

@@ -9,13 +9,13 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "fabric.hpp"
 #include "rpcie/auth.hpp"
 #include "rpcie/bootstrap.hpp"
 #include "rpcie/client.hpp"
 #include "rpcie/control.hpp"
-#include "rpcie/units.hpp"
 #include "rpcie/log.hpp"
-#include "fabric.hpp"
+#include "rpcie/units.hpp"
 
 namespace {
 
@@ -40,9 +40,12 @@ std::string size_text(std::uint64_t bytes) {
 
 const char* kind_text(rpcie::proto::BarKind k) {
   switch (k) {
-    case rpcie::proto::BarKind::registers: return "registers";
-    case rpcie::proto::BarKind::memory: return "memory";
-    case rpcie::proto::BarKind::io: return "io";
+    case rpcie::proto::BarKind::registers:
+      return "registers";
+    case rpcie::proto::BarKind::memory:
+      return "memory";
+    case rpcie::proto::BarKind::io:
+      return "io";
   }
   return "unknown";
 }
@@ -50,8 +53,12 @@ const char* kind_text(rpcie::proto::BarKind k) {
 nlohmann::json export_json(const ExportDesc& e) {
   nlohmann::json bars = nlohmann::json::array();
   for (const auto& b : e.bars)
-    bars.push_back({{"bar", b.bar}, {"size", b.size}, {"type", kind_text(b.kind)}, {"64bit", b.is_64bit},
-                    {"readonly", b.readonly}, {"direct", b.direct}});
+    bars.push_back({{"bar", b.bar},
+                    {"size", b.size},
+                    {"type", kind_text(b.kind)},
+                    {"64bit", b.is_64bit},
+                    {"readonly", b.readonly},
+                    {"direct", b.direct}});
   return {{"name", e.name},
           {"backend", e.backend},
           {"vendor", hex(e.vendor, 4)},
@@ -75,7 +82,9 @@ void list_print_text(const std::vector<ExportDesc>& exports) {
     for (const auto& b : e.bars) {
       if (!bars.empty()) bars += " ";
       bars += std::to_string(b.bar) + ":" + size_text(b.size) + "(" +
-              (b.kind == rpcie::proto::BarKind::memory ? "mem" : b.kind == rpcie::proto::BarKind::io ? "io" : "reg") +
+              (b.kind == rpcie::proto::BarKind::memory ? "mem"
+               : b.kind == rpcie::proto::BarKind::io   ? "io"
+                                                       : "reg") +
               (b.readonly ? ",ro" : "") + ")";
     }
     char id[16];
@@ -108,9 +117,12 @@ int control_run(const std::string& control_flag, const nlohmann::json& request, 
   const auto path = rpcie::control::socket_path_resolve(control_flag);
   auto answer = rpcie::control::call(path, request, rpcie::Deadline::after(std::chrono::seconds(timeout_s)));
   if (!answer) return error_exit(answer.error().message);
-  if (json) std::printf("%s\n", answer->dump().c_str());
-  else text(*answer);
-  if (answer->contains("warning")) std::fprintf(stderr, "rpcie: warning: %s\n", (*answer)["warning"].get<std::string>().c_str());
+  if (json)
+    std::printf("%s\n", answer->dump().c_str());
+  else
+    text(*answer);
+  if (answer->contains("warning"))
+    std::fprintf(stderr, "rpcie: warning: %s\n", (*answer)["warning"].get<std::string>().c_str());
   return 0;
 }
 
@@ -174,35 +186,42 @@ int main(int argc, char** argv) {
   if (*keygen) {
     auto r = rpcie::auth::key_generate_file(key_file, force);
     if (!r) return error_exit(r.error().describe());
-    if (json) std::printf("%s\n", nlohmann::json{{"key_file", key_file}}.dump().c_str());
-    else std::printf("wrote a new key to %s (mode 0600); copy it to the other server over a secure channel\n",
-                     key_file.c_str());
+    if (json)
+      std::printf("%s\n", nlohmann::json{{"key_file", key_file}}.dump().c_str());
+    else
+      std::printf("wrote a new key to %s (mode 0600); copy it to the other server over a secure channel\n",
+                  key_file.c_str());
     return 0;
   }
 
   if (*attach) {
     auto address = rpcie::address_parse(remote, rpcie::kDefaultPort);
     if (!address) return error_exit(address.error().message, 2);
-    nlohmann::json request{{"op", "attach"}, {"host", address->first}, {"port", address->second}, {"export", export_name}};
+    nlohmann::json request{
+        {"op", "attach"}, {"host", address->first}, {"port", address->second}, {"export", export_name}};
     if (!window.empty()) {
       auto bytes = rpcie::size_parse(window);
-      if (!bytes || *bytes == 0) return error_exit("--dma-window: expected a size such as 16M, got '" + window + "'", 2);
+      if (!bytes || *bytes == 0)
+        return error_exit("--dma-window: expected a size such as 16M, got '" + window + "'", 2);
       request["dma_window"] = *bytes;
     }
     return control_run(control_path, request, control_timeout_s, json, [](const nlohmann::json& a) {
-      std::printf("%s %s %s\n", a.value("device", "").c_str(), a.value("path", "").c_str(), a.value("sysfs", "").c_str());
+      std::printf("%s %s %s\n", a.value("device", "").c_str(), a.value("path", "").c_str(),
+                  a.value("sysfs", "").c_str());
     });
   }
   if (*detach) {
     nlohmann::json request{{"op", "detach"}};
-    if (all) request["all"] = true;
-    else request["device"] = device.substr(device.rfind('/') + 1);  // /dev/rpcie0 -> rpcie0
+    if (all)
+      request["all"] = true;
+    else
+      request["device"] = device.substr(device.rfind('/') + 1);  // /dev/rpcie0 -> rpcie0
     return control_run(control_path, request, control_timeout_s, json, [](const nlohmann::json& a) {
-      for (const auto& n : a.value("detached", nlohmann::json::array())) std::printf("detached %s\n", n.get<std::string>().c_str());
+      for (const auto& n : a.value("detached", nlohmann::json::array()))
+        std::printf("detached %s\n", n.get<std::string>().c_str());
     });
   }
-  if (*status)
-    return control_run(control_path, {{"op", "status"}}, control_timeout_s, json, status_print_text);
+  if (*status) return control_run(control_path, {{"op", "status"}}, control_timeout_s, json, status_print_text);
 
   auto address = rpcie::address_parse(remote, rpcie::kDefaultPort);
   if (!address) return error_exit(address.error().message, 2);

@@ -208,7 +208,8 @@ int connect(const ConnectOptions& o) {
       const proto::Pong* pong = r ? std::get_if<proto::Pong>(&(*r)->message) : nullptr;
       if (!pong || proto::checksum_fnv1a(pong->data) != proto::checksum_fnv1a(data) || pong->data.size() != size) {
         ok = false;
-        detail = "echo of " + std::to_string(size) + " bytes: " + (r ? std::string("payload differs") : r.error().describe());
+        detail = "echo of " + std::to_string(size) +
+                 " bytes: " + (r ? std::string("payload differs") : r.error().describe());
         break;
       }
       ++id;
@@ -224,7 +225,8 @@ int connect(const ConnectOptions& o) {
     if (s) s = ch.message_send(proto::Ping{probe}, 200, deadline());
     auto r = s ? reply(200) : tl::unexpected(s.error());
     bool ok = r && std::holds_alternative<proto::Pong>((*r)->message);
-    checks.push_back({"malformed", ok, ok ? "garbage dropped, next ping answered" : (r ? "unexpected reply" : r.error().describe())});
+    checks.push_back({"malformed", ok,
+                      ok ? "garbage dropped, next ping answered" : (r ? "unexpected reply" : r.error().describe())});
   }
 
   auto remote = (*session)->peer_region(kRegionId);
@@ -257,7 +259,8 @@ int connect(const ConnectOptions& o) {
     if (r) r = ch.rma_flush(deadline());
     std::uint64_t got = proto::checksum_fnv1a(std::span(memory->data(), span));
     bool ok = r && got == written;
-    checks.push_back({"rma_read", ok, ok ? std::to_string(span) + " bytes read back" : (r ? "data differs" : r.error().describe())});
+    checks.push_back(
+        {"rma_read", ok, ok ? std::to_string(span) + " bytes read back" : (r ? "data differs" : r.error().describe())});
   }
   // 5. Out-of-range RMA is refused locally with EINVAL, and the channel stays healthy.
   {
@@ -283,8 +286,9 @@ int connect(const ConnectOptions& o) {
   } else {
     std::string max = ch.max_transfer() >= (std::size_t{1} << 62) ? "unlimited" : std::to_string(ch.max_transfer());
     std::printf("provider %s, %llu rma chunks (max transfer %s), write-then-message ordering by %s\n",
-                (*session)->peer().provider.c_str(), static_cast<unsigned long long>(stats.rma_writes + stats.rma_reads),
-                max.c_str(), ch.delivery_complete() ? "delivery-complete" : "FI_ORDER_SAW");
+                (*session)->peer().provider.c_str(),
+                static_cast<unsigned long long>(stats.rma_writes + stats.rma_reads), max.c_str(),
+                ch.delivery_complete() ? "delivery-complete" : "FI_ORDER_SAW");
     for (const auto& c : checks) std::printf("%-4s %-10s %s\n", c.ok ? "ok" : "FAIL", c.name.c_str(), c.detail.c_str());
   }
   return all ? 0 : 1;

@@ -35,11 +35,11 @@
 namespace rpcie::auth {
 
 inline constexpr const char* kDefaultKeyPath = "/etc/rpcie/psk";
-inline constexpr std::size_t kKeyMinBytes = 32;       // a key shorter than this is refused
-inline constexpr std::size_t kKeyMaxBytes = 128;      // ... and a longer one too
-inline constexpr std::size_t kKeyFileMaxBytes = 4096; // a key file larger than this is refused
+inline constexpr std::size_t kKeyMinBytes = 32;        // a key shorter than this is refused
+inline constexpr std::size_t kKeyMaxBytes = 128;       // ... and a longer one too
+inline constexpr std::size_t kKeyFileMaxBytes = 4096;  // a key file larger than this is refused
 inline constexpr std::size_t kNonceBytes = 32;
-inline constexpr std::size_t kMacBytes = 32;          // HMAC-SHA256 (crypto_auth_hmacsha256)
+inline constexpr std::size_t kMacBytes = 32;  // HMAC-SHA256 (crypto_auth_hmacsha256)
 inline constexpr std::size_t kSessionKeyBytes = 32;
 inline constexpr std::size_t kClientNameMax = 64;
 

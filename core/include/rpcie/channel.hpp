@@ -113,8 +113,7 @@ class Channel {
   // send order.
   Result<void> message_send(const proto::Message& message, std::uint64_t request_id, Deadline deadline);
   // Sends `message` so that the peer handles it only after all earlier RMA writes are visible.
-  Result<void> message_send_after_writes(const proto::Message& message, std::uint64_t request_id,
-                                         Deadline deadline);
+  Result<void> message_send_after_writes(const proto::Message& message, std::uint64_t request_id, Deadline deadline);
   // Sends bytes that are already one encoded message (forwarding, and tests that must put
   // malformed input on the wire). At most proto::kMaxMessage bytes.
   Result<void> bytes_send(std::span<const std::uint8_t> bytes, Deadline deadline);
@@ -181,8 +180,8 @@ class Channel {
   template <class Ready>
   // `spin_for`: how long activity keeps the thread busy-polling (options_.spin unless given;
   // zero never spins).
-  Result<bool> poll_until(Ready&& ready, Deadline deadline, Deadline::Clock::time_point spin_end,
-                          bool carry = false, std::optional<std::chrono::microseconds> spin_for = std::nullopt);
+  Result<bool> poll_until(Ready&& ready, Deadline deadline, Deadline::Clock::time_point spin_end, bool carry = false,
+                          std::optional<std::chrono::microseconds> spin_for = std::nullopt);
 
   std::unique_ptr<Fabric> fabric_;
   fi_addr_t peer_ = FI_ADDR_UNSPEC;
@@ -193,7 +192,7 @@ class Channel {
   mutable std::mutex lock_;
   std::optional<HostBuffer> message_memory_;
   std::optional<MemoryRegion> message_region_;
-  std::vector<std::unique_ptr<Op>> ops_;       // owns every Op; contexts point into them
+  std::vector<std::unique_ptr<Op>> ops_;  // owns every Op; contexts point into them
   std::vector<Op*> send_free_;
   std::vector<Op*> rma_free_;
   // Completed receives by posting order (ring of recv_depth), delivered in that order.

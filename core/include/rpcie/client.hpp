@@ -84,9 +84,9 @@ struct ExportDesc {
 };
 
 struct ClientOptions {
-  std::string name;              // client name the exporter knows the key by (default: host name)
+  std::string name;                      // client name the exporter knows the key by (default: host name)
   std::shared_ptr<const auth::Key> key;  // required
-  SessionOptions session;        // provider choice, channel tuning
+  SessionOptions session;                // provider choice, channel tuning
   // After an API call that received (a read, a flush, interrupt_wait), the background
   // receiver stands aside this long, leaving the fabric to the application's next call
   // (waking it between back-to-back calls costs a context switch each). Interrupts that
@@ -176,7 +176,8 @@ class Attachment {
   // taken the data, every later request is ordered behind it (FI_ORDER_SAW; without it the
   // write is delivery-complete before returning), and a link lost before it lands fails the
   // next operation. Through the bounce buffer a write has reached the BAR on return.
-  Result<void> bar_write(std::uint8_t bar, std::uint64_t offset, std::span<const std::uint8_t> bytes, Deadline deadline);
+  Result<void> bar_write(std::uint8_t bar, std::uint64_t offset, std::span<const std::uint8_t> bytes,
+                         Deadline deadline);
   Result<void> bar_read(std::uint8_t bar, std::uint64_t offset, std::span<std::uint8_t> bytes, Deadline deadline);
   // bar_read without the copy into a caller's buffer: `take(at, piece)` sees each piece of
   // [offset, +length) where it arrived, in the attachment's registered staging buffer (in

@@ -24,14 +24,14 @@
 #include <rdma/fi_endpoint.h>
 
 #include "rpcie/memory.hpp"
-#include "rpcie/result.hpp"
 #include "rpcie/providers/provider.hpp"
+#include "rpcie/result.hpp"
 
 namespace rpcie {
 
 struct FabricOptions {
   const providers::ProviderAdapter* adapter = nullptr;  // required
-  std::string node;             // local IP of the bootstrap socket (used if the adapter binds by address)
+  std::string node;  // local IP of the bootstrap socket (used if the adapter binds by address)
   std::size_t cq_size = 1024;
   // Give the CQ a wait fd (where the provider has one) so that an idle thread can sleep in
   // poll(2) instead of backing off with sleeps of up to ChannelOptions::backoff_max. The

@@ -34,8 +34,8 @@ void log(LogLevel level, std::string_view subsystem, fmt::format_string<Args...>
 #define RPCIE_LOG_INFO(sub, ...) ::rpcie::log(::rpcie::LogLevel::info, sub, __VA_ARGS__)
 #define RPCIE_LOG_DEBUG(sub, ...) ::rpcie::log(::rpcie::LogLevel::debug, sub, __VA_ARGS__)
 // Logs the first occurrence at this call site only.
-#define RPCIE_LOG_ONCE(level, sub, ...)                                   \
-  do {                                                                    \
-    static std::atomic<bool> rpcie_logged_once{false};                    \
+#define RPCIE_LOG_ONCE(level, sub, ...)                                           \
+  do {                                                                            \
+    static std::atomic<bool> rpcie_logged_once{false};                            \
     if (!rpcie_logged_once.exchange(true)) ::rpcie::log(level, sub, __VA_ARGS__); \
   } while (0)

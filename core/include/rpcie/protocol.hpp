@@ -43,19 +43,20 @@ inline constexpr std::size_t kMaxErrorText = 1024;
 inline constexpr std::uint16_t kMaxVector = 2048;  // MSI-X allows 2048 vectors
 inline constexpr std::uint8_t kMaxBar = 5;
 inline constexpr std::uint32_t kConfigSpaceSize = 4096;
-inline constexpr std::size_t kMaxNameText = 64;       // export names, client names, holders
+inline constexpr std::size_t kMaxNameText = 64;  // export names, client names, holders
 inline constexpr std::size_t kMaxBackendName = 32;
-inline constexpr std::size_t kMaxExports = 128;       // entries in one list_reply
+inline constexpr std::size_t kMaxExports = 128;  // entries in one list_reply
 inline constexpr std::size_t kMaxBarRegions = 6;
-inline constexpr std::size_t kAuthBytes = 32;         // nonces and proofs: exactly this long
-inline constexpr std::size_t kMacTrailer = 32;        // per-frame MAC after the message
-inline constexpr std::size_t kMaxBatch = 256;         // writes in one mmio_write_batch
+inline constexpr std::size_t kAuthBytes = 32;            // nonces and proofs: exactly this long
+inline constexpr std::size_t kMacTrailer = 32;           // per-frame MAC after the message
+inline constexpr std::size_t kMaxBatch = 256;            // writes in one mmio_write_batch
 inline constexpr std::size_t kMaxPushBytes = 32 * 1024;  // window bytes in one window_push
 
 // Region ids that one side looks up in the other's hello (docs/protocol.md 8.6).
 inline constexpr std::uint32_t kRegionWindow = 0;   // client: the DMA window
 inline constexpr std::uint32_t kRegionBounce = 16;  // exporter: bounce buffer of BARs that are not plain memory
-inline constexpr std::uint32_t kRegionMirror = 18;  // exporter: mirror of the window (remote write with kAttachWindowPush)
+// exporter: mirror of the window (remote write with kAttachWindowPush)
+inline constexpr std::uint32_t kRegionMirror = 18;
 
 enum class MsgType : std::uint8_t {
   hello = 1,
@@ -111,18 +112,18 @@ struct RegionDescriptor {
 
 // Bootstrap: the client's introduction (hello) and the server's answer (hello_ack).
 struct Hello {
-  std::string_view provider;                 // fabric_name of the adapter in use
-  std::string_view host;                     // sender's host name (same-host detection)
+  std::string_view provider;  // fabric_name of the adapter in use
+  std::string_view host;      // sender's host name (same-host detection)
   std::span<const std::uint8_t> fabric_address;
-  std::vector<RegionDescriptor> regions;     // at most kMaxRegions
-  std::span<const std::uint8_t> nonce;       // sender's challenge for mutual authentication
-                                             // (at most kMaxNonce; ignored by peers without it)
+  std::vector<RegionDescriptor> regions;  // at most kMaxRegions
+  std::span<const std::uint8_t> nonce;    // sender's challenge for mutual authentication
+                                          // (at most kMaxNonce; ignored by peers without it)
 };
 struct HelloAck : Hello {};
 
 struct ErrorMsg {
-  std::int32_t code = 0;      // positive errno value
-  std::string_view text;      // at most kMaxErrorText bytes
+  std::int32_t code = 0;  // positive errno value
+  std::string_view text;  // at most kMaxErrorText bytes
 };
 
 struct Ping {
@@ -142,7 +143,7 @@ struct ConfigRead {
 struct ConfigWrite {
   std::uint16_t offset = 0;
   std::uint8_t width = 4;
-  std::uint32_t value = 0;   // must fit in width
+  std::uint32_t value = 0;  // must fit in width
 };
 struct MmioRead {
   std::uint8_t bar = 0;      // 0..5
@@ -153,10 +154,10 @@ struct MmioWrite {
   std::uint8_t bar = 0;
   std::uint8_t width = 4;
   std::uint64_t offset = 0;
-  std::uint64_t value = 0;   // must fit in width
+  std::uint64_t value = 0;  // must fit in width
 };
 struct ReadReply {
-  std::int32_t status = 0;   // 0 or a positive errno value
+  std::int32_t status = 0;  // 0 or a positive errno value
   std::uint64_t value = 0;
 };
 struct WriteAck {
@@ -178,17 +179,17 @@ struct RmaNotify {
 // --- Authentication (bootstrap; docs/auth.md) ---
 // Client -> server: who I am and my challenge.
 struct AuthHello {
-  std::string_view client;               // 1..kMaxNameText bytes
-  std::span<const std::uint8_t> nonce;   // exactly kAuthBytes
+  std::string_view client;              // 1..kMaxNameText bytes
+  std::span<const std::uint8_t> nonce;  // exactly kAuthBytes
 };
 // Server -> client: the server's challenge and its proof of the key for that client.
 struct AuthChallenge {
-  std::span<const std::uint8_t> nonce;   // exactly kAuthBytes
-  std::span<const std::uint8_t> proof;   // exactly kAuthBytes
+  std::span<const std::uint8_t> nonce;  // exactly kAuthBytes
+  std::span<const std::uint8_t> proof;  // exactly kAuthBytes
 };
 // Client -> server: the client's proof.
 struct AuthProof {
-  std::span<const std::uint8_t> proof;   // exactly kAuthBytes
+  std::span<const std::uint8_t> proof;  // exactly kAuthBytes
 };
 // Server -> client: accepted; every later frame in both directions carries a MAC.
 struct AuthOk {};
@@ -200,29 +201,29 @@ inline constexpr std::uint8_t kBarFlagReadonly = 2;  // writes and side-effectin
 inline constexpr std::uint8_t kBarFlagDirect = 4;    // plain memory: one-sided RMA to the BAR
 inline constexpr std::uint8_t kBarFlagsKnown = 7;
 struct BarInfo {
-  std::uint8_t bar = 0;   // 0..kMaxBar
+  std::uint8_t bar = 0;  // 0..kMaxBar
   BarKind kind = BarKind::registers;
   std::uint8_t flags = 0;
   std::uint64_t size = 0;
 };
 enum class ExportState : std::uint8_t { free = 0, attached = 1 };
-inline constexpr std::uint8_t kExportShared = 1;   // several clients may attach
-inline constexpr std::uint8_t kExportMirror = 2;   // DMA in mirror mode
+inline constexpr std::uint8_t kExportShared = 1;  // several clients may attach
+inline constexpr std::uint8_t kExportMirror = 2;  // DMA in mirror mode
 inline constexpr std::uint8_t kExportFlagsKnown = 3;
 struct ExportEntry {
-  std::string_view name;      // 1..kMaxNameText
-  std::string_view backend;   // 1..kMaxBackendName
-  std::string_view holder;    // client name(s) attached, "" when free; <= kMaxNameText
+  std::string_view name;     // 1..kMaxNameText
+  std::string_view backend;  // 1..kMaxBackendName
+  std::string_view holder;   // client name(s) attached, "" when free; <= kMaxNameText
   std::uint16_t vendor = 0;
   std::uint16_t device = 0;
-  std::uint32_t class_code = 0;   // 24 bits
+  std::uint32_t class_code = 0;  // 24 bits
   std::uint16_t subsystem_vendor = 0;
   std::uint16_t subsystem_device = 0;
   std::uint8_t revision = 0;
   ExportState state = ExportState::free;
   std::uint8_t flags = 0;
-  std::uint16_t vectors = 0;      // <= kMaxVector
-  std::vector<BarInfo> bars;      // <= kMaxBarRegions, distinct BAR numbers
+  std::uint16_t vectors = 0;  // <= kMaxVector
+  std::vector<BarInfo> bars;  // <= kMaxBarRegions, distinct BAR numbers
 };
 struct ListRequest {};
 struct ListReply {
@@ -242,7 +243,7 @@ struct AttachRequest {
 };
 struct AttachReply {
   ExportEntry info;
-  std::uint32_t lease_ms = 0;      // heartbeat at least every lease_ms / 3
+  std::uint32_t lease_ms = 0;  // heartbeat at least every lease_ms / 3
   std::uint64_t attachment_id = 0;
 };
 
@@ -276,11 +277,10 @@ struct WindowPush {
   std::vector<MmioWrite> writes;
 };
 
-using Message = std::variant<Hello, HelloAck, ErrorMsg, Ping, Pong, Heartbeat, Goodbye, ConfigRead,
-                             ConfigWrite, MmioRead, MmioWrite, ReadReply, WriteAck, Interrupt,
-                             RmaNotify, AuthHello, AuthChallenge, AuthProof, AuthOk, ListRequest,
-                             ListReply, AttachRequest, AttachReply, BarCommit, BarFetch, MmioWriteBatch,
-                             WindowPush>;
+using Message =
+    std::variant<Hello, HelloAck, ErrorMsg, Ping, Pong, Heartbeat, Goodbye, ConfigRead, ConfigWrite, MmioRead,
+                 MmioWrite, ReadReply, WriteAck, Interrupt, RmaNotify, AuthHello, AuthChallenge, AuthProof, AuthOk,
+                 ListRequest, ListReply, AttachRequest, AttachReply, BarCommit, BarFetch, MmioWriteBatch, WindowPush>;
 
 struct Decoded {
   Header header;
@@ -296,8 +296,7 @@ std::size_t message_encoded_size(const Message& m) noexcept;
 // Encodes into `out`; returns the number of bytes written. Fails with EMSGSIZE if `out` is
 // too small and with EINVAL if `m` itself violates the caps or ranges above (the encoder
 // never produces what the decoder would reject).
-Result<std::size_t> message_encode(const Message& m, std::uint64_t request_id,
-                                   std::span<std::uint8_t> out);
+Result<std::size_t> message_encode(const Message& m, std::uint64_t request_id, std::span<std::uint8_t> out);
 Result<std::vector<std::uint8_t>> message_encode(const Message& m, std::uint64_t request_id);
 
 // Strict decode of exactly one message occupying all of `bytes`. Errors: EPROTO (malformed,
@@ -305,8 +304,7 @@ Result<std::vector<std::uint8_t>> message_encode(const Message& m, std::uint64_t
 Result<Decoded> message_decode(std::span<const std::uint8_t> bytes);
 
 // FNV-1a 64-bit, used by RmaNotify and the self-check.
-std::uint64_t checksum_fnv1a(std::span<const std::uint8_t> bytes,
-                             std::uint64_t seed = 0xcbf29ce484222325ULL) noexcept;
+std::uint64_t checksum_fnv1a(std::span<const std::uint8_t> bytes, std::uint64_t seed = 0xcbf29ce484222325ULL) noexcept;
 
 // --- Stream framing (bootstrap TCP) -------------------------------------------------
 // A frame is a u32 little-endian length followed by that many bytes holding one message.

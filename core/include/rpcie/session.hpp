@@ -47,8 +47,8 @@ struct SessionOptions {
 class Session {
  public:
   static Result<std::unique_ptr<Session>> connect(const std::string& host, std::uint16_t port,
-                                                  const SessionOptions& options,
-                                                  std::span<const LocalRegion> regions, Deadline deadline);
+                                                  const SessionOptions& options, std::span<const LocalRegion> regions,
+                                                  Deadline deadline);
   // The same handshake over a bootstrap connection that is already open (and possibly
   // authenticated: the socket keeps its frame MAC state).
   static Result<std::unique_ptr<Session>> connect_over(Socket socket, const SessionOptions& options,

@@ -95,9 +95,7 @@ Device::~Device() {
   if (worker_.joinable()) worker_.join();
 }
 
-Result<std::uint32_t> Device::config_read(std::uint32_t offset, unsigned width) {
-  return config_.read(offset, width);
-}
+Result<std::uint32_t> Device::config_read(std::uint32_t offset, unsigned width) { return config_.read(offset, width); }
 
 Result<void> Device::config_write(std::uint32_t offset, unsigned width, std::uint32_t value) {
   return config_.write(offset, width, value);
@@ -110,17 +108,36 @@ Result<std::uint64_t> Device::mmio_read(std::uint8_t bar, std::uint64_t offset, 
   std::lock_guard guard(mutex_);
   std::uint64_t value = all_ones;  // offsets not in the table, and the write-only ones
   switch (offset) {
-    case kRegId: value = kIdValue; break;
-    case kRegLiveness: value = regs_.liveness; break;
-    case kRegFactorial: value = regs_.factorial; break;
-    case kRegStatus: value = regs_.status; break;
-    case kRegIrqStatus: value = regs_.irq_status; break;
+    case kRegId:
+      value = kIdValue;
+      break;
+    case kRegLiveness:
+      value = regs_.liveness;
+      break;
+    case kRegFactorial:
+      value = regs_.factorial;
+      break;
+    case kRegStatus:
+      value = regs_.status;
+      break;
+    case kRegIrqStatus:
+      value = regs_.irq_status;
+      break;
     // A 4-byte read of a DMA register is its low half (the +4 offsets do not decode).
-    case kRegDmaSrc: value = regs_.dma_src; break;
-    case kRegDmaDst: value = regs_.dma_dst; break;
-    case kRegDmaCount: value = regs_.dma_count; break;
-    case kRegDmaCmd: value = regs_.dma_cmd; break;
-    default: break;
+    case kRegDmaSrc:
+      value = regs_.dma_src;
+      break;
+    case kRegDmaDst:
+      value = regs_.dma_dst;
+      break;
+    case kRegDmaCount:
+      value = regs_.dma_count;
+      break;
+    case kRegDmaCmd:
+      value = regs_.dma_cmd;
+      break;
+    default:
+      break;
   }
   return value & all_ones;
 }
@@ -135,7 +152,9 @@ Result<void> Device::mmio_write(std::uint8_t bar, std::uint64_t offset, unsigned
   // QEMU ignores every DMA register write while a transfer runs.
   const bool dma_running = (regs_.dma_cmd & kDmaCmdStart) != 0;
   switch (offset) {
-    case kRegLiveness: regs_.liveness = ~value32; break;
+    case kRegLiveness:
+      regs_.liveness = ~value32;
+      break;
     case kRegFactorial:
       if (regs_.status & kStatusComputing) break;
       regs_.factorial = value32;
@@ -151,7 +170,9 @@ Result<void> Device::mmio_write(std::uint8_t bar, std::uint64_t offset, unsigned
       // As QEMU: every raise with a bit pending sends a message, even with value 0.
       if (regs_.irq_status != 0) irq_raise_unlocked(lock);
       break;
-    case kRegIrqAck: regs_.irq_status &= ~value32; break;
+    case kRegIrqAck:
+      regs_.irq_status &= ~value32;
+      break;
     case kRegDmaSrc:
       if (!dma_running) regs_.dma_src = value;
       break;
@@ -168,7 +189,8 @@ Result<void> Device::mmio_write(std::uint8_t bar, std::uint64_t offset, unsigned
       dma_due_ = Clock::now() + delay_;
       job_queued();
       break;
-    default: break;
+    default:
+      break;
   }
   return {};
 }
@@ -234,9 +256,12 @@ void Device::work_run() noexcept {
   // factorial first, as the worker would. Each finish drops the lock around port calls.
   for (;;) {
     const auto now = Clock::now();
-    if (factorial_due_ && *factorial_due_ <= now) factorial_finish(lock);
-    else if (dma_due_ && *dma_due_ <= now) dma_finish(lock);
-    else return;
+    if (factorial_due_ && *factorial_due_ <= now)
+      factorial_finish(lock);
+    else if (dma_due_ && *dma_due_ <= now)
+      dma_finish(lock);
+    else
+      return;
   }
 }
 

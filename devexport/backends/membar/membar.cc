@@ -83,10 +83,14 @@ class Membar final : public Backend {
       return fail(EINVAL, access_text("read", bar, offset, width));
     std::uint8_t* at = memory_.data() + offset;
     switch (width) {
-      case 1: return load<std::uint8_t>(at);
-      case 2: return load<std::uint16_t>(at);
-      case 4: return load<std::uint32_t>(at);
-      default: return load<std::uint64_t>(at);
+      case 1:
+        return load<std::uint8_t>(at);
+      case 2:
+        return load<std::uint16_t>(at);
+      case 4:
+        return load<std::uint32_t>(at);
+      default:
+        return load<std::uint64_t>(at);
     }
   }
 
@@ -95,10 +99,18 @@ class Membar final : public Backend {
       return fail(EINVAL, access_text("write", bar, offset, width));
     std::uint8_t* at = memory_.data() + offset;
     switch (width) {
-      case 1: store<std::uint8_t>(at, value); break;
-      case 2: store<std::uint16_t>(at, value); break;
-      case 4: store<std::uint32_t>(at, value); break;
-      default: store<std::uint64_t>(at, value); break;
+      case 1:
+        store<std::uint8_t>(at, value);
+        break;
+      case 2:
+        store<std::uint16_t>(at, value);
+        break;
+      case 4:
+        store<std::uint32_t>(at, value);
+        break;
+      default:
+        store<std::uint64_t>(at, value);
+        break;
     }
     return {};
   }
@@ -130,8 +142,8 @@ class Membar final : public Backend {
   }
 
   static std::string access_text(const char* what, std::uint8_t bar, std::uint64_t offset, unsigned width) {
-    return "membar: " + std::string(what) + " of width " + std::to_string(width) + " at BAR" +
-           std::to_string(bar) + "+" + std::to_string(offset) + " (BAR0 is the only BAR)";
+    return "membar: " + std::string(what) + " of width " + std::to_string(width) + " at BAR" + std::to_string(bar) +
+           "+" + std::to_string(offset) + " (BAR0 is the only BAR)";
   }
 
   void put(std::uint32_t offset, unsigned width, std::uint32_t value, std::uint32_t writable) {

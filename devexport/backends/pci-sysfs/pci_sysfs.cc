@@ -90,9 +90,12 @@ std::uint32_t all_ones(unsigned width) { return width == 4 ? 0xffffffffu : (1u <
 bool config_places_function(std::uint8_t header_type, std::uint32_t offset, unsigned width) {
   auto overlaps = [&](std::uint32_t from, std::uint32_t to) { return offset < to && offset + width > from; };
   switch (header_type & 0x7f) {
-    case 0: return overlaps(0x10, 0x28) || overlaps(0x30, 0x34);
-    case 1: return overlaps(0x10, 0x18) || overlaps(0x38, 0x3c);
-    default: return overlaps(0x10, 0x40);  // CardBus and unknown layouts: the whole rest of the header
+    case 0:
+      return overlaps(0x10, 0x28) || overlaps(0x30, 0x34);
+    case 1:
+      return overlaps(0x10, 0x18) || overlaps(0x38, 0x3c);
+    default:
+      return overlaps(0x10, 0x40);  // CardBus and unknown layouts: the whole rest of the header
   }
 }
 
@@ -150,10 +153,14 @@ class PciSysfs final : public Backend {
     if (a.map) {
       const std::uint8_t* at = a.map.data() + offset;
       switch (width) {
-        case 1: return mmio_load<std::uint8_t>(at);
-        case 2: return mmio_load<std::uint16_t>(at);
-        case 4: return mmio_load<std::uint32_t>(at);
-        default: return mmio_load<std::uint64_t>(at);
+        case 1:
+          return mmio_load<std::uint8_t>(at);
+        case 2:
+          return mmio_load<std::uint16_t>(at);
+        case 4:
+          return mmio_load<std::uint32_t>(at);
+        default:
+          return mmio_load<std::uint64_t>(at);
       }
     }
     std::uint64_t value = 0;
@@ -172,10 +179,18 @@ class PciSysfs final : public Backend {
     if (a.map) {
       std::uint8_t* at = a.map.data() + offset;
       switch (width) {
-        case 1: mmio_store<std::uint8_t>(at, value); break;
-        case 2: mmio_store<std::uint16_t>(at, value); break;
-        case 4: mmio_store<std::uint32_t>(at, value); break;
-        default: mmio_store<std::uint64_t>(at, value); break;
+        case 1:
+          mmio_store<std::uint8_t>(at, value);
+          break;
+        case 2:
+          mmio_store<std::uint16_t>(at, value);
+          break;
+        case 4:
+          mmio_store<std::uint32_t>(at, value);
+          break;
+        default:
+          mmio_store<std::uint64_t>(at, value);
+          break;
       }
       return {};
     }
@@ -262,8 +277,12 @@ Result<std::unique_ptr<Backend>> PciSysfs::open(const Params& p) {
     std::uint64_t max;
     std::uint64_t value = 0;
   };
-  std::array<Field, 6> fields{{{"vendor", 0xffff}, {"device", 0xffff}, {"class", 0xffffff},
-                               {"subsystem_vendor", 0xffff}, {"subsystem_device", 0xffff}, {"revision", 0xff}}};
+  std::array<Field, 6> fields{{{"vendor", 0xffff},
+                               {"device", 0xffff},
+                               {"class", 0xffffff},
+                               {"subsystem_vendor", 0xffff},
+                               {"subsystem_device", 0xffff},
+                               {"revision", 0xff}}};
   for (Field& f : fields) {
     auto v = attribute_hex(dir, f.file, f.max);
     if (!v) return fail(v.error().code, b->where() + v.error().message);
@@ -303,7 +322,8 @@ Result<std::unique_ptr<Backend>> PciSysfs::open(const Params& p) {
     if (!fd) return fail(fd.error().code, b->where() + fd.error().message);
     BarAccess& a = b->bars_[r.bar];
     a.fd = std::move(*fd);
-    if (auto map = sysfs::Mapping::map(a.fd.get(), r.size)) a.map = std::move(*map);
+    if (auto map = sysfs::Mapping::map(a.fd.get(), r.size))
+      a.map = std::move(*map);
     else
       RPCIE_LOG_WARN("pci-sysfs", "{}: {} cannot be mapped ({}); BAR{} goes through pread/pwrite", p.bdf, path,
                      map.error().describe(), r.bar);
@@ -327,8 +347,9 @@ Result<std::vector<Region>> pci_resource_parse(std::string_view text) {
       while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
       const auto space = rest.find(' ');
       auto v = sysfs::hex_parse(rest.substr(0, space), UINT64_MAX);
-      if (!v) return fail(EIO, "line " + std::to_string(bar + 1) + " '" + std::string(line) +
-                                   "' is not 0x<start> 0x<end> 0x<flags>");
+      if (!v)
+        return fail(
+            EIO, "line " + std::to_string(bar + 1) + " '" + std::string(line) + "' is not 0x<start> 0x<end> 0x<flags>");
       f = *v;
       rest = space == std::string_view::npos ? std::string_view() : rest.substr(space);
     }
@@ -339,13 +360,15 @@ Result<std::vector<Region>> pci_resource_parse(std::string_view text) {
     if ((flags & (kIoresourceIo | kIoresourceMem)) == 0) continue;
     const std::uint64_t size = end - start + 1;  // 0 when the range wraps: caught below
     if (end < start || !std::has_single_bit(size))
-      return fail(EIO, "line " + std::to_string(bar + 1) + " '" + std::string(line) +
-                           "': the BAR size is not a power of two");
+      return fail(
+          EIO, "line " + std::to_string(bar + 1) + " '" + std::string(line) + "': the BAR size is not a power of two");
     Region r;
     r.bar = static_cast<std::uint8_t>(bar);
     r.size = size;
-    if (flags & kIoresourceIo) r.kind = RegionKind::io;
-    else r.kind = (flags & kIoresourcePrefetch) ? RegionKind::memory : RegionKind::registers;
+    if (flags & kIoresourceIo)
+      r.kind = RegionKind::io;
+    else
+      r.kind = (flags & kIoresourcePrefetch) ? RegionKind::memory : RegionKind::registers;
     r.is_64bit = (flags & kIoresourceMem) && (flags & kIoresourceMem64);
     regions.push_back(r);
     upper_half = r.is_64bit;

@@ -81,7 +81,7 @@ std::string file_read(const std::string& path) {
 }
 
 mode_t mode_of(const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   REQUIRE(::lstat(path.c_str(), &st) == 0);
   return st.st_mode & 07777;
 }
@@ -134,7 +134,7 @@ TEST_CASE("key_parse ignores whitespace anywhere on the line, even inside a byte
   const std::vector<std::string> spaced = {
       plain + "\n",
       "  \t" + plain + " \r\n\n",
-      "\n\n" + plain,                                        // leading blank lines
+      "\n\n" + plain,                                                             // leading blank lines
       plain.substr(0, 10) + " " + plain.substr(10, 1) + "\t" + plain.substr(11),  // inside a byte
       "0001 0203 0405 0607 0809 0a0b 0c0d 0e0f 1011 1213 1415 1617 1819 1a1b 1c1d 1e1f\r\n",
   };
@@ -226,8 +226,8 @@ TEST_CASE("key_load refuses a key file that group or others may access, saying h
     CHECK(key.error().code == EACCES);
     char octal[8];
     std::snprintf(octal, sizeof octal, "%04o", static_cast<unsigned>(mode));
-    CHECK(key.error().message == "key file " + path + " is accessible by group or others (mode " + octal +
-                                     "); chmod 600 " + path);
+    CHECK(key.error().message ==
+          "key file " + path + " is accessible by group or others (mode " + octal + "); chmod 600 " + path);
   }
 }
 
@@ -412,15 +412,14 @@ TEST_CASE("client_name_valid takes 1..64 characters of [A-Za-z0-9_.@-]") {
   CHECK(auth::client_name_valid(std::string(64, 'x')));
   CHECK_FALSE(auth::client_name_valid(""));
   CHECK_FALSE(auth::client_name_valid(std::string(65, 'x')));
-  for (std::string_view bad : std::initializer_list<std::string_view>{"a b", "a/b", "a:b", "a\nb", "é", std::string_view("a\0b", 3)}) {
+  for (std::string_view bad :
+       std::initializer_list<std::string_view>{"a b", "a/b", "a:b", "a\nb", "é", std::string_view("a\0b", 3)}) {
     CAPTURE(bad);
     CHECK_FALSE(auth::client_name_valid(bad));
   }
 }
 
-TEST_CASE("nonce_random gives a different nonce each time") {
-  CHECK(auth::nonce_random() != auth::nonce_random());
-}
+TEST_CASE("nonce_random gives a different nonce each time") { CHECK(auth::nonce_random() != auth::nonce_random()); }
 
 // --- proofs ----------------------------------------------------------------------------------
 
@@ -519,9 +518,7 @@ TEST_CASE("a frame with one byte changed, or a changed or short MAC, does not op
     f.mac[31] ^= 0x40;
     CHECK_FALSE(open(server, f));
   }
-  SUBCASE("MAC too short") {
-    CHECK_FALSE(server.open(f.bytes, std::span<const std::uint8_t>(f.mac).first(31)));
-  }
+  SUBCASE("MAC too short") { CHECK_FALSE(server.open(f.bytes, std::span<const std::uint8_t>(f.mac).first(31))); }
   CHECK(server.receive_sequence() == 0);
 }
 

@@ -127,9 +127,9 @@ TEST_CASE("address_parse uses the default port it is given") {
 }
 
 TEST_CASE("address_parse rejects empty hosts, bad ports and broken brackets with EINVAL") {
-  for (const char* text : {"", ":5", "host:", "host:abc", "host:70000", "host:65536", "host:-1", "host:+80",
-                           "host:12ab", "host: 80", "[::1", "[::1]x", "[::1]:", "[]:80", "[]", "[::1]:abc",
-                           "host:99999999999999999999"}) {
+  for (const char* text :
+       {"", ":5", "host:", "host:abc", "host:70000", "host:65536", "host:-1", "host:+80", "host:12ab", "host: 80",
+        "[::1", "[::1]x", "[::1]:", "[]:80", "[]", "[::1]:abc", "host:99999999999999999999"}) {
     CAPTURE(text);
     auto r = rpcie::address_parse(text, 7385);
     REQUIRE_FALSE(r.has_value());

@@ -2,9 +2,9 @@
 // server side runs in a thread): message order, RMA write/read with verification at the
 // other side, chunking, bounds, deadlines, a vanished peer, and ProgressThread shutdown.
 #include <fcntl.h>
-#include <sys/resource.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -38,7 +38,6 @@ namespace proto = rpcie::proto;
 namespace providers = rpcie::providers;
 using rpcie::Channel;
 using rpcie::ChannelOptions;
-using rpcie::WriteCompletion;
 using rpcie::Deadline;
 using rpcie::HostBuffer;
 using rpcie::Listener;
@@ -46,6 +45,7 @@ using rpcie::ProgressThread;
 using rpcie::RemoteRegion;
 using rpcie::Session;
 using rpcie::SessionOptions;
+using rpcie::WriteCompletion;
 
 namespace {
 
@@ -358,8 +358,7 @@ TEST_CASE("an rma_read brings the peer's bytes, at any offset") {
   auto r2 = p->cc().rma_read(local, 1000, p->server_region, 50001, 9999, Deadline::after(5s));
   REQUIRE(r2.has_value());
   REQUIRE(p->cc().rma_flush(Deadline::after(5s)).has_value());
-  CHECK(std::equal(p->client_mem->data() + 1000, p->client_mem->data() + 1000 + 9999,
-                   p->server_mem->data() + 50001));
+  CHECK(std::equal(p->client_mem->data() + 1000, p->client_mem->data() + 1000 + 9999, p->server_mem->data() + 50001));
   CHECK(p->client_mem->data()[999] == 0);
   CHECK(p->client_mem->data()[1000 + 9999] == 0);
   CHECK(p->cc().rma_in_flight() == 0);
@@ -391,8 +390,8 @@ TEST_CASE("with max_transfer 4096 a 1 MiB write goes out as 256 chunks and arriv
   auto stats = p->cc().stats();
   CHECK(stats.rma_writes == 256);
   CHECK(stats.bytes_written == kSize);
-  auto s = p->cc().message_send_after_writes(proto::RmaNotify{kServerRegion, 0, kSize, checksum(p->client_mem->data(), kSize)},
-                                             1, Deadline::after(8s));
+  auto s = p->cc().message_send_after_writes(
+      proto::RmaNotify{kServerRegion, 0, kSize, checksum(p->client_mem->data(), kSize)}, 1, Deadline::after(8s));
   CHECK(s.has_value());
   auto ack = p->cc().message_recv(Deadline::after(8s));
   CHECK(ack.has_value());

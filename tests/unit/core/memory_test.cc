@@ -40,8 +40,7 @@ class FakeMrOps final : public MrOps {
     std::uint64_t requested_key;
   };
 
-  int reg(const void* buf, std::size_t len, std::uint64_t access, std::uint64_t requested_key,
-          fid_mr** mr) override {
+  int reg(const void* buf, std::size_t len, std::uint64_t access, std::uint64_t requested_key, fid_mr** mr) override {
     regs.push_back({buf, len, access, requested_key});
     int rc = 0;
     if (!reg_results.empty()) {
@@ -415,8 +414,8 @@ TEST_CASE("a registration failure other than a key clash is returned in the fabr
     int rc;
     int errno_equivalent;
   };
-  const Case cases[] = {{-FI_EINVAL, EINVAL}, {-FI_ENOMEM, ENOMEM}, {-FI_EACCES, EACCES},
-                        {-FI_EOTHER, EIO},    {-FI_ETOOSMALL, ENOBUFS}};
+  const Case cases[] = {
+      {-FI_EINVAL, EINVAL}, {-FI_ENOMEM, ENOMEM}, {-FI_EACCES, EACCES}, {-FI_EOTHER, EIO}, {-FI_ETOOSMALL, ENOBUFS}};
   for (const Case& c : cases) {
     CAPTURE(c.rc);
     FakeMrOps ops;

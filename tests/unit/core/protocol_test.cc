@@ -189,8 +189,8 @@ proto::Hello hello_make(std::size_t regions) {
   h.fabric_address = kAddress;
   h.nonce = kNonce;
   for (std::size_t i = 0; i < regions; ++i) {
-    h.regions.push_back({static_cast<std::uint32_t>(i + 100), 0x7f0000001000ULL + i * 0x10000,
-                         4096ULL * (i + 1), 0x8000000000000000ULL | (i * 0x0101010101ULL)});
+    h.regions.push_back({static_cast<std::uint32_t>(i + 100), 0x7f0000001000ULL + i * 0x10000, 4096ULL * (i + 1),
+                         0x8000000000000000ULL | (i * 0x0101010101ULL)});
   }
   return h;
 }
@@ -200,8 +200,8 @@ struct HelloFields {
   std::string provider = "tcp;ofi_rxm";
   std::string host = "h";
   std::size_t address_length = 8;
-  std::size_t region_count = 0;      // what the count byte says
-  std::size_t regions_present = 0;   // how many region records follow
+  std::size_t region_count = 0;     // what the count byte says
+  std::size_t regions_present = 0;  // how many region records follow
   std::size_t nonce_length = 0;
 };
 Bytes hello_payload(const HelloFields& f) {
@@ -264,8 +264,8 @@ TEST_CASE("hello_ack round-trips as hello_ack, not as hello") {
 
 TEST_CASE("error round-trips with its code and text, including empty and maximal text") {
   std::string longest(proto::kMaxErrorText, 'x');
-  for (std::string_view text : {std::string_view("provider mismatch: shm vs tcp"), std::string_view(),
-                                std::string_view(longest)}) {
+  for (std::string_view text :
+       {std::string_view("provider mismatch: shm vs tcp"), std::string_view(), std::string_view(longest)}) {
     CAPTURE(text.size());
     proto::ErrorMsg e{ENODEV, text};
     Bytes storage;
@@ -362,8 +362,8 @@ TEST_CASE("read_reply, write_ack, interrupt and rma_notify round-trip") {
 }
 
 TEST_CASE("the request id is carried unchanged, including 0 and the all-ones value") {
-  for (std::uint64_t id : {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{0x8000000000000001ULL},
-                           ~std::uint64_t{0}}) {
+  for (std::uint64_t id :
+       {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{0x8000000000000001ULL}, ~std::uint64_t{0}}) {
     Bytes storage;
     auto d = round_trip(proto::Heartbeat{1}, id, storage);
     CHECK(d.header.request_id == id);
@@ -371,21 +371,21 @@ TEST_CASE("the request id is carried unchanged, including 0 and the all-ones val
 }
 
 TEST_CASE("message_type and msg_type_name agree with the header for every message") {
-  const Message all[] = {proto::Hello{}, proto::HelloAck{}, proto::ErrorMsg{}, proto::Ping{}, proto::Pong{},
-                         proto::Heartbeat{}, proto::Goodbye{}, proto::ConfigRead{}, proto::ConfigWrite{},
-                         proto::MmioRead{}, proto::MmioWrite{}, proto::ReadReply{}, proto::WriteAck{},
-                         proto::Interrupt{}, proto::RmaNotify{}, proto::AuthHello{}, proto::AuthChallenge{},
-                         proto::AuthProof{}, proto::AuthOk{}, proto::ListRequest{}, proto::ListReply{},
-                         proto::AttachRequest{}, proto::AttachReply{}, proto::BarCommit{}, proto::BarFetch{}, proto::MmioWriteBatch{},
-                         proto::WindowPush{}};
-  const MsgType types[] = {MsgType::hello, MsgType::hello_ack, MsgType::error, MsgType::ping, MsgType::pong,
-                           MsgType::heartbeat, MsgType::goodbye, MsgType::config_read, MsgType::config_write,
-                           MsgType::mmio_read, MsgType::mmio_write, MsgType::read_reply, MsgType::write_ack,
-                           MsgType::interrupt, MsgType::rma_notify, MsgType::auth_hello,
-                           MsgType::auth_challenge, MsgType::auth_proof, MsgType::auth_ok, MsgType::list_request,
-                           MsgType::list_reply, MsgType::attach_request, MsgType::attach_reply,
-                           MsgType::bar_commit, MsgType::bar_fetch, MsgType::mmio_write_batch,
-                           MsgType::window_push};
+  const Message all[] = {proto::Hello{},         proto::HelloAck{},       proto::ErrorMsg{},    proto::Ping{},
+                         proto::Pong{},          proto::Heartbeat{},      proto::Goodbye{},     proto::ConfigRead{},
+                         proto::ConfigWrite{},   proto::MmioRead{},       proto::MmioWrite{},   proto::ReadReply{},
+                         proto::WriteAck{},      proto::Interrupt{},      proto::RmaNotify{},   proto::AuthHello{},
+                         proto::AuthChallenge{}, proto::AuthProof{},      proto::AuthOk{},      proto::ListRequest{},
+                         proto::ListReply{},     proto::AttachRequest{},  proto::AttachReply{}, proto::BarCommit{},
+                         proto::BarFetch{},      proto::MmioWriteBatch{}, proto::WindowPush{}};
+  const MsgType types[] = {
+      MsgType::hello,          MsgType::hello_ack,        MsgType::error,        MsgType::ping,
+      MsgType::pong,           MsgType::heartbeat,        MsgType::goodbye,      MsgType::config_read,
+      MsgType::config_write,   MsgType::mmio_read,        MsgType::mmio_write,   MsgType::read_reply,
+      MsgType::write_ack,      MsgType::interrupt,        MsgType::rma_notify,   MsgType::auth_hello,
+      MsgType::auth_challenge, MsgType::auth_proof,       MsgType::auth_ok,      MsgType::list_request,
+      MsgType::list_reply,     MsgType::attach_request,   MsgType::attach_reply, MsgType::bar_commit,
+      MsgType::bar_fetch,      MsgType::mmio_write_batch, MsgType::window_push};
   static_assert(std::size(all) == std::variant_size_v<Message>);
   for (std::size_t i = 0; i < std::size(all); ++i) {
     CHECK(proto::message_type(all[i]) == types[i]);
@@ -505,9 +505,9 @@ TEST_CASE("every truncation of a valid hello fails cleanly, with the header kept
 }
 
 TEST_CASE("every truncation of every fixed-size payload fails with EPROTO") {
-  const Message all[] = {proto::ErrorMsg{EIO, "abc"}, proto::Heartbeat{1},       proto::ConfigRead{4, 4},
-                         proto::ConfigWrite{4, 4, 1}, proto::MmioRead{1, 8, 8},  proto::MmioWrite{1, 8, 8, 1},
-                         proto::ReadReply{0, 1},      proto::WriteAck{0},        proto::Interrupt{1, 1},
+  const Message all[] = {proto::ErrorMsg{EIO, "abc"}, proto::Heartbeat{1},      proto::ConfigRead{4, 4},
+                         proto::ConfigWrite{4, 4, 1}, proto::MmioRead{1, 8, 8}, proto::MmioWrite{1, 8, 8, 1},
+                         proto::ReadReply{0, 1},      proto::WriteAck{0},       proto::Interrupt{1, 1},
                          proto::RmaNotify{1, 2, 3, 4}};
   for (const Message& m : all) {
     CAPTURE(proto::msg_type_name(proto::message_type(m)));
@@ -522,9 +522,9 @@ TEST_CASE("every truncation of every fixed-size payload fails with EPROTO") {
 }
 
 TEST_CASE("trailing bytes after a fixed-size payload are rejected with EPROTO") {
-  const Message all[] = {proto::Heartbeat{1},         proto::Goodbye{},           proto::ConfigRead{4, 4},
-                         proto::ConfigWrite{4, 4, 1}, proto::MmioRead{1, 8, 8},   proto::MmioWrite{1, 8, 8, 1},
-                         proto::ReadReply{0, 1},      proto::WriteAck{0},         proto::Interrupt{1, 1},
+  const Message all[] = {proto::Heartbeat{1},          proto::Goodbye{},          proto::ConfigRead{4, 4},
+                         proto::ConfigWrite{4, 4, 1},  proto::MmioRead{1, 8, 8},  proto::MmioWrite{1, 8, 8, 1},
+                         proto::ReadReply{0, 1},       proto::WriteAck{0},        proto::Interrupt{1, 1},
                          proto::RmaNotify{1, 2, 3, 4}, proto::ErrorMsg{EIO, "x"}, proto::Hello{hello_make(1)}};
   for (const Message& m : all) {
     CAPTURE(proto::msg_type_name(proto::message_type(m)));
@@ -696,9 +696,9 @@ TEST_CASE("random corruption of valid messages never crashes the decoder") {
     return state;
   };
   static const std::uint8_t kPushSeed[] = {1, 2, 3, 4, 5, 6, 7, 8};
-  const Message seeds[] = {proto::Hello{hello_make(4)}, proto::ErrorMsg{EIO, "text"}, proto::MmioWrite{1, 8, 8, 9},
-                           proto::RmaNotify{1, 2, 3, 4}, proto::ConfigWrite{8, 4, 5},
-                           proto::WindowPush{64, kPushSeed, {{0, 8, 0x98, 5}}}};
+  const Message seeds[] = {proto::Hello{hello_make(4)},  proto::ErrorMsg{EIO, "text"},
+                           proto::MmioWrite{1, 8, 8, 9}, proto::RmaNotify{1, 2, 3, 4},
+                           proto::ConfigWrite{8, 4, 5},  proto::WindowPush{64, kPushSeed, {{0, 8, 0x98, 5}}}};
   std::size_t decoded = 0;
   for (const Message& seed : seeds) {
     Bytes valid = encode(seed);
@@ -1055,7 +1055,8 @@ TEST_CASE("export entries out of range are refused by encoder and decoder") {
 
 TEST_CASE("a maximal list_reply fits the payload cap") {
   std::vector<std::string> names;
-  for (std::size_t i = 0; i < proto::kMaxExports; ++i) names.push_back(std::string(proto::kMaxNameText - 3, 'n') + std::to_string(100 + i));
+  for (std::size_t i = 0; i < proto::kMaxExports; ++i)
+    names.push_back(std::string(proto::kMaxNameText - 3, 'n') + std::to_string(100 + i));
   proto::ListReply l;
   for (const auto& n : names) {
     auto e = entry_sample(n);

@@ -54,8 +54,10 @@ TEST_CASE("membar: size accepts K, M and G suffixes") {
 
 TEST_CASE("membar: 16G is the largest size (only mapped, never touched, so ENOMEM is the one other answer)") {
   auto made = membar_create({{"size", "16G"}});
-  if (made) CHECK((*made)->regions()[0].size == (std::uint64_t{16} << 30));
-  else CHECK(made.error().code == ENOMEM);
+  if (made)
+    CHECK((*made)->regions()[0].size == (std::uint64_t{16} << 30));
+  else
+    CHECK(made.error().code == ENOMEM);
 }
 
 TEST_CASE("membar: bad sizes and unknown keys are EINVAL naming the value or key") {

@@ -89,18 +89,18 @@ class FakeFunction {
     config = std::string(kFakeConfigSize, '\0');
     le_put(config, 0x00, 2, kFakeVendor);
     le_put(config, 0x02, 2, kFakeDevice);
-    le_put(config, 0x04, 2, 0x0006);             // memory space, bus master
-    le_put(config, 0x06, 2, 0x0010);             // capabilities list
+    le_put(config, 0x04, 2, 0x0006);  // memory space, bus master
+    le_put(config, 0x06, 2, 0x0010);  // capabilities list
     le_put(config, 0x08, 4, kFakeClass << 8 | 0x02);
-    le_put(config, 0x0e, 1, 0x00);               // type 0
-    le_put(config, 0x10, 4, 0xfe000000);         // BAR0 32-bit MMIO
-    le_put(config, 0x18, 4, 0x0000000c);         // BAR2 64-bit prefetchable, low half
-    le_put(config, 0x1c, 4, 0x00000008);         // BAR3 high half: 0x8_0000_0000
-    le_put(config, 0x20, 4, 0x0000c001);         // BAR4 I/O
+    le_put(config, 0x0e, 1, 0x00);        // type 0
+    le_put(config, 0x10, 4, 0xfe000000);  // BAR0 32-bit MMIO
+    le_put(config, 0x18, 4, 0x0000000c);  // BAR2 64-bit prefetchable, low half
+    le_put(config, 0x1c, 4, 0x00000008);  // BAR3 high half: 0x8_0000_0000
+    le_put(config, 0x20, 4, 0x0000c001);  // BAR4 I/O
     le_put(config, 0x2c, 2, 0xabcd);
     le_put(config, 0x2e, 2, 0x0001);
     le_put(config, 0x34, 1, 0x40);
-    le_put(config, 0x3c, 2, 0x010b);             // INTA, line 11
+    le_put(config, 0x3c, 2, 0x010b);  // INTA, line 11
     for (std::size_t i = 0x40; i < kFakeConfigSize; ++i) config[i] = static_cast<char>(i ^ 0x5a);
     file_write(dir / "config", config);
 
@@ -176,8 +176,14 @@ std::vector<int> open_modes(const fs::path& path) {
 // Every write path, every BAR access and reset must be EPERM naming `driver`.
 void check_everything_refused(Backend& b, const std::string& driver) {
   // (offset, width); plain pairs because clang 15 cannot capture structured bindings.
-  for (const auto& access : {std::pair{0x00u, 2u}, {0x04u, 2u}, {0x04u, 4u}, {0x10u, 4u}, {0x3cu, 1u}, {0x40u, 4u},
-                             {0x100u, 4u}, {0xffcu, 4u}}) {
+  for (const auto& access : {std::pair{0x00u, 2u},
+                             {0x04u, 2u},
+                             {0x04u, 4u},
+                             {0x10u, 4u},
+                             {0x3cu, 1u},
+                             {0x40u, 4u},
+                             {0x100u, 4u},
+                             {0xffcu, 4u}}) {
     CAPTURE(access.first);
     auto w = b.config_write(access.first, access.second, 0xffffffff >> (32 - 8 * access.second));
     REQUIRE_FALSE(w);
@@ -639,8 +645,7 @@ TEST_CASE("pci_resource_parse: kinds, 64-bit upper halves, absent lines, only si
 
 TEST_CASE("pci_resource_parse: malformed lines and sizes that are not powers of two are EIO") {
   for (const char* bad : {"0x1000 0x1fff\n", "1000 1fff 200\n", "0x1000 0x1fff 0x200 junk\n", "garbage\n",
-                          "0x2000 0x1fff 0x200\n", "0x1000 0x2ffe 0x200\n", "0x0 0xffffffffffffffff 0x200\n",
-                          "\n"}) {
+                          "0x2000 0x1fff 0x200\n", "0x1000 0x2ffe 0x200\n", "0x0 0xffffffffffffffff 0x200\n", "\n"}) {
     CAPTURE(bad);
     auto r = pci_resource_parse(bad);
     REQUIRE_FALSE(r);

@@ -13,9 +13,9 @@
 #include <string>
 #include <thread>
 
+#include "../../support/temp_dir.hpp"
 #include "control_server.hpp"
 #include "dma_window.hpp"
-#include "../../support/temp_dir.hpp"
 #include "rpcie/control.hpp"
 
 using namespace rpcie;
@@ -73,7 +73,7 @@ TEST_CASE("DMA window file: sized, shared, mode applied, unlinked on request and
     CHECK(again.error().code == EEXIST);
     w->unlink();
     CHECK(access(path.c_str(), F_OK) != 0);
-    CHECK(w->path() == path);  // still names it, for the link text
+    CHECK(w->path() == path);                      // still names it, for the link text
     static_cast<std::uint8_t*>(w->base())[0] = 1;  // still mapped
     auto moved = std::move(*w);
     CHECK(moved.size() == size);

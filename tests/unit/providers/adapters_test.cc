@@ -4,8 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <array>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -22,12 +22,12 @@
 
 #include "rpcie/providers/provider.hpp"
 
-using rpcie::providers::ProviderAdapter;
-using rpcie::providers::ProviderKind;
-using rpcie::providers::RmaSupport;
 using rpcie::providers::provider_available;
 using rpcie::providers::provider_get;
 using rpcie::providers::provider_registry;
+using rpcie::providers::ProviderAdapter;
+using rpcie::providers::ProviderKind;
+using rpcie::providers::RmaSupport;
 
 namespace {
 
@@ -142,8 +142,7 @@ TEST_CASE("every adapter fills hints for an RDM endpoint with messages and one-s
     InfoPtr hints = info_make();
     adapter->hints_fill(*hints);
     CHECK(hints->ep_attr->type == FI_EP_RDM);
-    CHECK(hints->caps == (FI_MSG | FI_RMA | FI_READ | FI_WRITE | FI_SEND | FI_RECV | FI_REMOTE_READ |
-                          FI_REMOTE_WRITE));
+    CHECK(hints->caps == (FI_MSG | FI_RMA | FI_READ | FI_WRITE | FI_SEND | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE));
     CHECK((hints->caps & (FI_SOURCE | FI_TAGGED | FI_HMEM | FI_ATOMIC)) == 0);
     CHECK(hints->mode == FI_CONTEXT);
     CHECK(static_cast<std::uint64_t>(hints->domain_attr->mr_mode) == adapter->mr_mode_accepted());
@@ -364,8 +363,8 @@ TEST_CASE("the FI_ variables of tcp, shm and verbs are parameters this libfabric
   REQUIRE(fi_getparams(&params, &count) == 0);
   std::set<std::string_view> defined;
   for (int i = 0; i < count; ++i) defined.insert(params[i].name);
-  const bool verbs_built = std::any_of(defined.begin(), defined.end(),
-                                       [](std::string_view name) { return name.starts_with("FI_VERBS_"); });
+  const bool verbs_built =
+      std::any_of(defined.begin(), defined.end(), [](std::string_view name) { return name.starts_with("FI_VERBS_"); });
   for (const ProviderAdapter* adapter : kNonEfa) {
     if (adapter == &verbs() && !verbs_built) continue;
     for (const auto& var : adapter->env_vars()) {
@@ -382,9 +381,7 @@ TEST_CASE("the efa variables include the RNR retry override") {
   CHECK(found);
 }
 
-TEST_CASE("tcp;ofi_rxm is available on this machine") {
-  CHECK(provider_available(tcp()));
-}
+TEST_CASE("tcp;ofi_rxm is available on this machine") { CHECK(provider_available(tcp())); }
 
 TEST_CASE("tcp;ofi_rxm grants the send-after-write ordering rpcie asks for") {
   InfoPtr hints = info_make();
@@ -410,10 +407,10 @@ TEST_CASE("shm's fabric_prepare removes region files named after this PID, once,
     for (const auto& f : {mine, other}) std::fclose(std::fopen(f.c_str(), "w"));
     const auto removed = shm.fabric_prepare();
     failures += !(removed.size() == 1 && removed.front() == mine);
-    failures += ::access(mine.c_str(), F_OK) == 0;     // gone
-    failures += ::access(other.c_str(), F_OK) != 0;    // left alone
+    failures += ::access(mine.c_str(), F_OK) == 0;   // gone
+    failures += ::access(other.c_str(), F_OK) != 0;  // left alone
     std::fclose(std::fopen(mine.c_str(), "w"));
-    failures += !shm.fabric_prepare().empty();         // once per PID: now it could be ours
+    failures += !shm.fabric_prepare().empty();  // once per PID: now it could be ours
     failures += ::access(mine.c_str(), F_OK) != 0;
     ::unlink(mine.c_str());
     ::unlink(other.c_str());

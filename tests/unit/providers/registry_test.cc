@@ -10,14 +10,14 @@
 
 #include "rpcie/providers/provider.hpp"
 
-using rpcie::providers::ProviderAdapter;
-using rpcie::providers::ProviderChoice;
-using rpcie::providers::ProviderKind;
 using rpcie::providers::provider_auto_select;
 using rpcie::providers::provider_choice_resolve;
 using rpcie::providers::provider_get;
 using rpcie::providers::provider_parse;
 using rpcie::providers::provider_registry;
+using rpcie::providers::ProviderAdapter;
+using rpcie::providers::ProviderChoice;
+using rpcie::providers::ProviderKind;
 
 namespace {
 
@@ -94,9 +94,7 @@ TEST_CASE("provider_parse is case-sensitive and rejects empty text and near miss
   }
 }
 
-TEST_CASE("provider_parse without a message pointer still rejects") {
-  CHECK_FALSE(provider_parse("nope"));
-}
+TEST_CASE("provider_parse without a message pointer still rejects") { CHECK_FALSE(provider_parse("nope")); }
 
 TEST_CASE("provider_choice_resolve prefers the flag over FI_PROVIDER") {
   FiProviderEnv env("shm");
@@ -163,8 +161,8 @@ TEST_CASE("every adapter's names parse back to its own kind") {
 }
 
 TEST_CASE("provider_auto_select takes the first available provider in preference order") {
-  FakeAvailability everything{.present = {ProviderKind::efa, ProviderKind::verbs, ProviderKind::shm,
-                                          ProviderKind::tcp}};
+  FakeAvailability everything{
+      .present = {ProviderKind::efa, ProviderKind::verbs, ProviderKind::shm, ProviderKind::tcp}};
   const ProviderAdapter* chosen = provider_auto_select(std::ref(everything), true);
   REQUIRE(chosen != nullptr);
   CHECK(chosen->kind() == ProviderKind::efa);

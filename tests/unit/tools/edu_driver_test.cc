@@ -46,9 +46,12 @@ class BackendDevice : public Device {
 
   Error attr_read(std::string_view name, std::string& text) override {
     const auto& id = backend_->identity();
-    if (name == "vendor") text = hex_text(id.vendor, 4);
-    else if (name == "device") text = hex_text(id.device, 4);
-    else return {ENOENT, "open " + std::string(name)};
+    if (name == "vendor")
+      text = hex_text(id.vendor, 4);
+    else if (name == "device")
+      text = hex_text(id.device, 4);
+    else
+      return {ENOENT, "open " + std::string(name)};
     return {};
   }
   Error config_read(std::uint32_t offset, std::span<std::uint8_t> into) override {

@@ -91,8 +91,8 @@ const ProviderAdapter& provider_get(ProviderKind kind) noexcept;
 
 // A parsed --provider / FI_PROVIDER value.
 struct ProviderChoice {
-  bool automatic = true;                    // "auto"
-  ProviderKind kind = ProviderKind::tcp;    // meaningful when !automatic
+  bool automatic = true;                  // "auto"
+  ProviderKind kind = ProviderKind::tcp;  // meaningful when !automatic
 };
 
 // Accepts "auto", "tcp", "shm", "verbs", "efa", "tcp;ofi_rxm", "verbs;ofi_rxm"
