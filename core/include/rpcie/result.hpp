@@ -1,7 +1,9 @@
 // rpcie::Result — the error type of every fallible rpcie call.
 //
 // Contract:
-//  - Functions that can fail return Result<T> and are [[nodiscard]] by type.
+//  - Functions that can fail return Result<T>, which is [[nodiscard]]: a dropped result is a
+//    compile error under -Werror; `(void)` says on purpose.
+//  - RPCIE_TRY / RPCIE_TRY_ASSIGN propagate an error to the caller (below).
 //  - No exceptions cross a module boundary and none are thrown on data paths.
 //  - An Error keeps the code in its original domain: errno values stay errno values,
 //    libfabric's own codes (>= FI_ERRNO_OFFSET, 256) stay libfabric codes. Only the edges
@@ -33,8 +35,30 @@ struct [[nodiscard]] Error {
   std::string describe() const;
 };
 
+// tl::expected<T, Error> that may not be dropped. Converts from tl::expected and from
+// tl::unexpected<Error> (fail(), RPCIE_TRY).
 template <class T>
-using Result = tl::expected<T, Error>;
+class [[nodiscard]] Result : public tl::expected<T, Error> {
+ public:
+  using tl::expected<T, Error>::expected;
+  Result(const tl::expected<T, Error>& other) : tl::expected<T, Error>(other) {}
+  Result(tl::expected<T, Error>&& other) : tl::expected<T, Error>(std::move(other)) {}
+};
+
+// Propagation, for a function that returns any Result:
+//   RPCIE_TRY(expr);                  expr's error is returned; its value (if any) dropped
+//   RPCIE_TRY_ASSIGN(auto x, expr);   x is expr's value, or expr's error is returned
+#define RPCIE_TRY(expr)                                                                                                \
+  do {                                                                                                                 \
+    if (auto rpcie_try_ = (expr); !rpcie_try_) return ::tl::unexpected<::rpcie::Error>(std::move(rpcie_try_).error()); \
+  } while (0)
+#define RPCIE_TRY_CAT2_(a, b) a##b
+#define RPCIE_TRY_CAT_(a, b) RPCIE_TRY_CAT2_(a, b)
+#define RPCIE_TRY_ASSIGN(lhs, expr) RPCIE_TRY_ASSIGN_(RPCIE_TRY_CAT_(rpcie_try_, __LINE__), lhs, expr)
+#define RPCIE_TRY_ASSIGN_(tmp, lhs, expr)                                    \
+  auto tmp = (expr);                                                         \
+  if (!tmp) return ::tl::unexpected<::rpcie::Error>(std::move(tmp).error()); \
+  lhs = std::move(*tmp)
 
 // Shorthands that read well at the return site: `return fail(EPROTO, "bad magic");`
 inline tl::unexpected<Error> fail(int errno_code, std::string message) {
