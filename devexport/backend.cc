@@ -56,10 +56,4 @@ Result<std::unique_ptr<Backend>> backend_create(const ExportSpec& spec) {
   return made;
 }
 
-bool access_valid(std::uint64_t offset, unsigned width, std::uint64_t size) noexcept {
-  if (width != 1 && width != 2 && width != 4 && width != 8) return false;
-  if (offset % width != 0) return false;
-  return offset < size && width <= size - offset;
-}
-
 }  // namespace rpcie::dev

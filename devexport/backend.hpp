@@ -36,12 +36,10 @@
 #include <vector>
 
 #include "rpcie/deadline.hpp"
+#include "rpcie/pci.hpp"
 #include "rpcie/result.hpp"
 
 namespace rpcie::dev {
-
-inline constexpr std::size_t kBarCount = 6;
-inline constexpr std::uint32_t kConfigSize = 4096;  // PCIe extended config space
 
 struct Identity {
   std::uint16_t vendor = 0xffff;
@@ -111,7 +109,7 @@ class Backend {
   // Whether the device masters the bus (needs a DmaPort with a window).
   virtual bool uses_dma() const noexcept { return false; }
 
-  // Config space, `width` 1, 2 or 4 at an offset aligned to it, inside kConfigSize.
+  // Config space, `width` 1, 2 or 4 at an offset aligned to it, inside pci::kConfigSpaceSize.
   virtual Result<std::uint32_t> config_read(std::uint32_t offset, unsigned width) = 0;
   virtual Result<void> config_write(std::uint32_t offset, unsigned width, std::uint32_t value) {
     (void)offset, (void)width, (void)value;
@@ -183,10 +181,5 @@ Result<ExportSpec> export_spec_parse(std::string_view text);
 // naming the backends there are. Keys the exporter itself handles (`dma`, `shared`,
 // `allow`) are removed from params by the exporter before this is called.
 Result<std::unique_ptr<Backend>> backend_create(const ExportSpec& spec);
-
-// Helpers shared by backends and the exporter.
-// Whether an access of `width` at `offset` is legal for a region of `size` bytes:
-// width 1/2/4/8, naturally aligned, entirely inside.
-bool access_valid(std::uint64_t offset, unsigned width, std::uint64_t size) noexcept;
 
 }  // namespace rpcie::dev

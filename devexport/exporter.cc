@@ -79,7 +79,7 @@ proto::ExportEntry entry_make(ExportSlot& slot, const std::string& holder) {
                                       (slot.config.dma == DmaMode::mirror ? proto::kExportMirror : 0));
   e.vectors = std::min<std::uint16_t>(slot.backend->vector_count(), proto::kMaxVector);
   for (const auto& r : slot.backend->regions()) {
-    if (e.bars.size() == proto::kMaxBarRegions) break;
+    if (e.bars.size() == pci::kBarCount) break;
     std::uint8_t flags =
         static_cast<std::uint8_t>((r.is_64bit ? proto::kBarFlag64 : 0) | (r.readonly ? proto::kBarFlagReadonly : 0) |
                                   (bar_direct(*slot.backend, r) ? proto::kBarFlagDirect : 0));
@@ -362,24 +362,17 @@ class ServedAttachment final : public DmaPort, public IrqSink {
       return {};
     }
     // Through MMIO, the widest naturally aligned access at each step.
-    for (std::uint64_t done = 0; done < c.length;) {
-      const std::uint64_t at = c.offset + done;
-      unsigned w = 8;
-      while (w > 1 && (at % w != 0 || c.length - done < w)) w /= 2;
-      std::uint64_t v = 0;
+    return pci::access_split(c.offset, c.length, pci::kBarWidthMax, [&](std::uint64_t at, unsigned w) -> Result<void> {
+      std::uint8_t* byte = bounce + (at - c.offset);
       if (to_bar) {
-        std::memcpy(&v, bounce + done, w);
-        auto wr = slot_.backend->mmio_write(c.bar, at, w, v);
-        if (!wr) return wr;
-      } else {
-        auto rd = slot_.backend->mmio_read(c.bar, at, w);
-        if (!rd) return tl::unexpected(rd.error());
-        v = *rd;
-        std::memcpy(bounce + done, &v, w);
+        std::uint64_t v = 0;
+        std::memcpy(&v, byte, w);
+        return slot_.backend->mmio_write(c.bar, at, w, v);
       }
-      done += w;
-    }
-    return {};
+      RPCIE_TRY_ASSIGN(const std::uint64_t v, slot_.backend->mmio_read(c.bar, at, w));
+      std::memcpy(byte, &v, w);
+      return {};
+    });
   }
 
   // Streaming DMA: bytes the client pushed (window_push) for what the device reads next.

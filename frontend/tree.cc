@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "rpcie/log.hpp"
+#include "rpcie/pci.hpp"
 
 namespace rpcie::hostd {
 
@@ -426,19 +427,6 @@ struct Tree::Impl {
   }
 
   // ---- fabric operations ----------------------------------------------------------------
-  // Config space of any size and offset, as aligned 1/2/4-byte accesses.
-  template <class Access>
-  static Result<void> config_pieces(std::uint64_t off, std::size_t size, Access&& access) {
-    while (size > 0) {
-      unsigned w = (off % 4 == 0 && size >= 4) ? 4 : (off % 2 == 0 && size >= 2) ? 2 : 1;
-      auto r = access(static_cast<std::uint16_t>(off), w);
-      if (!r) return r;
-      off += w;
-      size -= w;
-    }
-    return {};
-  }
-
   // A request that goes to the device: tracked for the watchdog from the start, answered
   // at most once (by whoever untracks it), with the attachment current at its start and a
   // deadline a little under the timeout.
@@ -487,8 +475,8 @@ struct Tree::Impl {
 
   // A register BAR access is exactly one naturally aligned 1/2/4/8-byte access inside it.
   static bool register_access_valid(const client::BarDesc& b, std::size_t size, off_t off) {
-    return (size == 1 || size == 2 || size == 4 || size == 8) && off % static_cast<off_t>(size) == 0 &&
-           static_cast<std::uint64_t>(off) + size <= b.size;
+    return size <= pci::kBarWidthMax &&
+           pci::access_valid(static_cast<std::uint64_t>(off), static_cast<unsigned>(size), b.size);
   }
   // Bytes of [off, off+size) inside a file of `limit` bytes (off < limit).
   static std::size_t clip(std::size_t size, off_t off, std::uint64_t limit) {
@@ -508,12 +496,13 @@ struct Tree::Impl {
       size = clip(size, off, limit);
       std::vector<char> buf(size);
       auto done =
-          config_pieces(static_cast<std::uint64_t>(off), size, [&](std::uint16_t o, unsigned w) -> Result<void> {
-            auto v = r.a().config_read(o, w, r.deadline());
-            if (!v) return tl::unexpected(v.error());
-            std::memcpy(buf.data() + (o - off), &*v, w);  // little-endian, like the kernel's file
-            return {};
-          });
+          pci::access_split(static_cast<std::uint64_t>(off), size, pci::kConfigWidthMax,
+                            [&](std::uint64_t o, unsigned w) -> Result<void> {
+                              auto v = r.a().config_read(static_cast<std::uint16_t>(o), w, r.deadline());
+                              if (!v) return tl::unexpected(v.error());
+                              std::memcpy(buf.data() + (o - off), &*v, w);  // little-endian, like the kernel's file
+                              return {};
+                            });
       return done ? r.data(buf.data(), buf.size()) : r.fail(done.error());
     }
     if (registers) {
@@ -547,12 +536,12 @@ struct Tree::Impl {
     if (!r.link()) return;
     if (f.id == kConfig) {
       size = clip(size, off, limit);
-      auto done =
-          config_pieces(static_cast<std::uint64_t>(off), size, [&](std::uint16_t o, unsigned w) -> Result<void> {
-            std::uint32_t v = 0;
-            std::memcpy(&v, data + (o - off), w);
-            return r.a().config_write(o, w, v, r.deadline());
-          });
+      auto done = pci::access_split(static_cast<std::uint64_t>(off), size, pci::kConfigWidthMax,
+                                    [&](std::uint64_t o, unsigned w) -> Result<void> {
+                                      std::uint32_t v = 0;
+                                      std::memcpy(&v, data + (o - off), w);
+                                      return r.a().config_write(static_cast<std::uint16_t>(o), w, v, r.deadline());
+                                    });
       return done ? r.written(size) : r.fail(done.error());
     }
     if (registers) {

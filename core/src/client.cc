@@ -657,7 +657,7 @@ Result<void> status_check(std::int32_t status, const std::string& text, const ch
 
 Result<std::uint32_t> Attachment::config_read(std::uint16_t offset, unsigned width, Deadline deadline) {
   State::Call call(*s_);
-  if ((width != 1 && width != 2 && width != 4) || offset % width || offset + width > proto::kConfigSpaceSize)
+  if (!pci::access_valid(offset, width, pci::kConfigSpaceSize, pci::kConfigWidthMax))
     return fail(EINVAL, "config read: bad offset or width");
   auto r = s_->request(proto::ConfigRead{offset, static_cast<std::uint8_t>(width)}, deadline);
   if (!r) return tl::unexpected(r.error());
@@ -670,7 +670,7 @@ Result<std::uint32_t> Attachment::config_read(std::uint16_t offset, unsigned wid
 
 Result<void> Attachment::config_write(std::uint16_t offset, unsigned width, std::uint32_t value, Deadline deadline) {
   State::Call call(*s_);
-  if ((width != 1 && width != 2 && width != 4) || offset % width || offset + width > proto::kConfigSpaceSize)
+  if (!pci::access_valid(offset, width, pci::kConfigSpaceSize, pci::kConfigWidthMax))
     return fail(EINVAL, "config write: bad offset or width");
   if (width < 4 && (value >> (8 * width)) != 0) return fail(EINVAL, "config write: value wider than the access");
   auto r = s_->request(proto::ConfigWrite{offset, static_cast<std::uint8_t>(width), value}, deadline);
@@ -687,8 +687,7 @@ Result<void> mmio_check(const ExportDesc& d, std::uint8_t bar, std::uint64_t off
   const BarDesc* b = d.bar_find(bar);
   if (!b) return fail(EINVAL, "BAR " + std::to_string(bar) + " does not exist");
   if (b->kind == proto::BarKind::io) return fail(EINVAL, "BAR " + std::to_string(bar) + " is an I/O BAR");
-  if ((width != 1 && width != 2 && width != 4 && width != 8) || offset % width || offset >= b->size ||
-      width > b->size - offset)
+  if (!pci::access_valid(offset, width, b->size))
     return fail(EINVAL, "MMIO access of width " + std::to_string(width) + " at " + std::to_string(offset) +
                             " is not a naturally aligned 1/2/4/8-byte access inside BAR " + std::to_string(bar));
   return {};

@@ -76,7 +76,6 @@ class Writer {
 
 constexpr std::size_t kRegionSize = 4 + 8 + 8 + 8;
 
-bool width_valid(std::uint8_t w, bool allow8) { return w == 1 || w == 2 || w == 4 || (allow8 && w == 8); }
 bool value_fits(std::uint64_t v, std::uint8_t width) { return width >= 8 || v >> (8 * width) == 0; }
 
 std::size_t hello_size(const Hello& h) {
@@ -91,10 +90,11 @@ bool hello_valid(const Hello& h) {
 }
 
 bool config_valid(std::uint16_t offset, std::uint8_t width) {
-  return width_valid(width, false) && offset % width == 0 && offset + width <= kConfigSpaceSize;
+  return pci::access_valid(offset, width, pci::kConfigSpaceSize, pci::kConfigWidthMax);
 }
 bool mmio_valid(std::uint8_t bar, std::uint8_t width, std::uint64_t offset) {
-  return bar <= kMaxBar && width_valid(width, true) && offset % width == 0;
+  // The BAR's size is the exporter's to check: here only width and alignment.
+  return bar <= pci::kBarMax && pci::access_aligned(offset, width);
 }
 
 bool auth_bytes_valid(std::span<const std::uint8_t> b) { return b.size() == kAuthBytes; }
@@ -110,10 +110,10 @@ bool entry_valid(const ExportEntry& e) {
     return false;
   if (e.class_code > 0xffffff || e.vectors > kMaxVector || (e.flags & ~kExportFlagsKnown) != 0) return false;
   if (e.state != ExportState::free && e.state != ExportState::attached) return false;
-  if (e.bars.size() > kMaxBarRegions) return false;
+  if (e.bars.size() > pci::kBarCount) return false;
   unsigned seen = 0;
   for (const auto& b : e.bars) {
-    if (b.bar > kMaxBar || (seen & (1u << b.bar)) != 0) return false;
+    if (b.bar > pci::kBarMax || (seen & (1u << b.bar)) != 0) return false;
     seen |= 1u << b.bar;
     if (b.kind != BarKind::registers && b.kind != BarKind::memory && b.kind != BarKind::io) return false;
     if ((b.flags & ~kBarFlagsKnown) != 0 || b.size == 0) return false;
@@ -121,7 +121,7 @@ bool entry_valid(const ExportEntry& e) {
   return true;
 }
 bool bar_transfer_valid(const BarCommit& c) {
-  return c.bar <= kMaxBar && c.length > 0 && c.offset + c.length >= c.offset &&
+  return c.bar <= pci::kBarMax && c.length > 0 && c.offset + c.length >= c.offset &&
          c.bounce_offset + c.length >= c.bounce_offset;
 }
 
@@ -351,8 +351,8 @@ bool entry_decode(Reader& r, ExportEntry& e) {
   e.flags = r.uint<std::uint8_t>();
   e.vectors = r.uint<std::uint16_t>();
   std::size_t n = r.uint<std::uint8_t>();
-  if (!r.ok() || n > kMaxBarRegions) return false;
-  e.bars.reserve(n);  // bounded by kMaxBarRegions
+  if (!r.ok() || n > pci::kBarCount) return false;
+  e.bars.reserve(n);  // bounded by pci::kBarCount
   for (std::size_t i = 0; i < n; ++i) {
     BarInfo b;
     b.bar = r.uint<std::uint8_t>();

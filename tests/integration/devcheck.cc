@@ -31,6 +31,7 @@
 #include <CLI/CLI.hpp>
 
 #include "rpcie/client.hpp"
+#include "rpcie/edu_registers.hpp"
 #include "rpcie/units.hpp"
 
 namespace {
@@ -119,9 +120,7 @@ void random_fill(std::uint8_t* p, std::size_t n, std::uint32_t seed) {
 }
 
 // --- edu ------------------------------------------------------------------------------
-constexpr std::uint64_t kId = 0x00, kLive = 0x04, kFact = 0x08, kStatus = 0x20, kIrqStatus = 0x24, kIrqAck = 0x64,
-                        kDmaSrc = 0x80, kDmaDst = 0x88, kDmaCount = 0x90, kDmaCmd = 0x98;
-constexpr std::uint64_t kEduBuffer = 0x40000;
+using namespace rpcie::edu;  // the register map
 
 std::uint64_t rd(Attachment& a, std::uint64_t off, unsigned width = 4) {
   auto v = a.mmio_read(0, off, width, soon());
@@ -138,53 +137,53 @@ void wr(Attachment& a, std::uint64_t off, std::uint64_t value, unsigned width = 
 // One DMA through edu, completion seen by interrupt (irq=true) or by polling the command
 // register (irq=false). Returns with the interrupt acknowledged.
 void edu_dma(Attachment& a, std::uint64_t src, std::uint64_t dst, std::uint64_t count, bool to_host, bool irq) {
-  wr(a, kDmaSrc, src, 8);
-  wr(a, kDmaDst, dst, 8);
-  wr(a, kDmaCount, count, 8);
+  wr(a, kRegDmaSrc, src, 8);
+  wr(a, kRegDmaDst, dst, 8);
+  wr(a, kRegDmaCount, count, 8);
   const std::uint64_t seen = a.interrupt_count(0);
-  wr(a, kDmaCmd, 1 | (to_host ? 2 : 0) | (irq ? 4 : 0), 8);
+  wr(a, kRegDmaCmd, 1 | (to_host ? 2 : 0) | (irq ? 4 : 0), 8);
   if (irq) {
     auto n = a.interrupt_wait(0, seen, soon());
     CHECK_THAT(n.has_value(), "DMA interrupt: %s", n ? "" : n.error().describe().c_str());
-    CHECK_THAT((rd(a, kIrqStatus) & 0x100) != 0, "interrupt status lacks the DMA bit");
-    wr(a, kIrqAck, 0x100);
+    CHECK_THAT((rd(a, kRegIrqStatus) & 0x100) != 0, "interrupt status lacks the DMA bit");
+    wr(a, kRegIrqAck, 0x100);
   } else {
     auto until = Deadline::after(5s);
-    while ((rd(a, kDmaCmd, 8) & 1) != 0 && !until.expired()) {
+    while ((rd(a, kRegDmaCmd, 8) & 1) != 0 && !until.expired()) {
     }
-    CHECK_THAT((rd(a, kDmaCmd, 8) & 1) == 0, "DMA did not finish");
+    CHECK_THAT((rd(a, kRegDmaCmd, 8) & 1) == 0, "DMA did not finish");
   }
 }
 
 int edu_check(const Common& c, const std::string& name) {
   Window w(c.window);
   auto a = attach_or_die(c, name, w);
-  CHECK_THAT(a->device().vendor == 0x1234 && a->device().device == 0x11e8, "identity %04x:%04x", a->device().vendor,
+  CHECK_THAT(a->device().vendor == kVendor && a->device().device == kDevice, "identity %04x:%04x", a->device().vendor,
              a->device().device);
   auto cfg = a->config_read(0, 4, soon());
   CHECK_THAT(cfg && *cfg == 0x11e81234, "config vendor/device %#x", cfg ? *cfg : 0);
   auto cls = a->config_read(8, 4, soon());
   CHECK_THAT(cls && (*cls >> 8) == 0x00ff00 && (*cls & 0xff) == 0x10, "config class/revision %#x", cls ? *cls : 0);
-  CHECK_THAT(rd(*a, kId) == 0x010000ed, "ID register");
+  CHECK_THAT(rd(*a, kRegId) == 0x010000ed, "ID register");
   ok("identity and config space");
 
   // Rule 2: a read right after a posted write sees it.
   for (std::uint32_t v : {0x12345678u, 0u, 0xdeadbeefu}) {
-    wr(*a, kLive, v);
-    CHECK_THAT(rd(*a, kLive) == (~v & 0xffffffffu), "liveness of %#x", v);
+    wr(*a, kRegLiveness, v);
+    CHECK_THAT(rd(*a, kRegLiveness) == (~v & 0xffffffffu), "liveness of %#x", v);
   }
   ok("liveness: each read sees the write before it");
 
   // Factorial with interrupt.
-  wr(*a, kStatus, 0x80);
+  wr(*a, kRegStatus, 0x80);
   std::uint64_t seen = a->interrupt_count(0);
-  wr(*a, kFact, 10);
+  wr(*a, kRegFactorial, 10);
   auto n = a->interrupt_wait(0, seen, soon());
   CHECK_THAT(n && *n == seen + 1, "factorial interrupt count");
-  CHECK_THAT(rd(*a, kFact) == 3628800, "10! reads back");
-  CHECK_THAT((rd(*a, kIrqStatus) & 1) == 1, "factorial interrupt bit");
-  wr(*a, kIrqAck, 1);
-  CHECK_THAT(rd(*a, kIrqStatus) == 0, "acknowledged");
+  CHECK_THAT(rd(*a, kRegFactorial) == 3628800, "10! reads back");
+  CHECK_THAT((rd(*a, kRegIrqStatus) & 1) == 1, "factorial interrupt bit");
+  wr(*a, kRegIrqAck, 1);
+  CHECK_THAT(rd(*a, kRegIrqStatus) == 0, "acknowledged");
   ok("factorial with interrupt");
 
   // DMA host -> device -> host, several rounds, completion by interrupt and by polling.
@@ -197,8 +196,8 @@ int edu_check(const Common& c, const std::string& name) {
     random_fill(w.base + src, 4096, 1000 + round);
     const auto sum = fnv(w.base + src, 4096);
     std::memset(w.base + dst, 0, 4096);
-    edu_dma(*a, src, kEduBuffer, 4096, false, irq);
-    edu_dma(*a, kEduBuffer, dst, 4096, true, irq);
+    edu_dma(*a, src, kDmaBufferAddress, 4096, false, irq);
+    edu_dma(*a, kDmaBufferAddress, dst, 4096, true, irq);
     CHECK_THAT(fnv(w.base + dst, 4096) == sum, "round %d (%s): window holds the DMAed bytes on completion", round,
                irq ? "irq" : "poll");
   }
@@ -206,21 +205,21 @@ int edu_check(const Common& c, const std::string& name) {
 
   // Partial transfer at an odd place inside the buffer.
   random_fill(w.base + 0x9000, 100, 7);
-  edu_dma(*a, 0x9000, kEduBuffer + 0x123, 100, false, true);
+  edu_dma(*a, 0x9000, kDmaBufferAddress + 0x123, 100, false, true);
   std::memset(w.base + 0xa000, 0, 200);
-  edu_dma(*a, kEduBuffer + 0x123, 0xa000, 100, true, true);
+  edu_dma(*a, kDmaBufferAddress + 0x123, 0xa000, 100, true, true);
   CHECK_THAT(std::memcmp(w.base + 0x9000, w.base + 0xa000, 100) == 0, "partial DMA");
   CHECK_THAT(w.base[0xa000 + 100] == 0, "DMA wrote past its count");
   ok("partial DMA");
 
   // A DMA outside the window is not performed and the device keeps working.
-  edu_dma(*a, kEduBuffer, c.window - 16, 4096, true, true);
-  CHECK_THAT(rd(*a, kId) == 0x010000ed, "device alive after an out-of-window DMA");
+  edu_dma(*a, kDmaBufferAddress, c.window - 16, 4096, true, true);
+  CHECK_THAT(rd(*a, kRegId) == 0x010000ed, "device alive after an out-of-window DMA");
   ok("out-of-window DMA refused, device alive");
 
   auto d = a->detach(soon());
   CHECK_THAT(d.has_value(), "detach: %s", d ? "" : d.error().describe().c_str());
-  auto after = a->mmio_read(0, kId, 4, soon());
+  auto after = a->mmio_read(0, kRegId, 4, soon());
   CHECK_THAT(!after && after.error().code == ENOTCONN, "use after detach gives ENOTCONN");
   ok("detach");
   return g_failures ? 1 : 0;
@@ -243,7 +242,7 @@ int push_check(Common c, const std::string& name) {
   // Device buffer -> window [dst, +n), then compare with `want`.
   auto device_matches = [&](std::uint64_t dst, const std::vector<std::uint8_t>& want, const char* what) {
     std::memset(w.base + dst, 0, want.size());
-    edu_dma(*a, kEduBuffer, dst, want.size(), true, true);
+    edu_dma(*a, kDmaBufferAddress, dst, want.size(), true, true);
     CHECK_THAT(std::memcmp(w.base + dst, want.data(), want.size()) == 0, "%s (%s export)", what,
                mirror ? "mirror" : "on-demand");
   };
@@ -254,8 +253,8 @@ int push_check(Common c, const std::string& name) {
     random_fill(w.base + src, 4096, 500 + round);
     std::vector<std::uint8_t> want(w.base + src, w.base + src + 4096);
     push(src, 4096);
-    edu_dma(*a, src, kEduBuffer, 4096, false, true);
-    device_matches(0x40000 + 0x1000 * round, want, "pushed bytes reach the device");
+    edu_dma(*a, src, kDmaBufferAddress, 4096, false, true);
+    device_matches(kDmaBufferAddress + 0x1000 * round, want, "pushed bytes reach the device");
   }
   ok("push then doorbell: the device reads the pushed bytes (4 rounds)");
 
@@ -267,7 +266,7 @@ int push_check(Common c, const std::string& name) {
   push(src, 4096);
   random_fill(w.base + src, 4096, 78);
   std::vector<std::uint8_t> later(w.base + src, w.base + src + 4096);
-  edu_dma(*a, src, kEduBuffer, 4096, false, true);
+  edu_dma(*a, src, kDmaBufferAddress, 4096, false, true);
   device_matches(0x50000, mirror ? pushed : later, "the device reads the bytes of the push, not later ones");
   ok(mirror ? "mirror: the device sees the window as pushed, nothing pulled"
             : "on-demand: push has no effect, the device reads the window");
@@ -279,24 +278,24 @@ int push_check(Common c, const std::string& name) {
     random_fill(w.base + src, 2048, 90);
     std::vector<std::uint8_t> both(w.base + src, w.base + src + 2048);
     push(src, 2048);
-    wr(*a, kLive, 1);
-    wr(*a, kDmaSrc, src, 8);
-    wr(*a, kDmaDst, kEduBuffer, 8);
-    wr(*a, kDmaCount, 2048, 8);
+    wr(*a, kRegLiveness, 1);
+    wr(*a, kRegDmaSrc, src, 8);
+    wr(*a, kRegDmaDst, kDmaBufferAddress, 8);
+    wr(*a, kRegDmaCount, 2048, 8);
     std::uint64_t seen = a->interrupt_count(0);
-    wr(*a, kDmaCmd, 1 | 4, 8);
+    wr(*a, kRegDmaCmd, 1 | 4, 8);
     random_fill(w.base + src, 2048, 91);
     both.insert(both.end(), w.base + src, w.base + src + 2048);
     push(src, 2048);
     auto n = a->interrupt_wait(0, seen, soon());
     CHECK_THAT(n.has_value(), "first DMA interrupt: %s", n ? "" : n.error().describe().c_str());
-    wr(*a, kIrqAck, 0x100);
+    wr(*a, kRegIrqAck, 0x100);
     seen = a->interrupt_count(0);
-    wr(*a, kDmaDst, kEduBuffer + 2048, 8);
-    wr(*a, kDmaCmd, 1 | 4, 8);
+    wr(*a, kRegDmaDst, kDmaBufferAddress + 2048, 8);
+    wr(*a, kRegDmaCmd, 1 | 4, 8);
     n = a->interrupt_wait(0, seen, soon());
     CHECK_THAT(n.has_value(), "second DMA interrupt: %s", n ? "" : n.error().describe().c_str());
-    wr(*a, kIrqAck, 0x100);
+    wr(*a, kRegIrqAck, 0x100);
     device_matches(0x60000, both, "two pushes around a doorbell keep their order");
     ok("push / doorbell / push / doorbell keep their order");
   }
@@ -308,7 +307,7 @@ int push_check(Common c, const std::string& name) {
     random_fill(w.base + at, len, static_cast<std::uint32_t>(len));
     std::vector<std::uint8_t> tail(w.base + at + len - 4096, w.base + at + len);
     push(at, len);
-    edu_dma(*a, at + len - 4096, kEduBuffer, 4096, false, true);
+    edu_dma(*a, at + len - 4096, kDmaBufferAddress, 4096, false, true);
     device_matches(0x58000, tail, len == 8192 ? "an 8 KiB push (in the message)" : "an 8 KiB + 1 push (one-sided)");
   }
   ok("pushes of 8 KiB and 8 KiB + 1 (message and one-sided)");
@@ -320,7 +319,7 @@ int push_check(Common c, const std::string& name) {
   push(big, big_len);
   std::memset(w.base + big + big_len - 4096, 0xee, 4096);  // after the push: must not be seen in mirror mode
   if (!mirror) std::memcpy(w.base + big + big_len - 4096, tail.data(), 4096);
-  edu_dma(*a, big + big_len - 4096, kEduBuffer, 4096, false, true);
+  edu_dma(*a, big + big_len - 4096, kDmaBufferAddress, 4096, false, true);
   device_matches(0x70000, tail, "a 64 KiB push (one-sided) reaches the device");
   ok("64 KiB push, one-sided");
 
@@ -332,7 +331,7 @@ int push_check(Common c, const std::string& name) {
                static_cast<unsigned long long>(at), static_cast<unsigned long long>(len),
                r ? "accepted" : r.error().describe().c_str());
   }
-  CHECK_THAT(rd(*a, kId) == 0x010000ed, "device alive after refused pushes");
+  CHECK_THAT(rd(*a, kRegId) == 0x010000ed, "device alive after refused pushes");
   const auto pushed_total = a->stats().window_bytes_pushed;
   CHECK_THAT(pushed_total == (mirror ? 4 * 4096 + 4096 + 2 * 2048 + 8192 + 8193 + big_len : 0u),
              "bytes pushed counted: %llu", static_cast<unsigned long long>(pushed_total));
@@ -349,7 +348,7 @@ int posted_check(const Common& c, const std::string& name) {
   std::vector<double> rtt;
   for (int i = 0; i < 50; ++i) {
     auto t0 = std::chrono::steady_clock::now();
-    (void)rd(*a, kLive);
+    (void)rd(*a, kRegLiveness);
     rtt.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
   }
   std::sort(rtt.begin(), rtt.end());
@@ -363,11 +362,11 @@ int posted_check(const Common& c, const std::string& name) {
     auto t0 = std::chrono::steady_clock::now();
     for (std::uint32_t i = 1; i <= 1000; ++i) {
       auto e0 = std::chrono::steady_clock::now();
-      wr(*a, kLive, i + 1000 * attempt);
+      wr(*a, kRegLiveness, i + 1000 * attempt);
       each.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - e0).count());
     }
     const double posting = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-    const std::uint64_t last = rd(*a, kLive);
+    const std::uint64_t last = rd(*a, kRegLiveness);
     const double took = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
     const auto replies = a->channel_stats().messages_received - replies_before;
     CHECK_THAT(last == (~(1000u + 1000 * attempt) & 0xffffffffu), "the read sees the last write (got %#llx)",
@@ -441,7 +440,7 @@ int errors_check(const Common& c, const std::string& name) {
     CHECK_THAT(!wv && wv.error().code == EINVAL, "mmio_write bar %u off %#llx width %u", b.bar,
                static_cast<unsigned long long>(b.offset), b.width);
   }
-  auto big = a->mmio_write(0, kLive, 4, 0x100000000ULL, soon());
+  auto big = a->mmio_write(0, kRegLiveness, 4, 0x100000000ULL, soon());
   CHECK_THAT(!big && big.error().code == EINVAL, "value wider than the access");
   for (auto [off, width] : {std::pair{4095, 2}, std::pair{4096, 1}, std::pair{1, 2}, std::pair{0, 8}}) {
     auto r = a->config_read(static_cast<std::uint16_t>(off), static_cast<unsigned>(width), soon());
@@ -450,8 +449,8 @@ int errors_check(const Common& c, const std::string& name) {
   // The device decides for legal widths: edu reads all-ones at an undefined offset and on a
   // width its spec does not define.
   CHECK_THAT(rd(*a, 0x10) == 0xffffffffu, "undefined edu offset reads all-ones");
-  CHECK_THAT(rd(*a, 0x04, 2) == 0xffff, "2-byte edu register read is all-ones");
-  CHECK_THAT(rd(*a, kId) == 0x010000ed, "still alive");
+  CHECK_THAT(rd(*a, kRegLiveness, 2) == 0xffff, "2-byte edu register read is all-ones");
+  CHECK_THAT(rd(*a, kRegId) == 0x010000ed, "still alive");
   ok("bad widths, offsets and BARs are EINVAL; the device decides for legal ones");
   return g_failures ? 1 : 0;
 }
@@ -508,10 +507,10 @@ int hostile_check(const Common& c, const std::string& name) {
   // end; the attach did not ask to push either way): refused with EINVAL under the id, and
   // the posted write after them is still performed, as posted writes are.
   const std::uint8_t bytes[8] = {1, 2, 3, 4, 5, 6, 7, 8};
-  auto r6 = ask(rpcie::proto::WindowPush{w.size - 4, bytes, {{0, 4, kLive, 0x5a5a5a5a}}}, 15 | (1ULL << 63));
+  auto r6 = ask(rpcie::proto::WindowPush{w.size - 4, bytes, {{0, 4, kRegLiveness, 0x5a5a5a5a}}}, 15 | (1ULL << 63));
   CHECK_THAT(r6 && r6->header.request_id == (15 | (1ULL << 63)) && status_of(*r6) == EINVAL,
              "window_push the exporter cannot take -> EINVAL with its id (%d)", r6 ? status_of(*r6) : -1);
-  auto r7 = ask(rpcie::proto::MmioRead{0, 4, kLive}, 16);
+  auto r7 = ask(rpcie::proto::MmioRead{0, 4, kRegLiveness}, 16);
   CHECK_THAT(r7 && std::get_if<rpcie::proto::ReadReply>(&r7->message) &&
                  std::get<rpcie::proto::ReadReply>(r7->message).value == 0xa5a5a5a5,
              "the write after refused window bytes was performed");
@@ -519,7 +518,7 @@ int hostile_check(const Common& c, const std::string& name) {
   std::vector<std::uint8_t> garbage(100, 0xab);
   auto g = ch.bytes_send(garbage, soon());
   CHECK_THAT(g.has_value(), "garbage sent");
-  auto r5 = ask(rpcie::proto::MmioRead{0, 4, kId}, 14);
+  auto r5 = ask(rpcie::proto::MmioRead{0, 4, kRegId}, 14);
   CHECK_THAT(r5 && r5->header.request_id == 14 && std::get_if<rpcie::proto::ReadReply>(&r5->message) &&
                  std::get<rpcie::proto::ReadReply>(r5->message).value == 0x010000ed,
              "the exporter still answers after garbage");
@@ -571,16 +570,16 @@ int linkloss_check(Common c, const std::string& name) {
   c.options.window_push = true;
   Window w(c.window);
   auto a = attach_or_die(c, name, w);
-  CHECK_THAT(rd(*a, kId) == 0x010000ed, "alive");
+  CHECK_THAT(rd(*a, kRegId) == 0x010000ed, "alive");
   std::printf("attached %s\n", name.c_str());
   std::fflush(stdout);
   auto until = Deadline::after(15s);
   int code = 0;
   while (!until.expired()) {
     (void)a->window_push(0, 64, soon());
-    (void)a->mmio_write(0, kLive, 4, 1, soon());
+    (void)a->mmio_write(0, kRegLiveness, 4, 1, soon());
     auto t0 = std::chrono::steady_clock::now();
-    auto r = a->mmio_read(0, kLive, 4, Deadline::after(3s));
+    auto r = a->mmio_read(0, kRegLiveness, 4, Deadline::after(3s));
     const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     CHECK_THAT(took < 3.5, "an operation took %.1f s past its 3 s deadline", took);
     if (!r) {
@@ -592,11 +591,11 @@ int linkloss_check(Common c, const std::string& name) {
   }
   CHECK_THAT(code == EIO || code == ENOTCONN || code == ETIMEDOUT || code == ECONNRESET, "a lost link is an error (%d)",
              code);
-  auto again = a->mmio_read(0, kId, 4, Deadline::after(1s));
+  auto again = a->mmio_read(0, kRegId, 4, Deadline::after(1s));
   CHECK_THAT(!again, "and stays one");
   auto pushed = a->window_push(0, 64, Deadline::after(1s));
   CHECK_THAT(!pushed, "a window push after the loss fails too");
-  auto posted = a->mmio_write(0, kLive, 4, 1, Deadline::after(1s));
+  auto posted = a->mmio_write(0, kRegLiveness, 4, 1, Deadline::after(1s));
   CHECK_THAT(!posted, "a posted write after the loss fails too");
   ok("exporter lost: the next accesses fail with an error, none hangs");
   return g_failures ? 1 : 0;

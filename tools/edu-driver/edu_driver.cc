@@ -194,7 +194,7 @@ Error dma_transfer(Device& device, const Options& options, std::uint64_t src, st
   if (Error error = register_wait_clear(device, kRegDmaCmd, kDmaCmdStart, 8, options.timeout, cmd)) return error;
   if (Error error = device.bar_write(kRegDmaSrc, 8, src)) return error;
   if (Error error = device.bar_write(kRegDmaDst, 8, dst)) return error;
-  if (Error error = device.bar_write(kRegDmaCount, 8, kDeviceBufferSize)) return error;
+  if (Error error = device.bar_write(kRegDmaCount, 8, kDmaBufferSize)) return error;
   // The driver's stores into the window must be visible before the device can read them:
   // the write barrier a kernel driver puts before its doorbell.
   std::atomic_thread_fence(std::memory_order_seq_cst);
@@ -218,8 +218,8 @@ StepResult dma(Device& device, const Options& options) {
   if (window.size() < kDmaWindowMin)
     return step.fail("the DMA window has " + std::to_string(window.size()) + " bytes; the test needs " +
                      std::to_string(kDmaWindowMin));
-  std::span<std::uint8_t> src = window.subspan(kDmaSrcIova, kDeviceBufferSize);
-  std::span<std::uint8_t> dst = window.subspan(kDmaDstIova, kDeviceBufferSize);
+  std::span<std::uint8_t> src = window.subspan(kDmaSrcIova, kDmaBufferSize);
+  std::span<std::uint8_t> dst = window.subspan(kDmaDstIova, kDmaBufferSize);
   // A pattern that differs per run and per byte position, so that stale data of an earlier
   // run or a shifted copy cannot match.
   std::uint32_t x = options.seed * 2654435761u + 1;
@@ -231,14 +231,14 @@ StepResult dma(Device& device, const Options& options) {
   const std::uint64_t sum_src = checksum64(src);
   step.value("src_iova", hex(kDmaSrcIova));
   step.value("dst_iova", hex(kDmaDstIova));
-  step.value("bytes", std::to_string(kDeviceBufferSize));
+  step.value("bytes", std::to_string(kDmaBufferSize));
   step.value("checksum_src", hex(sum_src, 16));
 
-  if (Error error = dma_transfer(device, options, kDmaSrcIova, kDeviceBuffer, false)) {
+  if (Error error = dma_transfer(device, options, kDmaSrcIova, kDmaBufferAddress, false)) {
     error.what = "RAM to device: " + error.what;
     return step.fail(std::move(error));
   }
-  if (Error error = dma_transfer(device, options, kDeviceBuffer, kDmaDstIova, true)) {
+  if (Error error = dma_transfer(device, options, kDmaBufferAddress, kDmaDstIova, true)) {
     error.what = "device to RAM: " + error.what;
     return step.fail(std::move(error));
   }
@@ -250,8 +250,8 @@ StepResult dma(Device& device, const Options& options) {
                        ", expected " + hex(src[i], 2) + "; checksum " + hex(sum_dst, 16) + ", expected " +
                        hex(sum_src, 16));
   }
-  return step.pass(std::to_string(kDeviceBufferSize) + " bytes IOVA " + hex(kDmaSrcIova) + " -> device " +
-                   hex(kDeviceBuffer) + " -> IOVA " + hex(kDmaDstIova) + ", checksum " + hex(sum_dst, 16));
+  return step.pass(std::to_string(kDmaBufferSize) + " bytes IOVA " + hex(kDmaSrcIova) + " -> device " +
+                   hex(kDmaBufferAddress) + " -> IOVA " + hex(kDmaDstIova) + ", checksum " + hex(sum_dst, 16));
 }
 
 const char* outcome_text(Outcome outcome) {

@@ -17,43 +17,23 @@
 #include <string_view>
 #include <vector>
 
+#include "rpcie/edu_registers.hpp"
+
 namespace edu_driver {
 
-// edu's identity and BAR0 register map (shared/EDU.md; QEMU docs/specs/edu.rst).
-inline constexpr std::uint16_t kVendor = 0x1234;
-inline constexpr std::uint16_t kDevice = 0x11e8;
-
-inline constexpr std::uint64_t kRegId = 0x00;
-inline constexpr std::uint64_t kRegLiveness = 0x04;
-inline constexpr std::uint64_t kRegFactorial = 0x08;
-inline constexpr std::uint64_t kRegStatus = 0x20;
-inline constexpr std::uint64_t kRegIrqStatus = 0x24;
-inline constexpr std::uint64_t kRegIrqAck = 0x64;
-inline constexpr std::uint64_t kRegDmaSrc = 0x80;
-inline constexpr std::uint64_t kRegDmaDst = 0x88;
-inline constexpr std::uint64_t kRegDmaCount = 0x90;
-inline constexpr std::uint64_t kRegDmaCmd = 0x98;
-
-inline constexpr std::uint32_t kStatusComputing = 0x01;
-inline constexpr std::uint32_t kStatusIrqOnFactorial = 0x80;
-inline constexpr std::uint32_t kIrqFactorial = 0x001;
-inline constexpr std::uint32_t kIrqDma = 0x100;
-inline constexpr std::uint64_t kDmaCmdStart = 0x1;
-inline constexpr std::uint64_t kDmaCmdToHost = 0x2;
-inline constexpr std::uint64_t kDmaCmdIrq = 0x4;
-inline constexpr std::uint64_t kDeviceBuffer = 0x40000;  // device address of the 4 KiB buffer
-inline constexpr std::size_t kDeviceBufferSize = 4096;
+// edu's identity and BAR0 register map.
+using namespace ::rpcie::edu;
 
 // The ID register is 0xMMmm00ed: major, minor, then 0x00ed. The driver accepts any minor
 // of major 1 (a minor release keeps the register map) but nothing else.
-inline constexpr std::uint32_t kIdExpected = 0x010000ed;
+inline constexpr std::uint32_t kIdExpected = kIdValue;
 inline constexpr bool id_compatible(std::uint32_t id) noexcept { return (id & 0xffff) == 0x00ed && (id >> 24) == 0x01; }
 
 // The DMA step's IOVAs: offset == IOVA in the dma file. Neither is 0, so that a daemon
 // that got the offset wrong fails the comparison instead of passing by luck.
 inline constexpr std::uint64_t kDmaSrcIova = 0x1000;
 inline constexpr std::uint64_t kDmaDstIova = 0x2000;
-inline constexpr std::size_t kDmaWindowMin = kDmaDstIova + kDeviceBufferSize;
+inline constexpr std::size_t kDmaWindowMin = kDmaDstIova + kDmaBufferSize;
 
 struct Error {
   int code = 0;      // errno value; 0: no error

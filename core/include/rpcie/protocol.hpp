@@ -23,6 +23,7 @@
 #include <variant>
 #include <vector>
 
+#include "rpcie/pci.hpp"
 #include "rpcie/result.hpp"
 
 namespace rpcie::proto {
@@ -41,12 +42,9 @@ inline constexpr std::size_t kMaxRegions = 16;
 inline constexpr std::size_t kMaxNonce = 64;
 inline constexpr std::size_t kMaxErrorText = 1024;
 inline constexpr std::uint16_t kMaxVector = 2048;  // MSI-X allows 2048 vectors
-inline constexpr std::uint8_t kMaxBar = 5;
-inline constexpr std::uint32_t kConfigSpaceSize = 4096;
-inline constexpr std::size_t kMaxNameText = 64;  // export names, client names, holders
+inline constexpr std::size_t kMaxNameText = 64;    // export names, client names, holders
 inline constexpr std::size_t kMaxBackendName = 32;
-inline constexpr std::size_t kMaxExports = 128;  // entries in one list_reply
-inline constexpr std::size_t kMaxBarRegions = 6;
+inline constexpr std::size_t kMaxExports = 128;          // entries in one list_reply
 inline constexpr std::size_t kAuthBytes = 32;            // nonces and proofs: exactly this long
 inline constexpr std::size_t kMacTrailer = 32;           // per-frame MAC after the message
 inline constexpr std::size_t kMaxBatch = 256;            // writes in one mmio_write_batch
@@ -137,7 +135,7 @@ struct Heartbeat {
 struct Goodbye {};
 
 struct ConfigRead {
-  std::uint16_t offset = 0;  // < kConfigSpaceSize, aligned to width, offset+width <= 4096
+  std::uint16_t offset = 0;  // aligned to width, offset + width <= pci::kConfigSpaceSize
   std::uint8_t width = 4;    // 1, 2, 4
 };
 struct ConfigWrite {
@@ -201,7 +199,7 @@ inline constexpr std::uint8_t kBarFlagReadonly = 2;  // writes and side-effectin
 inline constexpr std::uint8_t kBarFlagDirect = 4;    // plain memory: one-sided RMA to the BAR
 inline constexpr std::uint8_t kBarFlagsKnown = 7;
 struct BarInfo {
-  std::uint8_t bar = 0;  // 0..kMaxBar
+  std::uint8_t bar = 0;  // 0..pci::kBarMax
   BarKind kind = BarKind::registers;
   std::uint8_t flags = 0;
   std::uint64_t size = 0;
@@ -223,7 +221,7 @@ struct ExportEntry {
   ExportState state = ExportState::free;
   std::uint8_t flags = 0;
   std::uint16_t vectors = 0;  // <= kMaxVector
-  std::vector<BarInfo> bars;  // <= kMaxBarRegions, distinct BAR numbers
+  std::vector<BarInfo> bars;  // <= pci::kBarCount, distinct BAR numbers
 };
 struct ListRequest {};
 struct ListReply {

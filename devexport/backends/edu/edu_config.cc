@@ -46,9 +46,9 @@ void put(std::array<std::uint8_t, N>& bytes, std::uint32_t offset, unsigned widt
 }
 
 Result<void> config_access_check(std::uint32_t offset, unsigned width, std::string_view what) {
-  if (width != 8 && access_valid(offset, width, kConfigSize)) return {};
+  if (pci::access_valid(offset, width, pci::kConfigSpaceSize, pci::kConfigWidthMax)) return {};
   return fail(EINVAL, fmt::format("edu: config {} of {} bytes at 0x{:x}: use 1, 2 or 4 bytes, aligned, below 0x{:x}",
-                                  what, width, offset, kConfigSize));
+                                  what, width, offset, pci::kConfigSpaceSize));
 }
 
 }  // namespace

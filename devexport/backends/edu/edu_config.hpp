@@ -7,26 +7,29 @@
 #include <cstdint>
 
 #include "backend.hpp"
+#include "rpcie/edu_registers.hpp"
 
 namespace rpcie::dev::edu {
 
+// The register map and identity of the device this backend emulates.
+using namespace ::rpcie::edu;
+
 // QEMU's defaults for the device (subsystem IDs are QEMU's for every device it emulates).
 inline constexpr Identity kIdentity{
-    .vendor = 0x1234,
-    .device = 0x11e8,
+    .vendor = ::rpcie::edu::kVendor,
+    .device = ::rpcie::edu::kDevice,
     .class_code = 0x00ff00,
     .subsystem_vendor = 0x1af4,
     .subsystem_device = 0x1100,
     .revision = 0x10,
 };
-inline constexpr std::uint64_t kBar0Size = std::uint64_t{1} << 20;
 inline constexpr std::uint32_t kMsiCapOffset = 0x40;
 
 class ConfigSpace {
  public:
   ConfigSpace() noexcept;  // power-on state
 
-  // `width` 1, 2 or 4 at an offset aligned to it inside kConfigSize; EINVAL otherwise.
+  // `width` 1, 2 or 4 at an offset aligned to it inside pci::kConfigSpaceSize; EINVAL otherwise.
   Result<std::uint32_t> read(std::uint32_t offset, unsigned width) const;
   // Changes only the writable bits: command, cache line size, BAR0 address bits, interrupt
   // line, MSI enable/address/data. Writes to any other bit are ignored, as on hardware.
@@ -34,8 +37,8 @@ class ConfigSpace {
   void reset() noexcept;
 
  private:
-  std::array<std::uint8_t, kConfigSize> bytes_{};
-  std::array<std::uint8_t, kConfigSize> writable_{};  // per byte: the bits a write changes
+  std::array<std::uint8_t, pci::kConfigSpaceSize> bytes_{};
+  std::array<std::uint8_t, pci::kConfigSpaceSize> writable_{};  // per byte: the bits a write changes
 };
 
 }  // namespace rpcie::dev::edu

@@ -14,29 +14,6 @@ namespace {
 
 constexpr std::string_view kLog = "edu";
 
-// BAR0 registers (README.md has the table).
-constexpr std::uint64_t kRegId = 0x00;
-constexpr std::uint64_t kRegLiveness = 0x04;
-constexpr std::uint64_t kRegFactorial = 0x08;
-constexpr std::uint64_t kRegStatus = 0x20;
-constexpr std::uint64_t kRegIrqStatus = 0x24;
-constexpr std::uint64_t kRegIrqRaise = 0x60;
-constexpr std::uint64_t kRegIrqAck = 0x64;
-constexpr std::uint64_t kRegDmaSrc = 0x80;
-constexpr std::uint64_t kRegDmaDst = 0x88;
-constexpr std::uint64_t kRegDmaCount = 0x90;
-constexpr std::uint64_t kRegDmaCmd = 0x98;
-constexpr std::uint64_t kWideRegsStart = 0x80;  // from here on 8-byte accesses decode too
-
-constexpr std::uint32_t kIdValue = 0x010000ed;  // major 1, minor 0, 0xed
-constexpr std::uint32_t kStatusComputing = 0x01;
-constexpr std::uint32_t kStatusIrqOnFactorial = 0x80;
-constexpr std::uint32_t kIrqFactorial = 0x001;
-constexpr std::uint32_t kIrqDma = 0x100;
-constexpr std::uint64_t kDmaCmdStart = 0x1;
-constexpr std::uint64_t kDmaCmdToHost = 0x2;
-constexpr std::uint64_t kDmaCmdIrq = 0x4;
-
 constexpr auto kDmaTimeout = std::chrono::seconds(5);
 // A port call ends by its own deadline; this adds scheduling slack on a busy machine.
 constexpr auto kQuiesceTimeout = kDmaTimeout + std::chrono::seconds(1);
@@ -49,7 +26,7 @@ std::uint64_t width_mask(unsigned width) {
 
 // What QEMU's model decodes: 4-byte accesses below 0x80, 4- or 8-byte ones from 0x80 on.
 bool width_decoded(std::uint64_t offset, unsigned width) {
-  return offset < kWideRegsStart ? width == 4 : (width == 4 || width == 8);
+  return offset < kRegWideStart ? width == 4 : (width == 4 || width == 8);
 }
 
 // n! modulo 2^32. From 34 on the product has at least 32 factors of two and wraps to 0, so
@@ -67,7 +44,7 @@ bool in_dma_buffer(std::uint64_t address, std::uint64_t count) {
 }
 
 Result<void> mmio_access_check(std::uint8_t bar, std::uint64_t offset, unsigned width, std::string_view what) {
-  if (bar == 0 && access_valid(offset, width, kBar0Size)) return {};
+  if (bar == 0 && pci::access_valid(offset, width, kBar0Size)) return {};
   return fail(EINVAL, fmt::format("edu: mmio {} of {} bytes at BAR{} 0x{:x}: only BAR0 (1 MiB) exists, "
                                   "accesses are 1, 2, 4 or 8 bytes, aligned, inside it",
                                   what, width, bar, offset));

@@ -15,11 +15,9 @@
 
 #include "backend.hpp"
 #include "edu_config.hpp"
+#include "rpcie/edu_registers.hpp"
 
 namespace rpcie::dev::edu {
-
-inline constexpr std::uint64_t kDmaBufferAddress = 0x40000;  // device address of the buffer
-inline constexpr std::size_t kDmaBufferSize = 4096;
 
 class Device final : public Backend {
  public:

@@ -58,7 +58,7 @@ class Membar final : public Backend {
   std::span<const Region> regions() const noexcept override { return {&region_, 1}; }
 
   Result<std::uint32_t> config_read(std::uint32_t offset, unsigned width) override {
-    if (width == 8 || !access_valid(offset, width, kConfigSize))
+    if (!pci::access_valid(offset, width, pci::kConfigSpaceSize, pci::kConfigWidthMax))
       return fail(EINVAL, "config read of width " + std::to_string(width) + " at " + std::to_string(offset));
     std::uint32_t value = 0;
     for (unsigned i = 0; i < width; ++i) value |= std::uint32_t{config_[offset + i]} << (8 * i);
@@ -66,7 +66,7 @@ class Membar final : public Backend {
   }
 
   Result<void> config_write(std::uint32_t offset, unsigned width, std::uint32_t value) override {
-    if (width == 8 || !access_valid(offset, width, kConfigSize))
+    if (!pci::access_valid(offset, width, pci::kConfigSpaceSize, pci::kConfigWidthMax))
       return fail(EINVAL, "config write of width " + std::to_string(width) + " at " + std::to_string(offset));
     // Byte by byte through the write mask: read-only bits keep their value, which is what
     // makes BAR probing (write all-ones, read the size mask back) work.
@@ -79,7 +79,7 @@ class Membar final : public Backend {
   }
 
   Result<std::uint64_t> mmio_read(std::uint8_t bar, std::uint64_t offset, unsigned width) override {
-    if (bar != 0 || !access_valid(offset, width, region_.size))
+    if (bar != 0 || !pci::access_valid(offset, width, region_.size))
       return fail(EINVAL, access_text("read", bar, offset, width));
     std::uint8_t* at = memory_.data() + offset;
     switch (width) {
@@ -95,7 +95,7 @@ class Membar final : public Backend {
   }
 
   Result<void> mmio_write(std::uint8_t bar, std::uint64_t offset, unsigned width, std::uint64_t value) override {
-    if (bar != 0 || !access_valid(offset, width, region_.size))
+    if (bar != 0 || !pci::access_valid(offset, width, region_.size))
       return fail(EINVAL, access_text("write", bar, offset, width));
     std::uint8_t* at = memory_.data() + offset;
     switch (width) {
@@ -194,8 +194,8 @@ class Membar final : public Backend {
   HostBuffer memory_;
   Region region_;
   Identity identity_;
-  std::array<std::uint8_t, kConfigSize> config_{};
-  std::array<std::uint8_t, kConfigSize> wmask_{};  // 1 bits are writable
+  std::array<std::uint8_t, pci::kConfigSpaceSize> config_{};
+  std::array<std::uint8_t, pci::kConfigSpaceSize> wmask_{};  // 1 bits are writable
 };
 
 }  // namespace

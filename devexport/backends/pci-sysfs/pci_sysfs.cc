@@ -113,7 +113,7 @@ class PciSysfs final : public Backend {
   std::span<const Region> regions() const noexcept override { return regions_; }
 
   Result<std::uint32_t> config_read(std::uint32_t offset, unsigned width) override {
-    if (width == 8 || !access_valid(offset, width, kConfigSize))
+    if (!pci::access_valid(offset, width, pci::kConfigSpaceSize, pci::kConfigWidthMax))
       return fail(EINVAL, where() + "config read of width " + std::to_string(width) + " at " + hex(offset));
     std::uint32_t value = 0;
     ssize_t n;
@@ -127,7 +127,7 @@ class PciSysfs final : public Backend {
   }
 
   Result<void> config_write(std::uint32_t offset, unsigned width, std::uint32_t value) override {
-    if (width == 8 || !access_valid(offset, width, kConfigSize))
+    if (!pci::access_valid(offset, width, pci::kConfigSpaceSize, pci::kConfigWidthMax))
       return fail(EINVAL, where() + "config write of width " + std::to_string(width) + " at " + hex(offset));
     const std::string what = "config write at " + hex(offset);
     if (auto free = unbound(what); !free) return free;
@@ -240,7 +240,7 @@ class PciSysfs final : public Backend {
     auto r = std::find_if(regions_.begin(), regions_.end(), [&](const Region& x) { return x.bar == bar; });
     if (r == regions_.end()) return fail(EINVAL, where() + what + ": no such BAR");
     if (r->kind == RegionKind::io) return fail(EINVAL, where() + what + ": I/O port BARs are not accessible");
-    if (!access_valid(offset, width, r->size))
+    if (!pci::access_valid(offset, width, r->size))
       return fail(EINVAL, where() + what + " of width " + std::to_string(width) + ": outside the BAR or misaligned");
     return unbound(what);
   }
@@ -254,7 +254,7 @@ class PciSysfs final : public Backend {
   sysfs::Fd config_fd_;
   std::uint64_t config_file_size_ = 0;
   std::uint8_t header_type_ = 0;
-  std::array<BarAccess, kBarCount> bars_;
+  std::array<BarAccess, pci::kBarCount> bars_;
 };
 
 Result<std::unique_ptr<Backend>> PciSysfs::open(const Params& p) {
@@ -336,7 +336,7 @@ Result<std::unique_ptr<Backend>> PciSysfs::open(const Params& p) {
 Result<std::vector<Region>> pci_resource_parse(std::string_view text) {
   std::vector<Region> regions;
   bool upper_half = false;  // this line is the upper half of the 64-bit BAR before it
-  for (unsigned bar = 0; bar < kBarCount && !text.empty(); ++bar) {
+  for (unsigned bar = 0; bar < pci::kBarCount && !text.empty(); ++bar) {
     const auto newline = text.find('\n');
     const std::string_view line = text.substr(0, newline);
     text = newline == std::string_view::npos ? std::string_view() : text.substr(newline + 1);

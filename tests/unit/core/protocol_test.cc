@@ -308,7 +308,7 @@ TEST_CASE("heartbeat and goodbye round-trip") {
 TEST_CASE("config_read and config_write round-trip at every width, up to the last register") {
   for (std::uint8_t width : {1, 2, 4}) {
     CAPTURE(int{width});
-    std::uint16_t last = static_cast<std::uint16_t>(proto::kConfigSpaceSize - width);
+    std::uint16_t last = static_cast<std::uint16_t>(rpcie::pci::kConfigSpaceSize - width);
     std::uint32_t value = width == 4 ? 0xdeadbeefU : width == 2 ? 0xbeefU : 0xefU;
     Bytes s1, s2;
     auto r = round_trip(proto::ConfigRead{last, width}, 40, s1);
@@ -323,7 +323,7 @@ TEST_CASE("config_read and config_write round-trip at every width, up to the las
 
 TEST_CASE("mmio_read and mmio_write round-trip at every width and BAR") {
   for (std::uint8_t width : {1, 2, 4, 8}) {
-    for (std::uint8_t bar = 0; bar <= proto::kMaxBar; ++bar) {
+    for (std::uint8_t bar = 0; bar <= rpcie::pci::kBarMax; ++bar) {
       CAPTURE(int{width});
       CAPTURE(int{bar});
       std::uint64_t offset = 0x100000ULL * width;
@@ -1063,7 +1063,7 @@ TEST_CASE("a maximal list_reply fits the payload cap") {
     e.backend = std::string_view("pci-sysfs-backend-name-32-bytes!");
     e.holder = n;
     e.bars.clear();
-    for (std::uint8_t b = 0; b < proto::kMaxBarRegions; ++b) e.bars.push_back({b, proto::BarKind::memory, 0, 4096});
+    for (std::uint8_t b = 0; b < rpcie::pci::kBarCount; ++b) e.bars.push_back({b, proto::BarKind::memory, 0, 4096});
     l.exports.push_back(e);
   }
   Bytes storage;

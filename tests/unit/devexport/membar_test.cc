@@ -104,7 +104,7 @@ TEST_CASE("membar: identity is synthetic and matches the config header") {
   CHECK(cfg(*b, 0x3d, 1) == 0);  // no interrupt pin
   for (std::uint32_t bar = 0x18; bar <= 0x24; bar += 4) CHECK(cfg(*b, bar, 4) == 0);
   CHECK(cfg(*b, 0x100, 4) == 0);  // no extended capabilities
-  CHECK(cfg(*b, kConfigSize - 4, 4) == 0);
+  CHECK(cfg(*b, pci::kConfigSpaceSize - 4, 4) == 0);
 }
 
 TEST_CASE("membar: BAR0/BAR1 probing reads back the size mask, then takes an address") {
@@ -166,10 +166,10 @@ TEST_CASE("membar: config accesses outside the contract are EINVAL") {
   CHECK(b->config_read(0, 3).error().code == EINVAL);
   CHECK(b->config_read(2, 4).error().code == EINVAL);
   CHECK(b->config_read(1, 2).error().code == EINVAL);
-  CHECK(b->config_read(kConfigSize, 1).error().code == EINVAL);
+  CHECK(b->config_read(pci::kConfigSpaceSize, 1).error().code == EINVAL);
   CHECK(b->config_write(0x3c, 8, 0).error().code == EINVAL);
   CHECK(b->config_write(0x3d, 2, 0).error().code == EINVAL);
-  CHECK(b->config_write(kConfigSize, 4, 0).error().code == EINVAL);
+  CHECK(b->config_write(pci::kConfigSpaceSize, 4, 0).error().code == EINVAL);
 }
 
 TEST_CASE("membar: mmio at every width reads back what was written, little-endian") {

@@ -266,7 +266,7 @@ TEST_CASE("pci-sysfs fake unbound: config reads at every width match the file; p
       REQUIRE(v);
       CHECK(*v == le_get(f.config, offset, width));
     }
-    for (std::uint32_t offset : {std::uint32_t(kFakeConfigSize), 0x400u, kConfigSize - width}) {
+    for (std::uint32_t offset : {std::uint32_t(kFakeConfigSize), 0x400u, pci::kConfigSpaceSize - width}) {
       CAPTURE(offset);
       auto v = b->config_read(offset, width);
       REQUIRE(v);
@@ -276,7 +276,7 @@ TEST_CASE("pci-sysfs fake unbound: config reads at every width match the file; p
   CHECK(b->config_read(0, 8).error().code == EINVAL);
   CHECK(b->config_read(0, 3).error().code == EINVAL);
   CHECK(b->config_read(2, 4).error().code == EINVAL);
-  CHECK(b->config_read(kConfigSize, 1).error().code == EINVAL);
+  CHECK(b->config_read(pci::kConfigSpaceSize, 1).error().code == EINVAL);
 }
 
 TEST_CASE("pci-sysfs fake unbound: BAR reads and writes at every width go through resourceN") {

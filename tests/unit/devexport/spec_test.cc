@@ -44,20 +44,6 @@ TEST_CASE("backend_create: unknown backend names the known ones") {
   CHECK(b.error().message.find("edu, membar, pci-sysfs") != std::string::npos);
 }
 
-TEST_CASE("access_valid: widths, alignment, bounds") {
-  CHECK(access_valid(0, 4, 16));
-  CHECK(access_valid(12, 4, 16));
-  CHECK(access_valid(8, 8, 16));
-  CHECK(access_valid(15, 1, 16));
-  CHECK_FALSE(access_valid(16, 1, 16));
-  CHECK_FALSE(access_valid(14, 4, 16));
-  CHECK_FALSE(access_valid(2, 4, 16));
-  CHECK_FALSE(access_valid(0, 3, 16));
-  CHECK_FALSE(access_valid(0, 16, 16));
-  CHECK_FALSE(access_valid(UINT64_MAX - 7, 8, UINT64_MAX));
-  CHECK(access_valid(UINT64_MAX - 15, 8, UINT64_MAX));
-}
-
 TEST_CASE("units: sizes and durations") {
   CHECK(size_parse("64M") == 64ULL << 20);
   CHECK(size_parse("4KiB") == 4096);

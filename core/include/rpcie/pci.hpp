@@ -1,0 +1,60 @@
+// PCI facts every part of rpcie shares: config-space sizes, BAR numbering, and the access
+// rule (naturally aligned 1/2/4/8-byte accesses) with its splitting of longer ranges.
+//
+// Part of core's base (like result.hpp and units.hpp): backends, the front end and tools may
+// all include it; it knows nothing of the transport. Header-only, no allocation, thread-safe.
+#pragma once
+
+#include <cstdint>
+
+#include "rpcie/result.hpp"
+
+namespace rpcie::pci {
+
+// Config space of a PCI Express function (sysfs shows 4096 bytes) and of a conventional one.
+inline constexpr std::uint32_t kConfigSpaceSize = 4096;
+inline constexpr std::uint32_t kConfigSpaceLegacySize = 256;
+// Base address registers of a type-0 function: BARs 0..5.
+inline constexpr unsigned kBarCount = 6;
+inline constexpr std::uint8_t kBarMax = kBarCount - 1;
+
+// Widest access each space takes: config space 4 bytes, a BAR 8 bytes.
+inline constexpr unsigned kConfigWidthMax = 4;
+inline constexpr unsigned kBarWidthMax = 8;
+
+// The access rule: `width` is 1, 2, 4 or 8 (at most `width_max`), `offset` is a multiple of
+// it, and [offset, offset + width) lies inside a space of `size` bytes.
+constexpr bool width_valid(unsigned width, unsigned width_max = kBarWidthMax) noexcept {
+  return (width == 1 || width == 2 || width == 4 || width == 8) && width <= width_max;
+}
+constexpr bool access_aligned(std::uint64_t offset, unsigned width, unsigned width_max = kBarWidthMax) noexcept {
+  return width_valid(width, width_max) && offset % width == 0;
+}
+constexpr bool access_valid(std::uint64_t offset, unsigned width, std::uint64_t size,
+                            unsigned width_max = kBarWidthMax) noexcept {
+  return access_aligned(offset, width, width_max) && offset < size && width <= size - offset;
+}
+
+// The widest access (at most `width_max`, a power of two) that is naturally aligned at
+// `offset` and no longer than `remaining` (> 0).
+constexpr unsigned access_width_at(std::uint64_t offset, std::uint64_t remaining, unsigned width_max) noexcept {
+  unsigned w = width_max;
+  while (w > 1 && (offset % w != 0 || remaining < w)) w /= 2;
+  return w;
+}
+
+// Splits [offset, offset + length) into the widest valid accesses, in ascending order, and
+// calls `access(offset, width)` (returning Result<void>) for each; the first error ends the
+// walk and is returned.
+template <class Access>
+Result<void> access_split(std::uint64_t offset, std::uint64_t length, unsigned width_max, Access&& access) {
+  while (length > 0) {
+    const unsigned w = access_width_at(offset, length, width_max);
+    RPCIE_TRY(access(offset, w));
+    offset += w;
+    length -= w;
+  }
+  return {};
+}
+
+}  // namespace rpcie::pci
