@@ -82,7 +82,7 @@ Result<std::shared_ptr<RemoteDevice>> RemoteDevice::attach(const AttachParams& p
     if (b.bar >= 6) continue;
     std::uint64_t addr = 0;
     if (auto lo = (*a)->config_read(static_cast<std::uint16_t>(0x10 + 4 * b.bar), 4, deadline)) {
-      addr = *lo & (b.kind == proto::BarKind::io ? ~0x3ull : ~0xfull) & 0xffffffffull;
+      addr = *lo & (b.kind == pci::BarKind::io ? ~0x3ull : ~0xfull) & 0xffffffffull;
       if (b.is_64bit && b.bar < 5)
         if (auto hi = (*a)->config_read(static_cast<std::uint16_t>(0x14 + 4 * b.bar), 4, deadline))
           addr |= static_cast<std::uint64_t>(*hi) << 32;

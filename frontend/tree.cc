@@ -283,11 +283,11 @@ struct Tree::Impl {
           if (const auto* b = i < 6 ? d.bar_find(i) : nullptr) {
             start = n.dev->bar_address(i);
             end = start + b->size - 1;
-            if (b->kind == proto::BarKind::io) {
+            if (b->kind == pci::BarKind::io) {
               flags = 0x100;  // IORESOURCE_IO
             } else {
               flags = 0x200;                                           // IORESOURCE_MEM
-              if (b->kind == proto::BarKind::memory) flags |= 0x2000;  // IORESOURCE_PREFETCH
+              if (b->kind == pci::BarKind::memory) flags |= 0x2000;  // IORESOURCE_PREFETCH
               if (b->is_64bit) flags |= 0x100000;                      // IORESOURCE_MEM_64
             }
             if (b->readonly) flags |= 0x4000;  // IORESOURCE_READONLY
@@ -489,7 +489,7 @@ struct Tree::Impl {
     const std::uint64_t limit = f.id == kConfig ? f.node->dev->config_size() : b ? b->size : 0;
     if (!b && f.id != kConfig) return r.fail(EBADF);
     if (static_cast<std::uint64_t>(off) >= limit) return r.data(nullptr, 0);  // end of file
-    const bool registers = b && b->kind != proto::BarKind::memory;
+    const bool registers = b && b->kind != pci::BarKind::memory;
     if (registers && !register_access_valid(*b, size, off)) return r.fail(EINVAL);
     if (!r.link()) return;
     if (f.id == kConfig) {
@@ -531,7 +531,7 @@ struct Tree::Impl {
     const std::uint64_t limit = f.id == kConfig ? f.node->dev->config_size() : b ? b->size : 0;
     if (!b && f.id != kConfig) return r.fail(EBADF);
     if (static_cast<std::uint64_t>(off) >= limit) return r.fail(EFBIG);  // as sysfs
-    const bool registers = b && b->kind != proto::BarKind::memory;
+    const bool registers = b && b->kind != pci::BarKind::memory;
     if (registers && !register_access_valid(*b, size, off)) return r.fail(EINVAL);
     if (!r.link()) return;
     if (f.id == kConfig) {
@@ -675,7 +675,7 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   f->id = id;
   f->writable = writing;
   const auto* bar = node->bar(id);
-  const bool cached = bar && bar->kind == proto::BarKind::memory;
+  const bool cached = bar && bar->kind == pci::BarKind::memory;
   fi->direct_io = cached ? 0 : 1;  // page cache and mmap only for memory BARs
   fi->keep_cache = 0;              // a fresh open sees what the device holds now
   fi->nonseekable = id >= kEvents ? 1 : 0;
@@ -940,7 +940,7 @@ Result<Tree::Published> Tree::publish(std::shared_ptr<RemoteDevice> device) {
     m.events_changed(raw, false);
     if (c == DeviceChange::reconnected)
       for (const auto& b : raw->dev->desc().bars)
-        if (b.kind == proto::BarKind::memory && b.bar < 6)
+        if (b.kind == pci::BarKind::memory && b.bar < 6)
           fuse_lowlevel_notify_inval_inode(m.se, raw->ino(kBar0 + b.bar), 0, 0);
   });
   RPCIE_LOG_INFO("hostd", "{}: {} on {}:{} at {}", node->name, prm.export_name, prm.host, prm.port, p.sysfs);

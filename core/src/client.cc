@@ -392,7 +392,7 @@ struct Attachment::State {
                                     Deadline deadline) {
     const BarDesc* b = device.bar_find(bar);
     if (!b) return fail(EINVAL, "BAR " + std::to_string(bar) + " does not exist");
-    if (b->kind != proto::BarKind::memory) return fail(EINVAL, "BAR " + std::to_string(bar) + " is not a memory BAR");
+    if (b->kind != pci::BarKind::memory) return fail(EINVAL, "BAR " + std::to_string(bar) + " is not a memory BAR");
     if (offset > b->size || length > b->size - offset) return fail(EINVAL, "range outside BAR " + std::to_string(bar));
     if (write && b->readonly) return fail(EPERM, "BAR " + std::to_string(bar) + " is read-only");
     if (b->direct) {
@@ -686,7 +686,7 @@ namespace {
 Result<void> mmio_check(const ExportDesc& d, std::uint8_t bar, std::uint64_t offset, unsigned width) {
   const BarDesc* b = d.bar_find(bar);
   if (!b) return fail(EINVAL, "BAR " + std::to_string(bar) + " does not exist");
-  if (b->kind == proto::BarKind::io) return fail(EINVAL, "BAR " + std::to_string(bar) + " is an I/O BAR");
+  if (b->kind == pci::BarKind::io) return fail(EINVAL, "BAR " + std::to_string(bar) + " is an I/O BAR");
   if (!pci::access_valid(offset, width, b->size))
     return fail(EINVAL, "MMIO access of width " + std::to_string(width) + " at " + std::to_string(offset) +
                             " is not a naturally aligned 1/2/4/8-byte access inside BAR " + std::to_string(bar));

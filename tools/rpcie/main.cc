@@ -38,13 +38,13 @@ std::string size_text(std::uint64_t bytes) {
   return std::to_string(bytes) + units[u];
 }
 
-const char* kind_text(rpcie::proto::BarKind k) {
+const char* kind_text(rpcie::pci::BarKind k) {
   switch (k) {
-    case rpcie::proto::BarKind::registers:
+    case rpcie::pci::BarKind::registers:
       return "registers";
-    case rpcie::proto::BarKind::memory:
+    case rpcie::pci::BarKind::memory:
       return "memory";
-    case rpcie::proto::BarKind::io:
+    case rpcie::pci::BarKind::io:
       return "io";
   }
   return "unknown";
@@ -82,8 +82,8 @@ void list_print_text(const std::vector<ExportDesc>& exports) {
     for (const auto& b : e.bars) {
       if (!bars.empty()) bars += " ";
       bars += std::to_string(b.bar) + ":" + size_text(b.size) + "(" +
-              (b.kind == rpcie::proto::BarKind::memory ? "mem"
-               : b.kind == rpcie::proto::BarKind::io   ? "io"
+              (b.kind == rpcie::pci::BarKind::memory ? "mem"
+               : b.kind == rpcie::pci::BarKind::io   ? "io"
                                                        : "reg") +
               (b.readonly ? ",ro" : "") + ")";
     }

@@ -55,7 +55,7 @@ namespace rpcie::client {
 
 struct BarDesc {
   std::uint8_t bar = 0;
-  proto::BarKind kind = proto::BarKind::registers;
+  pci::BarKind kind = pci::BarKind::registers;
   std::uint64_t size = 0;
   bool is_64bit = false;
   bool readonly = false;

@@ -18,6 +18,10 @@ inline constexpr std::uint32_t kConfigSpaceLegacySize = 256;
 inline constexpr unsigned kBarCount = 6;
 inline constexpr std::uint8_t kBarMax = kBarCount - 1;
 
+// What a BAR holds: device registers (every access has side effects, exact width), plain
+// memory (prefetchable), or I/O ports. The values are the wire's (docs/protocol.md).
+enum class BarKind : std::uint8_t { registers = 1, memory = 2, io = 3 };
+
 // Widest access each space takes: config space 4 bytes, a BAR 8 bytes.
 inline constexpr unsigned kConfigWidthMax = 4;
 inline constexpr unsigned kBarWidthMax = 8;

@@ -193,7 +193,7 @@ struct AuthProof {
 struct AuthOk {};
 
 // --- Exports (bootstrap) ---
-enum class BarKind : std::uint8_t { registers = 1, memory = 2, io = 3 };
+using BarKind = pci::BarKind;
 inline constexpr std::uint8_t kBarFlag64 = 1;        // 64-bit BAR
 inline constexpr std::uint8_t kBarFlagReadonly = 2;  // writes and side-effecting reads refused
 inline constexpr std::uint8_t kBarFlagDirect = 4;    // plain memory: one-sided RMA to the BAR
