@@ -8,6 +8,7 @@
 
 #include "rpcie/auth.hpp"
 #include "rpcie/bootstrap.hpp"
+#include "rpcie/process.hpp"
 #include "rpcie/units.hpp"
 
 namespace rpcie::dev {

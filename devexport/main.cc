@@ -14,6 +14,7 @@
 #include "rpcie/auth.hpp"
 #include "rpcie/bootstrap.hpp"
 #include "rpcie/log.hpp"
+#include "rpcie/process.hpp"
 
 namespace {
 

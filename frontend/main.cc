@@ -21,6 +21,7 @@
 #include "rpcie/bootstrap.hpp"
 #include "rpcie/control.hpp"
 #include "rpcie/log.hpp"
+#include "rpcie/process.hpp"
 #include "rpcie/units.hpp"
 #include "tree.hpp"
 
@@ -249,7 +250,7 @@ int main(int argc, char** argv) {
     std::string why;
     auto p = providers::provider_parse(provider, &why);
     if (!p) return error_exit("--provider: " + why, 2);
-    h.context.client.session.provider = *p;
+    h.context.client.provider = *p;
   }
   auto key = auth::key_load(psk_file);
   if (!key) return error_exit(key.error().describe());

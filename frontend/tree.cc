@@ -18,6 +18,7 @@
 
 #include "rpcie/log.hpp"
 #include "rpcie/pci.hpp"
+#include "rpcie/process.hpp"
 
 namespace rpcie::hostd {
 

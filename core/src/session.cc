@@ -1,3 +1,4 @@
+#include "rpcie/process.hpp"
 #include "rpcie/session.hpp"
 
 #include <cerrno>

@@ -31,7 +31,11 @@
 #include <CLI/CLI.hpp>
 
 #include "rpcie/client.hpp"
+#include "rpcie/client_protocol.hpp"
 #include "rpcie/edu_registers.hpp"
+#include "rpcie/memory.hpp"
+#include "rpcie/process.hpp"
+#include "rpcie/session.hpp"
 #include "rpcie/units.hpp"
 
 namespace {
@@ -83,6 +87,12 @@ struct Common {
   rpcie::client::ClientOptions options;
   std::size_t window = 1u << 20;
 };
+
+rpcie::SessionOptions session_options(const Common& c) {
+  rpcie::SessionOptions so;
+  so.provider = c.options.provider;
+  return so;
+}
 
 // Core's HostBuffer (an anonymous mapping) stands in for hostd's shared-memory file.
 rpcie::HostBuffer buffer_or_die(std::size_t n) {
@@ -467,7 +477,7 @@ int hostile_check(const Common& c, const std::string& name) {
   CHECK_THAT(reply && std::holds_alternative<rpcie::proto::AttachReply>(reply->decoded.message), "attach reply");
   if (!reply) return 1;
   std::vector<rpcie::LocalRegion> regions{{0, w.base, w.size}};
-  auto session = rpcie::Session::connect_over(std::move(*sock), c.options.session, regions, soon());
+  auto session = rpcie::Session::connect_over(std::move(*sock), session_options(c), regions, soon());
   CHECK_THAT(session.has_value(), "session: %s", session ? "" : session.error().describe().c_str());
   if (!session) return 1;
   auto& ch = (*session)->channel();
@@ -711,7 +721,7 @@ int main(int argc, char** argv) {
   c.host = address->first;
   c.port = address->second;
   c.options.key = std::make_shared<const rpcie::auth::Key>(std::move(*key));
-  c.options.session.provider = *choice;
+  c.options.provider = *choice;
   c.window = *window_bytes;
 
   if (*cmds["edu"]) return edu_check(c, name);

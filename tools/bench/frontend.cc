@@ -29,6 +29,7 @@
 #include "rpcie/client.hpp"
 #include "rpcie/control.hpp"
 #include "rpcie/memory.hpp"
+#include "rpcie/process.hpp"
 #include "support.hpp"
 
 namespace rpcie::bench {
@@ -87,7 +88,7 @@ int frontend_bench(const FrontendOptions& o) {
   client::ClientOptions co;
   co.name = "bench";
   co.key = std::make_shared<const auth::Key>(std::move(*key));
-  co.session.provider = *providers::provider_parse(prov);
+  co.provider = *providers::provider_parse(prov);
   auto window = HostBuffer::create(2 * kMiB);
   if (!window) return die(window.error().describe());
   auto edu = client::Attachment::open(host, port, "edu-a", co, {window->data(), kMiB}, Deadline::after(10s));

@@ -34,6 +34,7 @@
 #include "rpcie/auth.hpp"
 #include "rpcie/client.hpp"
 #include "rpcie/log.hpp"
+#include "rpcie/process.hpp"
 #include "rpcie/session.hpp"
 #include "rpcie/units.hpp"
 #include "support.hpp"
@@ -298,7 +299,7 @@ int device_run(Peers& p, const Options& o, const std::string& prov_name) {
   client::ClientOptions co;
   co.name = "bench";
   co.key = std::make_shared<const auth::Key>(std::move(*key));
-  co.session.provider = *providers::provider_parse(prov_name == "shm" ? "shm" : "tcp");
+  co.provider = *providers::provider_parse(prov_name == "shm" ? "shm" : "tcp");
   auto window = HostBuffer::create(kMaxSize);
   if (!window) return die(window.error().describe());
   auto edu =

@@ -15,6 +15,7 @@
 #include "rpcie/client.hpp"
 #include "rpcie/control.hpp"
 #include "rpcie/log.hpp"
+#include "rpcie/process.hpp"
 #include "rpcie/units.hpp"
 
 namespace {

@@ -20,6 +20,7 @@
 
 #include "../common.hpp"
 #include "rpcie/log.hpp"
+#include "rpcie/process.hpp"
 #include "rpcie/session.hpp"
 #include "rpcie/units.hpp"
 

@@ -3,15 +3,16 @@
 // The bootstrap connection carries length-prefixed protocol messages (proto::FrameReader
 // framing). It exchanges fabric addresses and memory-region descriptors (hello / hello_ack)
 // so that RDM endpoints of any provider can talk, and later carries control traffic
-// (listing, attach, leases, heartbeats). Mutual authentication and per-frame MACs (header
-// flag bit 0, reserved) slot in at hello time without changing the framing.
+// (listing, attach, leases, heartbeats). Authentication runs first, before hello (auth_hello,
+// auth_challenge, auth_proof, auth_ok; docs/auth.md); from then on every frame carries a MAC
+// (header flag bit 0).
 //
 // Every call takes a Deadline; nothing blocks past it. Sends use MSG_NOSIGNAL, and
-// programs call signals_init() so a peer that hangs up can never kill a daemon with SIGPIPE.
+// programs call signals_init() (process.hpp) so a peer that hangs up can never kill a daemon
+// with SIGPIPE.
 // Sockets are owned (RAII) and move-only; a Socket is used by one thread at a time.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -24,19 +25,6 @@
 #include "rpcie/result.hpp"
 
 namespace rpcie {
-
-// Ignore SIGPIPE process-wide. Every rpcie program calls it first thing.
-void signals_init() noexcept;
-
-// Daemons and long-running tools: SIGINT, SIGTERM and SIGHUP set the flag that
-// stop_requested() returns (no reload on SIGHUP: it ends the program cleanly too).
-void stop_signals_install() noexcept;
-const std::atomic<bool>& stop_requested() noexcept;
-
-inline constexpr std::uint16_t kDefaultPort = 7385;
-
-// "HOST", "HOST:PORT", "[V6]:PORT" -> host and port (default_port when absent).
-Result<std::pair<std::string, std::uint16_t>> address_parse(std::string_view text, std::uint16_t default_port);
 
 // A received message that owns its bytes (the decoded views point into them). Move-only.
 struct OwnedMessage {
@@ -124,8 +112,5 @@ struct PeerHello {
 // Builds the wire message from a PeerHello (views into `h`).
 proto::Hello hello_view(const PeerHello& h);
 PeerHello hello_copy(const proto::Hello& h);
-
-// The host name of this machine (gethostname), for same-host detection.
-std::string host_name();
 
 }  // namespace rpcie

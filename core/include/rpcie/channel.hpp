@@ -51,6 +51,7 @@
 
 #include <rdma/fabric.h>
 
+#include "rpcie/channel_stats.hpp"
 #include "rpcie/deadline.hpp"
 #include "rpcie/fabric.hpp"
 #include "rpcie/memory.hpp"
@@ -79,17 +80,6 @@ struct ChannelOptions {
   bool delivery_complete_force = false;
   std::chrono::microseconds spin{2000};
   std::chrono::microseconds backoff_max{1000};
-};
-
-struct ChannelStats {
-  std::uint64_t messages_sent = 0;
-  std::uint64_t messages_received = 0;
-  std::uint64_t messages_rejected = 0;  // failed to decode
-  std::uint64_t messages_foreign = 0;   // dropped: not sent by the peer (Fabric::source_known)
-  std::uint64_t rma_writes = 0;         // chunks
-  std::uint64_t rma_reads = 0;
-  std::uint64_t bytes_written = 0;
-  std::uint64_t bytes_read = 0;
 };
 
 // How long a background receiver (message_wait(.., spin = false)) keeps polling after activity.

@@ -33,7 +33,6 @@
 // deadline; none blocks past it.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -44,12 +43,11 @@
 #include <vector>
 
 #include "rpcie/auth.hpp"
-#include "rpcie/bootstrap.hpp"
-#include "rpcie/channel.hpp"
+#include "rpcie/channel_stats.hpp"
 #include "rpcie/deadline.hpp"
-#include "rpcie/protocol.hpp"
+#include "rpcie/pci.hpp"
+#include "rpcie/providers/choice.hpp"
 #include "rpcie/result.hpp"
-#include "rpcie/session.hpp"
 
 namespace rpcie::client {
 
@@ -79,14 +77,13 @@ struct ExportDesc {
   std::uint16_t vectors = 0;
   std::vector<BarDesc> bars;
 
-  static ExportDesc from(const proto::ExportEntry& e);
   const BarDesc* bar_find(std::uint8_t bar) const noexcept;
 };
 
 struct ClientOptions {
   std::string name;                      // client name the exporter knows the key by (default: host name)
   std::shared_ptr<const auth::Key> key;  // required
-  SessionOptions session;                // provider choice, channel tuning
+  providers::ProviderChoice provider;    // which libfabric provider (both peers must agree)
   // After an API call that received (a read, a flush, interrupt_wait), the background
   // receiver stands aside this long, leaving the fabric to the application's next call
   // (waking it between back-to-back calls costs a context switch each). Interrupts that
@@ -104,11 +101,8 @@ struct ClientOptions {
   bool window_push = false;
 };
 
-// Opens an authenticated bootstrap connection (used by the calls below; exposed for tools
-// and tests that speak the protocol themselves). EACCES when either side's proof fails.
-Result<Socket> exporter_connect(const std::string& host, std::uint16_t port, const ClientOptions& options,
-                                Deadline deadline);
-
+// What the exporter exports, and who holds each export. (client_protocol.hpp has the
+// authenticated connection itself, for tools that speak the protocol.)
 Result<std::vector<ExportDesc>> exports_list(const std::string& host, std::uint16_t port, const ClientOptions& options,
                                              Deadline deadline);
 
@@ -216,8 +210,10 @@ class Attachment {
   AttachmentStats stats() const;
   ChannelStats channel_stats() const;
 
- private:
+  // Opaque here; defined by the implementation (core/src/client/attachment_state.hpp).
   struct State;
+
+ private:
   explicit Attachment(std::unique_ptr<State> state);
   Result<void> window_transfer(bool write, std::uint8_t bar, std::uint64_t offset, std::uint64_t window_offset,
                                std::uint64_t length, Deadline deadline);

@@ -15,6 +15,7 @@
 
 #include "rpcie/bootstrap.hpp"
 #include "rpcie/deadline.hpp"
+#include "rpcie/process.hpp"
 #include "rpcie/result.hpp"
 
 using namespace std::chrono_literals;

@@ -17,6 +17,7 @@
 #include <doctest/doctest.h>
 
 #include "rpcie/bootstrap.hpp"
+#include "rpcie/process.hpp"
 #include "rpcie/protocol.hpp"
 #include "rpcie/providers/provider.hpp"
 #include "rpcie/session.hpp"

@@ -29,6 +29,7 @@
 #include "rpcie/bootstrap.hpp"
 #include "rpcie/channel.hpp"
 #include "rpcie/memory.hpp"
+#include "rpcie/process.hpp"
 #include "rpcie/protocol.hpp"
 #include "rpcie/providers/provider.hpp"
 #include "rpcie/session.hpp"

@@ -21,9 +21,9 @@
 #include <rdma/fabric.h>
 #include <rdma/fi_endpoint.h>
 
-namespace rpcie::providers {
+#include "rpcie/providers/choice.hpp"
 
-enum class ProviderKind { efa, verbs, shm, tcp };
+namespace rpcie::providers {
 
 // Native one-sided RMA as opposed to emulation (by libfabric, e.g. EFA's emulated read,
 // or by rpcie over messages).
@@ -88,21 +88,6 @@ class ProviderAdapter {
 // All adapters in `auto` preference order: efa, verbs, shm, tcp.
 std::span<const ProviderAdapter* const> provider_registry() noexcept;
 const ProviderAdapter& provider_get(ProviderKind kind) noexcept;
-
-// A parsed --provider / FI_PROVIDER value.
-struct ProviderChoice {
-  bool automatic = true;                  // "auto"
-  ProviderKind kind = ProviderKind::tcp;  // meaningful when !automatic
-};
-
-// Accepts "auto", "tcp", "shm", "verbs", "efa", "tcp;ofi_rxm", "verbs;ofi_rxm"
-// (case-sensitive, as fi_info prints them). Anything else: nullopt and *why says what is
-// accepted.
-std::optional<ProviderChoice> provider_parse(std::string_view text, std::string* why = nullptr);
-
-// The choice in effect: `flag` (from --provider) if not empty, else $FI_PROVIDER if set and
-// not empty, else auto.
-std::optional<ProviderChoice> provider_choice_resolve(std::string_view flag, std::string* why = nullptr);
 
 // `auto`: the first adapter in preference order for which `available` is true, skipping shm
 // unless both peers are on one host. nullptr if none.

@@ -1,0 +1,20 @@
+// Counters of one Channel (one fabric link): what channel.hpp's Channel::stats() and the client
+// API's Attachment::channel_stats() report. Plain values, a snapshot; no libfabric types.
+#pragma once
+
+#include <cstdint>
+
+namespace rpcie {
+
+struct ChannelStats {
+  std::uint64_t messages_sent = 0;
+  std::uint64_t messages_received = 0;
+  std::uint64_t messages_rejected = 0;  // failed to decode
+  std::uint64_t messages_foreign = 0;   // dropped: not sent by the peer (Fabric::source_known)
+  std::uint64_t rma_writes = 0;         // chunks
+  std::uint64_t rma_reads = 0;
+  std::uint64_t bytes_written = 0;
+  std::uint64_t bytes_read = 0;
+};
+
+}  // namespace rpcie

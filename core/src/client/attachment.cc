@@ -1,0 +1,328 @@
+// Attachment: life cycle (open, detach), register and config access, interrupts. Contract in
+// client.hpp; the parts in attachment_state.hpp.
+#include <algorithm>
+#include <cstring>
+#include <thread>
+#include <utility>
+
+#include "attachment_state.hpp"
+#include "exporter_reply.hpp"
+#include "rpcie/client_protocol.hpp"
+#include "rpcie/log.hpp"
+#include "rpcie/pci.hpp"
+
+namespace rpcie::client {
+
+namespace {
+
+// The dispatcher's own sends (due batches). Short: it holds the send lock meanwhile, and on
+// a dead link a send only ever finds the queue full.
+constexpr auto kSendTimeout = std::chrono::milliseconds(500);
+
+Result<void> mmio_check(const ExportDesc& d, std::uint8_t bar, std::uint64_t offset, unsigned width) {
+  const BarDesc* b = d.bar_find(bar);
+  if (!b) return fail(EINVAL, "BAR " + std::to_string(bar) + " does not exist");
+  if (b->kind == pci::BarKind::io) return fail(EINVAL, "BAR " + std::to_string(bar) + " is an I/O BAR");
+  if (!pci::access_valid(offset, width, b->size))
+    return fail(EINVAL, "MMIO access of width " + std::to_string(width) + " at " + std::to_string(offset) +
+                            " is not a naturally aligned 1/2/4/8-byte access inside BAR " + std::to_string(bar));
+  return {};
+}
+
+}  // namespace
+
+Result<void> status_check(std::int32_t status, const std::string& text, const char* what) {
+  if (status == 0) return {};
+  return fail(status, std::string(what) + (text.empty() ? std::string(" failed at the device") : ": " + text));
+}
+
+// --- State: the glue between the parts ---------------------------------------------------
+
+void Attachment::State::link_fail(const Error& e) {
+  router->fail(Error{ErrorDomain::posix, EIO, "link to the exporter lost: " + e.describe()});
+}
+
+Result<void> Attachment::State::batch_flush(Deadline deadline, bool only_if_due) {
+  // Taken within the caller's deadline: the dispatcher may be stuck sending on a dead link.
+  std::unique_lock sl(send_lock, std::defer_lock);
+  if (!sl.try_lock_until(deadline.when())) return fail(ETIMEDOUT, "deadline passed waiting to send posted writes");
+  auto taken = batch->take(Deadline::Clock::now(), only_if_due);
+  if (!taken) return {};
+  const auto rid = router->request_id() | kPostedBit;
+  auto& ch = session->channel();
+  auto sent =
+      !taken->push.empty()
+          ? ch.message_send(proto::WindowPush{taken->push_at, taken->push, std::move(taken->writes)}, rid, deadline)
+      : taken->writes.size() == 1 ? ch.message_send(taken->writes.front(), rid, deadline)
+                                  : ch.message_send(proto::MmioWriteBatch{std::move(taken->writes)}, rid, deadline);
+  if (!sent) {
+    link_fail(sent.error());
+    return sent;
+  }
+  posted_unconfirmed.store(true);
+  return {};
+}
+
+Result<void> Attachment::State::posted_settle(Deadline deadline) {
+  RPCIE_TRY(batch_flush(deadline));
+  if (!posted_unconfirmed.load()) return {};
+  RPCIE_TRY(request(proto::ConfigRead{0, 2}, deadline));
+  return {};
+}
+
+Result<const BarDesc*> Attachment::State::bulk_begin(std::uint8_t bar, std::uint64_t offset, std::uint64_t length,
+                                                     bool write, Deadline deadline) {
+  const BarDesc* b = device.bar_find(bar);
+  if (!b) return fail(EINVAL, "BAR " + std::to_string(bar) + " does not exist");
+  if (b->kind != pci::BarKind::memory) return fail(EINVAL, "BAR " + std::to_string(bar) + " is not a memory BAR");
+  if (offset > b->size || length > b->size - offset) return fail(EINVAL, "range outside BAR " + std::to_string(bar));
+  if (write && b->readonly) return fail(EPERM, "BAR " + std::to_string(bar) + " is read-only");
+  if (b->direct) RPCIE_TRY(posted_settle(deadline));
+  if (auto e = router->error_pending()) return tl::unexpected(*e);
+  return b;
+}
+
+Result<ReplyRouter::Reply> Attachment::State::request(const proto::Message& m, Deadline deadline) {
+  RPCIE_TRY(batch_flush(deadline));
+  if (auto e = router->error_pending()) return tl::unexpected(*e);
+  const auto rid = router->request_id();
+  auto sent = session->channel().message_send(m, rid, deadline);
+  if (!sent) {
+    link_fail(sent.error());
+    return tl::unexpected(sent.error());
+  }
+  RPCIE_TRY(dispatcher->await([&] { return router->reply_arrived(rid); }, deadline));
+  auto reply = router->reply_take(rid);
+  posted_unconfirmed.store(false);
+  // An error for a posted write sent before this request arrived before its reply: the
+  // posted write failed, and this call is "the next access" that reports it.
+  if (auto e = router->posted_error_take()) return tl::unexpected(*e);
+  return std::move(*reply);
+}
+
+void Attachment::State::threads_stop() {
+  if (dispatcher) dispatcher->stop();
+  if (lease_keeper) lease_keeper->stop();
+}
+
+// --- life cycle -----------------------------------------------------------------------------
+
+Attachment::Attachment(std::unique_ptr<State> state) : s_(std::move(state)) {}
+
+namespace {
+
+// The fabric side of an attachment: the session over the authenticated socket, the first
+// fabric traffic, and the exporter's verdict.
+Result<void> session_open(Attachment::State& s, Socket sock, const std::string& export_name,
+                          const ClientOptions& options, DmaWindow window, Deadline deadline) {
+  auto staging = HostBuffer::create(kStagingSize);
+  if (!staging) return tl::unexpected(staging.error());
+  s.staging.emplace(std::move(*staging));
+  std::vector<LocalRegion> regions;
+  if (window.size) regions.push_back({proto::kRegionWindow, window.base, window.size});
+  regions.push_back({kStagingRegion, s.staging->data(), s.staging->size(), FI_READ | FI_WRITE});
+  // The CQ gets a wait fd: the dispatcher thread of an idle attachment then sleeps in
+  // poll(2) instead of waking a thousand times a second (which also disturbs whatever else
+  // runs on that CPU); callers that wait for a reply spin first. The provider's signalling
+  // of the fd costs two system calls per message, about 10 % of an MMIO read round trip on
+  // tcp (docs/performance.md).
+  SessionOptions so;
+  so.provider = options.provider;
+  so.cq_wait_fd = true;
+  RPCIE_TRY_ASSIGN(s.session, Session::connect_over(std::move(sock), so, regions, deadline));
+  s.provider = s.session->peer().provider;
+  // The exporter's first fabric message (a ping), answered with a pong of the same size,
+  // sets up the provider's connection and send buffers on both sides now rather than on
+  // the first device accesses (rxm connects on first use and allocates its buffer pools on
+  // the first send over the inject size: 10-20 ms each on tcp).
+  auto ping = s.session->channel().message_recv(deadline);
+  if (!ping)
+    return fail(ping.error().code,
+                "attach " + export_name + ": no fabric traffic from the exporter: " + ping.error().message);
+  if (auto* p = std::get_if<proto::Ping>(&(*ping)->message)) {
+    std::vector<std::uint8_t> echo(p->data.begin(), p->data.end());
+    RPCIE_TRY(s.session->channel().message_send(proto::Pong{{echo}}, 0, deadline));
+  }
+  // The exporter's verdict: the device is attached and serving (or why not).
+  RPCIE_TRY_ASSIGN(auto verdict, reply_recv(s.session->bootstrap(), deadline, "attach " + export_name + " failed"));
+  if (!std::holds_alternative<proto::WriteAck>(verdict.decoded.message))
+    return fail(EPROTO, std::string("attach: unexpected ") + proto::msg_type_name(verdict.decoded.header.type));
+  if (window.size) s.window_mr = &s.session->region(0);
+  if (window.size && options.window_push && s.device.mirror) {
+    auto mirror = s.session->peer_region(proto::kRegionMirror);
+    if (!mirror || mirror->length < window.size)
+      return fail(EPROTO, "attach " + export_name + ": the exporter offers no mirror of the DMA window");
+    s.mirror = *mirror;
+  }
+  s.staging_mr = &s.session->region(window.size ? 1 : 0);
+  return {};
+}
+
+// The parts that run on their own: the batch, the dispatcher and the lease keeper.
+void parts_start(Attachment::State& s, const ClientOptions& options) {
+  auto* st = &s;
+  s.batch = std::make_unique<PostedBatch>(PostedBatch::writes_max_for(s.session->channel().fabric().inject_size()));
+  s.inbox = std::make_unique<ChannelInbox>(s.session->channel());
+  Dispatcher::Batch batch{[st]() {
+                            (void)st->batch_flush(Deadline::after(kSendTimeout), true);
+                            return st->batch->due();
+                          },
+                          [st]() { return st->batch->pending(); }};
+  s.dispatcher = std::make_unique<Dispatcher>(*s.inbox, *s.router, std::move(batch), options.receiver_quiet);
+  s.lease_keeper = std::make_unique<LeaseKeeper>(s.session->bootstrap(), s.lease, *s.router);
+  s.dispatcher->start();
+  s.lease_keeper->start();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Attachment>> Attachment::open(const std::string& host, std::uint16_t port,
+                                                     const std::string& export_name, const ClientOptions& options,
+                                                     DmaWindow window, Deadline deadline) {
+  if ((window.base == nullptr) != (window.size == 0)) return fail(EINVAL, "DMA window: base and size go together");
+  RPCIE_TRY_ASSIGN(auto sock, exporter_connect(host, port, options, deadline));
+  RPCIE_TRY(sock.message_send(
+      proto::AttachRequest{export_name, window.size, options.window_push ? proto::kAttachWindowPush : std::uint8_t{0}},
+      1, deadline));
+  RPCIE_TRY_ASSIGN(auto m, reply_recv(sock, deadline, "attach " + export_name + " refused"));
+  RPCIE_TRY_ASSIGN(auto reply, reply_as<proto::AttachReply>(m, "attach"));
+
+  auto s = std::make_unique<State>();
+  s->device = export_desc_from(reply->info);
+  s->id = reply->attachment_id;
+  s->lease = std::chrono::milliseconds(std::max<std::uint32_t>(reply->lease_ms, 100));
+  s->router = std::make_unique<ReplyRouter>(s->device.vectors, std::to_string(s->id) + " to " + s->device.name);
+  RPCIE_TRY(session_open(*s, std::move(sock), export_name, options, window, deadline));
+  parts_start(*s, options);
+  std::unique_ptr<Attachment> a(new Attachment(std::move(s)));
+  RPCIE_LOG_INFO("client", "attached {} on {}:{} (attachment {}, {})", export_name, host, port, a->s_->id,
+                 a->s_->provider);
+  return a;
+}
+
+Attachment::~Attachment() {
+  if (!s_) return;
+  if (s_->detached.load())
+    s_->threads_stop();
+  else
+    (void)detach(Deadline::after(std::chrono::seconds(1)));
+}
+
+const ExportDesc& Attachment::device() const noexcept { return s_->device; }
+std::uint64_t Attachment::id() const noexcept { return s_->id; }
+const std::string& Attachment::provider() const noexcept { return s_->provider; }
+std::chrono::milliseconds Attachment::lease() const noexcept { return s_->lease; }
+
+Result<void> Attachment::detach(Deadline deadline) {
+  if (s_->detached.exchange(true)) return fail(ENOTCONN, "already detached");
+  // Posted writes are performed before the goodbye: it travels on the bootstrap connection,
+  // which nothing orders with the fabric.
+  (void)s_->posted_settle(deadline);
+  s_->threads_stop();
+  Result<void> result{};
+  {
+    std::lock_guard sg(s_->lease_keeper->socket_lock());
+    auto& sock = s_->session->bootstrap();
+    auto sent = sock.message_send(proto::Goodbye{}, 0, deadline);
+    if (!sent) {
+      result = tl::unexpected(sent.error());
+    } else {
+      auto m = sock.message_recv(deadline);
+      if (!m)
+        result = tl::unexpected(m.error());
+      else if (!std::holds_alternative<proto::Goodbye>(m->decoded.message))
+        result = fail(EPROTO, std::string("detach: unexpected ") + proto::msg_type_name(m->decoded.header.type));
+    }
+  }
+  // An orderly end, not a failure worth a warning.
+  (void)s_->router->fail(Error{ErrorDomain::posix, ENOTCONN, "detached"}, true);
+  return result;
+}
+
+void Attachment::listen(std::function<void()> listener) { s_->router->listen(std::move(listener)); }
+
+std::optional<Error> Attachment::failure() const { return s_->router->failure(); }
+
+AttachmentStats Attachment::stats() const {
+  AttachmentStats out;
+  {
+    std::lock_guard g(s_->stats_lock);
+    out = s_->stats;
+  }
+  out.interrupts = s_->router->interrupts_received();
+  out.heartbeats = s_->lease_keeper->heartbeats();
+  return out;
+}
+
+ChannelStats Attachment::channel_stats() const { return s_->session->channel().stats(); }
+
+// --- config space and registers -------------------------------------------------------------
+
+Result<std::uint32_t> Attachment::config_read(std::uint16_t offset, unsigned width, Deadline deadline) {
+  Dispatcher::Call call(*s_->dispatcher);
+  if (!pci::access_valid(offset, width, pci::kConfigSpaceSize, pci::kConfigWidthMax))
+    return fail(EINVAL, "config read: bad offset or width");
+  RPCIE_TRY_ASSIGN(auto r, s_->request(proto::ConfigRead{offset, static_cast<std::uint8_t>(width)}, deadline));
+  RPCIE_TRY(status_check(r.status, r.text, "config read"));
+  s_->stats_update([](AttachmentStats& st) { ++st.config_reads; });
+  return static_cast<std::uint32_t>(r.value);
+}
+
+Result<void> Attachment::config_write(std::uint16_t offset, unsigned width, std::uint32_t value, Deadline deadline) {
+  Dispatcher::Call call(*s_->dispatcher);
+  if (!pci::access_valid(offset, width, pci::kConfigSpaceSize, pci::kConfigWidthMax))
+    return fail(EINVAL, "config write: bad offset or width");
+  if (width < 4 && (value >> (8 * width)) != 0) return fail(EINVAL, "config write: value wider than the access");
+  RPCIE_TRY_ASSIGN(auto r, s_->request(proto::ConfigWrite{offset, static_cast<std::uint8_t>(width), value}, deadline));
+  RPCIE_TRY(status_check(r.status, r.text, "config write"));
+  s_->stats_update([](AttachmentStats& st) { ++st.config_writes; });
+  return {};
+}
+
+Result<std::uint64_t> Attachment::mmio_read(std::uint8_t bar, std::uint64_t offset, unsigned width, Deadline deadline) {
+  Dispatcher::Call call(*s_->dispatcher);
+  RPCIE_TRY(mmio_check(s_->device, bar, offset, width));
+  RPCIE_TRY_ASSIGN(auto r, s_->request(proto::MmioRead{bar, static_cast<std::uint8_t>(width), offset}, deadline));
+  RPCIE_TRY(status_check(r.status, r.text, "MMIO read"));
+  s_->stats_update([](AttachmentStats& st) { ++st.mmio_reads; });
+  return r.value;
+}
+
+Result<void> Attachment::mmio_write(std::uint8_t bar, std::uint64_t offset, unsigned width, std::uint64_t value,
+                                    Deadline deadline) {
+  Dispatcher::Call call(*s_->dispatcher, true);
+  RPCIE_TRY(mmio_check(s_->device, bar, offset, width));
+  if (width < 8 && (value >> (8 * width)) != 0) return fail(EINVAL, "MMIO write: value wider than the access");
+  if (auto e = s_->router->error_pending()) return tl::unexpected(*e);
+  s_->stats_update([](AttachmentStats& st) { ++st.mmio_writes; });
+  const auto added = s_->batch->write_add({bar, static_cast<std::uint8_t>(width), offset, value},
+                                          Deadline::Clock::now(), s_->dispatcher->last_wait());
+  // A batch that waits is sent by the dispatcher if nothing else sends it first.
+  if (added.wake) s_->dispatcher->batch_waiting();
+  if (added.send_now) return s_->batch_flush(deadline);
+  return {};
+}
+
+Result<void> Attachment::flush(Deadline deadline) {
+  // A config read of the vendor ID is the cheapest non-posted request: its reply proves
+  // every earlier write performed (rule 2).
+  Dispatcher::Call call(*s_->dispatcher);
+  RPCIE_TRY(s_->request(proto::ConfigRead{0, 2}, deadline));
+  return {};
+}
+
+// --- interrupts -------------------------------------------------------------------------------
+
+std::uint64_t Attachment::interrupt_count(std::uint16_t vector) const { return s_->router->interrupt_count(vector); }
+
+Result<std::uint64_t> Attachment::interrupt_wait(std::uint16_t vector, std::uint64_t seen, Deadline deadline) {
+  Dispatcher::Call call(*s_->dispatcher);
+  if (vector >= s_->device.vectors)
+    return fail(EINVAL, "vector " + std::to_string(vector) + " does not exist (the device has " +
+                            std::to_string(s_->device.vectors) + ")");
+  RPCIE_TRY(s_->batch_flush(deadline));  // a doorbell may still sit in the batch
+  RPCIE_TRY(s_->dispatcher->await([&] { return s_->router->interrupt_count(vector) > seen; }, deadline));
+  return interrupt_count(vector);
+}
+
+}  // namespace rpcie::client

@@ -1,0 +1,100 @@
+// Attachment::State: what one attachment is made of, shared by the files that implement the
+// client API (attachment.cc: life cycle and register access; attachment_bulk.cc: memory-BAR
+// transfers and streaming DMA). Internal to core.
+//
+// Parts: the Session (bootstrap socket + fabric channel), the ReplyRouter (replies,
+// interrupts, the sticky failure), the PostedBatch (posted writes not yet sent), the
+// Dispatcher (who receives, and its background thread) and the LeaseKeeper (heartbeats).
+// The state itself holds the glue: sending a batch, a request and its reply, the start of a
+// bulk transfer.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "dispatcher.hpp"
+#include "lease_keeper.hpp"
+#include "posted_batch.hpp"
+#include "reply_router.hpp"
+#include "rpcie/client.hpp"
+#include "rpcie/memory.hpp"
+#include "rpcie/session.hpp"
+
+namespace rpcie::client {
+
+// The staging buffer: registered memory that bulk transfers of callers' buffers go through.
+inline constexpr std::uint32_t kStagingRegion = 1;  // local use only
+inline constexpr std::size_t kStagingSize = 4u << 20;
+
+// The Channel as the Dispatcher's Inbox.
+class ChannelInbox final : public Inbox {
+ public:
+  explicit ChannelInbox(Channel& channel) : channel_(channel) {}
+  Result<const proto::Decoded*> message_recv(Deadline deadline) override { return channel_.message_recv(deadline); }
+  Result<bool> message_wait(Deadline deadline, const std::function<bool()>& cancel) override {
+    return channel_.message_wait(deadline, cancel, false);  // background: spins only briefly
+  }
+  void wake() noexcept override { channel_.wake(); }
+
+ private:
+  Channel& channel_;
+};
+
+struct Attachment::State {
+  ExportDesc device;
+  std::uint64_t id = 0;
+  std::chrono::milliseconds lease{5000};
+  std::string provider;
+  std::unique_ptr<Session> session;
+  std::optional<HostBuffer> staging;
+  const MemoryRegion* window_mr = nullptr;
+  const MemoryRegion* staging_mr = nullptr;
+  std::optional<RemoteRegion> mirror;  // the exporter's mirror, where window_push() writes
+  std::mutex staging_lock;             // one bulk transfer through the staging buffer at a time
+
+  std::unique_ptr<ReplyRouter> router;
+  std::unique_ptr<PostedBatch> batch;
+  std::timed_mutex send_lock;  // batches leave in the order they were taken
+  // Posted writes sent since the last reply proved them performed.
+  std::atomic<bool> posted_unconfirmed{false};
+  std::atomic<bool> detached{false};
+  std::unique_ptr<ChannelInbox> inbox;
+  std::unique_ptr<Dispatcher> dispatcher;
+  std::unique_ptr<LeaseKeeper> lease_keeper;
+
+  mutable std::mutex stats_lock;
+  AttachmentStats stats;  // without interrupts and heartbeats: their parts count those
+  template <class Change>
+  void stats_update(Change&& change) {
+    std::lock_guard g(stats_lock);
+    change(stats);
+  }
+
+  // Fails the attachment: the link to the exporter is gone.
+  void link_fail(const Error& e);
+  // Sends the posted writes collected so far, in order (`only_if_due`: only when the oldest
+  // has waited PostedBatch::kBatchDelay). Batches are taken under the batch's own lock (so
+  // writers are never stuck behind a send) and sent under send_lock, which keeps them in
+  // the order they were taken.
+  Result<void> batch_flush(Deadline deadline, bool only_if_due = false);
+  // Everything posted before is performed at the device (rule 2: a non-posted request does
+  // not pass posted writes); for transfers that bypass the ordered queue.
+  Result<void> posted_settle(Deadline deadline);
+  // Sends a request after the posted writes and waits for its reply.
+  Result<ReplyRouter::Reply> request(const proto::Message& m, Deadline deadline);
+  // Start of every bulk transfer: range checks, earlier posted writes settled where the
+  // transfer bypasses the ordered queue (direct BARs), a pending error reported.
+  Result<const BarDesc*> bulk_begin(std::uint8_t bar, std::uint64_t offset, std::uint64_t length, bool write,
+                                    Deadline deadline);
+  void threads_stop();
+};
+
+// A device-side status as an error ("what: text").
+Result<void> status_check(std::int32_t status, const std::string& text, const char* what);
+
+}  // namespace rpcie::client

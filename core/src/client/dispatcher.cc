@@ -1,0 +1,121 @@
+#include "dispatcher.hpp"
+
+#include <sys/prctl.h>
+
+#include <algorithm>
+
+namespace rpcie::client {
+
+namespace {
+Error link_lost(const Error& e) { return Error{ErrorDomain::posix, EIO, "link to the exporter lost: " + e.describe()}; }
+}  // namespace
+
+Dispatcher::Dispatcher(Inbox& inbox, ReplyRouter& router, Batch batch, std::chrono::microseconds quiet)
+    : inbox_(inbox), router_(router), batch_(std::move(batch)), quiet_(quiet) {}
+
+Dispatcher::~Dispatcher() { stop(); }
+
+void Dispatcher::start() {
+  thread_ = std::thread([this] { run(); });
+}
+
+void Dispatcher::stop() {
+  {
+    std::lock_guard g(lock_);
+    stop_.store(true);
+    cv_.notify_all();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+Dispatcher::Call::Call(Dispatcher& d, bool posted) : d_(d), posted_(posted) {
+  d_.busy_.fetch_add(1, std::memory_order_relaxed);
+  if (!posted_) d_.last_call_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+  // A dispatcher asleep on the CQ wait fd would wake for every completion of this call (and
+  // take this thread's CPU each time): move it to its condition variable now. Not for a
+  // posted call: it completes nothing the dispatcher would wake for, and a woken dispatcher
+  // spins (the wake-up counts as activity) on the CPU the caller needs.
+  if (!posted_ && d_.on_fd_.load(std::memory_order_relaxed)) d_.inbox_.wake();
+}
+
+Dispatcher::Call::~Call() {
+  if (!posted_) d_.last_call_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+  // Only a posted call after a quiet spell wakes a parked dispatcher: waking it at the end of
+  // every call would cost a context switch per MMIO read.
+  if (d_.busy_.fetch_sub(1, std::memory_order_acq_rel) == 1 && posted_ && d_.parked_.load(std::memory_order_acquire) &&
+      !d_.app_active()) {
+    std::lock_guard g(d_.lock_);  // the dispatcher checks its predicate under it: no lost wake-up
+    d_.cv_.notify_one();
+  }
+}
+
+void Dispatcher::batch_waiting() {
+  cv_.notify_one();
+  if (on_fd_.load(std::memory_order_relaxed)) inbox_.wake();
+}
+
+Dispatcher::Clock::time_point Dispatcher::last_wait() const noexcept {
+  return Clock::time_point{Clock::duration(last_call_.load(std::memory_order_relaxed))};
+}
+
+bool Dispatcher::receive_slice(Deadline deadline) {
+  std::unique_lock role(receiver_, std::try_to_lock);
+  if (!role.owns_lock()) return false;
+  // Short slices, so that a failure noticed elsewhere (heartbeat) ends the wait.
+  auto m = inbox_.message_recv(deadline.min(Deadline::after(std::chrono::milliseconds(50))));
+  if (m) {
+    router_.message_file(**m);
+  } else if (m.error().code != EPROTO && m.error().code != ETIMEDOUT) {  // EPROTO: one dropped
+    router_.fail(link_lost(m.error()));
+  }
+  return true;
+}
+
+bool Dispatcher::app_active() const {
+  if (busy_.load(std::memory_order_relaxed) > 0) return true;
+  return Clock::now() - last_wait() < quiet_;
+}
+
+void Dispatcher::run() {
+  ::prctl(PR_SET_TIMERSLACK, 1000UL);  // wake within ~1 us of a batch's due time, not 50 us
+  while (!stop_.load()) {
+    std::optional<Clock::time_point> batch_due;
+    if (batch_.pending()) batch_due = batch_.send_due();
+    if (app_active() || batch_due) {
+      std::unique_lock g(lock_);
+      parked_.store(true, std::memory_order_release);
+      cv_.wait_until(g, std::min(batch_due.value_or(Clock::time_point::max()), Clock::now() + quiet_),
+                     [&] { return stop_.load() || (!batch_due && batch_.pending()) || (!batch_due && !app_active()); });
+      parked_.store(false, std::memory_order_relaxed);
+      continue;
+    }
+    on_fd_.store(true, std::memory_order_relaxed);
+    auto ready = app_active() ? Result<bool>(false)
+                              : inbox_.message_wait(Deadline::after(std::chrono::milliseconds(20)), [this] {
+                                  return busy_.load(std::memory_order_relaxed) > 0 || batch_.pending();
+                                });
+    on_fd_.store(false, std::memory_order_relaxed);
+    if (!ready) {
+      router_.fail(link_lost(ready.error()));
+      std::unique_lock g(lock_);
+      cv_.wait_for(g, std::chrono::milliseconds(50), [&] { return stop_.load(); });
+      continue;
+    }
+    if (*ready) drain();
+  }
+}
+
+void Dispatcher::drain() {
+  {
+    std::unique_lock role(receiver_, std::try_to_lock);
+    if (!role.owns_lock()) return;
+    for (int i = 0; i < 64 && busy_.load(std::memory_order_relaxed) == 0; ++i) {
+      auto m = inbox_.message_recv(Deadline::after(std::chrono::microseconds(0)));
+      if (!m) break;
+      router_.message_file(**m);
+    }
+  }
+  router_.sleepers_wake();  // a caller that found the role taken may take it now
+}
+
+}  // namespace rpcie::client

@@ -1,0 +1,91 @@
+// Listing exports and the authenticated bootstrap connection every client call starts with.
+// Contracts in client.hpp and client_protocol.hpp.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "exporter_reply.hpp"
+#include "rpcie/auth.hpp"
+#include "rpcie/client.hpp"
+#include "rpcie/client_protocol.hpp"
+#include "rpcie/process.hpp"
+
+namespace rpcie::client {
+
+ExportDesc export_desc_from(const proto::ExportEntry& e) {
+  ExportDesc d;
+  d.name = std::string(e.name);
+  d.backend = std::string(e.backend);
+  d.holder = std::string(e.holder);
+  d.vendor = e.vendor;
+  d.device = e.device;
+  d.class_code = e.class_code;
+  d.subsystem_vendor = e.subsystem_vendor;
+  d.subsystem_device = e.subsystem_device;
+  d.revision = e.revision;
+  d.attached = e.state == proto::ExportState::attached;
+  d.shared = (e.flags & proto::kExportShared) != 0;
+  d.mirror = (e.flags & proto::kExportMirror) != 0;
+  d.vectors = e.vectors;
+  for (const auto& b : e.bars)
+    d.bars.push_back({b.bar, b.kind, b.size, (b.flags & proto::kBarFlag64) != 0,
+                      (b.flags & proto::kBarFlagReadonly) != 0, (b.flags & proto::kBarFlagDirect) != 0});
+  return d;
+}
+
+const BarDesc* ExportDesc::bar_find(std::uint8_t bar) const noexcept {
+  for (const auto& b : bars)
+    if (b.bar == bar) return &b;
+  return nullptr;
+}
+
+Result<Socket> exporter_connect(const std::string& host, std::uint16_t port, const ClientOptions& options,
+                                Deadline deadline) {
+  if (!options.key) return fail(EINVAL, "no key given");
+  const std::string name = options.name.empty() ? host_name() : options.name;
+  if (!auth::client_name_valid(name)) return fail(EINVAL, "client name '" + name + "' is not valid");
+  auto sock = Socket::connect(host, port, deadline);
+  if (!sock) return tl::unexpected(sock.error());
+  const auth::Nonce mine = auth::nonce_random();
+  auto sent = sock->message_send(proto::AuthHello{name, mine}, 0, deadline);
+  if (!sent) return tl::unexpected(sent.error());
+  auto challenge_msg = reply_recv(*sock, deadline, "exporter refused");
+  if (!challenge_msg) return tl::unexpected(challenge_msg.error());
+  auto challenge = reply_as<proto::AuthChallenge>(*challenge_msg, "authentication");
+  if (!challenge) return tl::unexpected(challenge.error());
+  auth::Nonce theirs{};
+  std::copy((*challenge)->nonce.begin(), (*challenge)->nonce.end(), theirs.begin());
+  auth::Proof server_proof{};
+  std::copy((*challenge)->proof.begin(), (*challenge)->proof.end(), server_proof.begin());
+  // The exporter proves the key first: a client never hands its proof to an impostor.
+  if (!auth::proof_verify(*options.key, auth::Role::server, name, mine, theirs, server_proof))
+    return fail(EACCES, "authentication failed: " + host + " did not prove the key for client '" + name +
+                            "' (wrong key, or the exporter does not know this client)");
+  auto proof = auth::proof_compute(*options.key, auth::Role::client, name, mine, theirs);
+  sent = sock->message_send(proto::AuthProof{proof}, 0, deadline);
+  if (!sent) return tl::unexpected(sent.error());
+  auto ok = reply_recv(*sock, deadline, "authentication failed");
+  if (!ok) return tl::unexpected(ok.error());
+  auto ok_msg = reply_as<proto::AuthOk>(*ok, "authentication");
+  if (!ok_msg) return tl::unexpected(ok_msg.error());
+  sock->frame_mac_set(auth::FrameMac(auth::session_key_derive(*options.key, name, mine, theirs), auth::Role::client));
+  return sock;
+}
+
+Result<std::vector<ExportDesc>> exports_list(const std::string& host, std::uint16_t port, const ClientOptions& options,
+                                             Deadline deadline) {
+  auto sock = exporter_connect(host, port, options, deadline);
+  if (!sock) return tl::unexpected(sock.error());
+  auto sent = sock->message_send(proto::ListRequest{}, 1, deadline);
+  if (!sent) return tl::unexpected(sent.error());
+  auto m = reply_recv(*sock, deadline, "list refused");
+  if (!m) return tl::unexpected(m.error());
+  auto list = reply_as<proto::ListReply>(*m, "list");
+  if (!list) return tl::unexpected(list.error());
+  std::vector<ExportDesc> out;
+  for (const auto& e : (*list)->exports) out.push_back(export_desc_from(e));
+  (void)sock->message_send(proto::Goodbye{}, 2, Deadline::after(std::chrono::milliseconds(200)).min(deadline));
+  return out;
+}
+
+}  // namespace rpcie::client

@@ -1,0 +1,67 @@
+#include "posted_batch.hpp"
+
+#include <algorithm>
+#include <utility>
+
+namespace rpcie::client {
+
+std::size_t PostedBatch::writes_max_for(std::size_t inject_size) {
+  constexpr std::size_t kEntry = 1 + 1 + 8 + 8, kFixed = proto::kHeaderSize + 2, kWorthIt = 16;
+  if (inject_size < kFixed + kWorthIt * kEntry) return proto::kMaxBatch;
+  return std::min(proto::kMaxBatch, (inject_size - kFixed) / kEntry);
+}
+
+PostedBatch::Added PostedBatch::write_add(const proto::MmioWrite& write, Clock::time_point now,
+                                          Clock::time_point waited) {
+  Added out;
+  std::lock_guard g(lock_);
+  writes_.push_back(write);
+  // The first write after pushed window bytes sends them too (the doorbell, typically).
+  if (writes_.size() == 1) {
+    // A driver that rings a doorbell every few microseconds and waits for each must find
+    // every doorbell eager, not every fifth: a call that waited starts a new window.
+    if (now - eager_since_ > kBatchDelay || waited > eager_since_) {
+      eager_since_ = now;
+      eager_sent_ = 0;
+    }
+    since_ = now;
+    pending_.store(true, std::memory_order_relaxed);
+    // Sent by the caller through the batch, so that a write another thread queued meanwhile
+    // leaves with it, in order.
+    out.send_now = eager_sent_++ < kEagerWrites;
+    out.wake = !out.send_now;
+  }
+  out.send_now = out.send_now || writes_.size() >= writes_max_;
+  return out;
+}
+
+bool PostedBatch::push_set(std::span<const std::uint8_t> bytes, std::uint64_t at, Clock::time_point now) {
+  std::lock_guard g(lock_);
+  if (!empty_locked()) return false;
+  push_.assign(bytes.begin(), bytes.end());
+  push_at_ = at;
+  since_ = now;
+  pending_.store(true, std::memory_order_relaxed);
+  return true;
+}
+
+std::optional<PostedBatch::Taken> PostedBatch::take(Clock::time_point now, bool only_if_due) {
+  std::lock_guard g(lock_);
+  if (empty_locked()) return std::nullopt;
+  if (only_if_due && now - since_ < kBatchDelay) return std::nullopt;
+  Taken out;
+  std::swap(out.writes, writes_);
+  std::swap(out.push, push_);
+  out.push_at = push_at_;
+  writes_.reserve(writes_max_);
+  pending_.store(false, std::memory_order_relaxed);
+  return out;
+}
+
+std::optional<PostedBatch::Clock::time_point> PostedBatch::due() const {
+  std::lock_guard g(lock_);
+  if (empty_locked()) return std::nullopt;
+  return since_ + kBatchDelay;
+}
+
+}  // namespace rpcie::client

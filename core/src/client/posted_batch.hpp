@@ -1,0 +1,86 @@
+// PostedBatch: the posted MMIO writes of one attachment that have not left yet, and the rule
+// for when they leave (client.hpp, mmio_write: "sent within 20 us or by the next operation,
+// the first few writes of a burst at once").
+//
+// Writes are coalesced into one mmio_write_batch until the batch is full, another operation
+// needs them out, or the oldest has waited kBatchDelay (a driver that writes a doorbell and
+// then polls host memory must not wait for more). The first kEagerWrites writes of a burst
+// leave at once from the writer's thread, because a batch that waits needs the dispatcher
+// thread to send it, and waking that thread costs more than the send (on tcp with the client
+// on one CPU, about as long as a whole edu DMA command). A call that waited (a read,
+// interrupt_wait) ends a burst. Pushed window bytes (window_push) wait here too and leave in
+// one message with the writes queued after them.
+//
+// Thread-safety: every member may be called from any thread; one internal mutex, held only to
+// add or take (never while sending). pending() is lock-free, for the dispatcher's loop.
+// Times are passed in, so that the rules are testable without a clock.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "rpcie/deadline.hpp"
+#include "rpcie/protocol.hpp"
+
+namespace rpcie::client {
+
+class PostedBatch {
+ public:
+  using Clock = Deadline::Clock;
+  static constexpr auto kBatchDelay = std::chrono::microseconds(20);
+  static constexpr int kEagerWrites = 4;
+
+  // `writes_max`: writes per batch (writes_max_for() of the attachment's fabric).
+  explicit PostedBatch(std::size_t writes_max = proto::kMaxBatch) : writes_max_(writes_max) {}
+
+  // Writes per mmio_write_batch for a provider that injects `inject_size` bytes: as many as
+  // fit in one inject where that is large (shm: 4 KiB, 226 writes), so that posting never
+  // waits for the peer (a larger shm send is segmented and moves only while both ends
+  // progress, and the posting thread does not poll); else proto::kMaxBatch (tcp injects
+  // only 64 bytes, and its eager sends of a few KiB complete locally).
+  static std::size_t writes_max_for(std::size_t inject_size);
+
+  struct Added {
+    bool send_now = false;  // the writer sends the batch itself (eager, or the batch is full)
+    bool wake = false;      // a new batch that waits: the dispatcher must come to send it
+  };
+  // Queues one write. `waited`: when the last call that waited ended (it ends the burst).
+  Added write_add(const proto::MmioWrite& write, Clock::time_point now, Clock::time_point waited);
+
+  // Takes a copy of `bytes` for window offset `at` when the batch is empty (true); false
+  // when writes or bytes wait already (send them first: the push is ordered after them).
+  bool push_set(std::span<const std::uint8_t> bytes, std::uint64_t at, Clock::time_point now);
+
+  struct Taken {
+    std::vector<proto::MmioWrite> writes;  // in the order they were added
+    std::vector<std::uint8_t> push;        // window bytes, sent before the writes; may be empty
+    std::uint64_t push_at = 0;
+  };
+  // Everything waiting, in order, leaving the batch empty; nullopt when empty or, with
+  // `only_if_due`, when the oldest entry is younger than kBatchDelay.
+  std::optional<Taken> take(Clock::time_point now, bool only_if_due = false);
+
+  // When the waiting entries are due (the oldest's arrival + kBatchDelay); nullopt if empty.
+  std::optional<Clock::time_point> due() const;
+  bool pending() const noexcept { return pending_.load(std::memory_order_relaxed); }
+
+ private:
+  bool empty_locked() const { return writes_.empty() && push_.empty(); }
+
+  const std::size_t writes_max_;
+  mutable std::mutex lock_;
+  std::vector<proto::MmioWrite> writes_;
+  std::vector<std::uint8_t> push_;
+  std::uint64_t push_at_ = 0;
+  Clock::time_point since_{};        // arrival of the oldest waiting entry
+  Clock::time_point eager_since_{};  // start of the current eager window
+  int eager_sent_ = 0;               // writes sent eagerly in that window
+  std::atomic<bool> pending_{false};
+};
+
+}  // namespace rpcie::client

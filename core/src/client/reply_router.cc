@@ -1,0 +1,137 @@
+#include "reply_router.hpp"
+
+#include <algorithm>
+#include <type_traits>
+#include <utility>
+#include <variant>
+
+#include "rpcie/log.hpp"
+
+namespace rpcie::client {
+
+std::uint64_t ReplyRouter::request_id() {
+  std::lock_guard g(lock_);
+  return next_request_++;
+}
+
+void ReplyRouter::message_file(const proto::Decoded& d) {
+  if (store_locked(d)) listener_call();
+}
+
+bool ReplyRouter::store_locked(const proto::Decoded& d) {
+  std::lock_guard g(lock_);
+  bool interrupt = false;
+  const auto rid = d.header.request_id;
+  std::visit(
+      [&](const auto& m) {
+        using M = std::decay_t<decltype(m)>;
+        if constexpr (std::is_same_v<M, proto::ReadReply>) {
+          replies_[rid] = Reply{m.status, m.value, {}};
+        } else if constexpr (std::is_same_v<M, proto::WriteAck>) {
+          replies_[rid] = Reply{m.status, 0, {}};
+        } else if constexpr (std::is_same_v<M, proto::ErrorMsg>) {
+          // Either the answer to a request that waits, or a posted write that failed at
+          // the device: nobody waits for that one, the next operation reports it.
+          const int code = m.code > 0 ? m.code : EPROTO;
+          if ((rid & kPostedBit) != 0) {
+            if (!posted_error_)
+              posted_error_ =
+                  Error{ErrorDomain::posix, code, "posted write failed at the device: " + std::string(m.text)};
+          } else {
+            replies_[rid] = Reply{code, 0, std::string(m.text)};
+          }
+        } else if constexpr (std::is_same_v<M, proto::Interrupt>) {
+          if (m.vector < irq_counts_.size()) {
+            irq_counts_[m.vector] = std::max(irq_counts_[m.vector], m.count);
+            ++interrupts_;
+            interrupt = true;
+          }
+        } else {
+          RPCIE_LOG_ONCE(LogLevel::warn, "client", "ignoring unexpected {} from the exporter",
+                         proto::msg_type_name(d.header.type));
+        }
+      },
+      d.message);
+  // The thread that receives files its own reply; only callers that found the receive role
+  // taken sleep and need waking.
+  if (sleepers_ > 0) changed_.notify_all();
+  return interrupt;
+}
+
+std::optional<ReplyRouter::Reply> ReplyRouter::reply_take(std::uint64_t rid) {
+  std::lock_guard g(lock_);
+  auto it = replies_.find(rid);
+  if (it == replies_.end()) return std::nullopt;
+  Reply r = std::move(it->second);
+  replies_.erase(it);
+  return r;
+}
+
+bool ReplyRouter::reply_arrived(std::uint64_t rid) const {
+  std::lock_guard g(lock_);
+  return replies_.count(rid) != 0;
+}
+
+bool ReplyRouter::fail(Error e, bool quiet) {
+  {
+    std::lock_guard g(lock_);
+    if (failed_) return false;
+    if (!quiet) RPCIE_LOG_WARN("client", "attachment {} failed: {}", name_, e.describe());
+    failed_ = std::move(e);
+    changed_.notify_all();
+  }
+  if (!quiet) listener_call();
+  return true;
+}
+
+std::optional<Error> ReplyRouter::failure() const {
+  std::lock_guard g(lock_);
+  return failed_;
+}
+
+std::optional<Error> ReplyRouter::error_pending() {
+  std::lock_guard g(lock_);
+  if (failed_) return failed_;
+  if (posted_error_) return std::exchange(posted_error_, std::nullopt);
+  return std::nullopt;
+}
+
+std::optional<Error> ReplyRouter::posted_error_take() {
+  std::lock_guard g(lock_);
+  return std::exchange(posted_error_, std::nullopt);
+}
+
+std::uint64_t ReplyRouter::interrupt_count(std::uint16_t vector) const {
+  std::lock_guard g(lock_);
+  return vector < irq_counts_.size() ? irq_counts_[vector] : 0;
+}
+
+std::uint64_t ReplyRouter::interrupts_received() const {
+  std::lock_guard g(lock_);
+  return interrupts_;
+}
+
+void ReplyRouter::sleep(Deadline::Clock::time_point until) {
+  std::unique_lock g(lock_);
+  if (failed_) return;
+  ++sleepers_;
+  changed_.wait_until(g, until);
+  --sleepers_;
+}
+
+void ReplyRouter::sleepers_wake() {
+  std::lock_guard g(lock_);
+  if (sleepers_ > 0) changed_.notify_all();
+}
+
+void ReplyRouter::listen(std::function<void()> listener) {
+  std::lock_guard l(listener_lock_);
+  listener_ = std::move(listener);
+}
+
+void ReplyRouter::listener_call() {
+  std::lock_guard l(listener_lock_);
+  if (listener_) listener_();
+}
+
+}  // namespace rpcie::client

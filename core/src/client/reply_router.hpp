@@ -1,0 +1,95 @@
+// ReplyRouter: where the messages an attachment receives go. Replies are filed by request id
+// until their caller collects them, interrupts raise per-vector counts, an error for a posted
+// write is kept for the next operation, and the first failure of the link is sticky. A
+// listener (Attachment::listen) hears of every interrupt and of the failure.
+//
+// Thread-safety: all members may be called from any thread. One mutex guards the state; the
+// listener is called outside it, serialised by a second one (listen() takes it too, so no
+// call is running once a listener has been replaced). Callers that cannot receive themselves
+// sleep in sleep() and are woken only when something was filed for them: every wake-up of a
+// thread that does not care costs a context switch on the latency path of every request.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "rpcie/deadline.hpp"
+#include "rpcie/protocol.hpp"
+#include "rpcie/result.hpp"
+
+namespace rpcie::client {
+
+// Request ids of posted writes have the top bit set: the exporter answers them only when
+// they fail, and such an answer is kept for the caller's next operation.
+inline constexpr std::uint64_t kPostedBit = std::uint64_t{1} << 63;
+
+class ReplyRouter {
+ public:
+  struct Reply {
+    std::int32_t status = 0;  // 0 or an errno value from the device side
+    std::uint64_t value = 0;
+    std::string text;
+  };
+
+  // `vectors`: interrupt vectors of the device; interrupts on others are ignored. `name`
+  // names the attachment in the failure's log line.
+  ReplyRouter(std::uint16_t vectors, std::string name) : name_(std::move(name)), irq_counts_(vectors, 0) {}
+
+  // A fresh request id (never 0, never with kPostedBit).
+  std::uint64_t request_id();
+
+  // Files one received message: a reply, an error for a request or a posted write, or an
+  // interrupt; anything else is ignored (logged once). Wakes sleepers and the listener.
+  void message_file(const proto::Decoded& d);
+  // The reply for `rid` if it has arrived (then it is removed), else nullopt.
+  std::optional<Reply> reply_take(std::uint64_t rid);
+  bool reply_arrived(std::uint64_t rid) const;
+
+  // Makes `e` the sticky failure (the first one wins; later ones are ignored), wakes every
+  // sleeper, logs it and tells the listener; `quiet` (an orderly end) does neither. Returns
+  // whether this call set it.
+  bool fail(Error e, bool quiet = false);
+  std::optional<Error> failure() const;
+  // The failure, else a posted write's error (reported once), else nothing.
+  std::optional<Error> error_pending();
+  // The posted write's error alone (a request's reply arrived after it: that request is the
+  // next operation that reports it).
+  std::optional<Error> posted_error_take();
+
+  std::uint64_t interrupt_count(std::uint16_t vector) const;
+  std::uint64_t interrupts_received() const;
+
+  // Sleeps until something is filed, the failure, or `until` (whichever comes first).
+  void sleep(Deadline::Clock::time_point until);
+  // Wakes the callers asleep in sleep() (the receive role became free).
+  void sleepers_wake();
+
+  void listen(std::function<void()> listener);
+
+ private:
+  bool store_locked(const proto::Decoded& d);  // true for an interrupt
+  void listener_call();
+
+  const std::string name_;
+  mutable std::mutex lock_;
+  std::condition_variable changed_;
+  int sleepers_ = 0;
+  std::uint64_t next_request_ = 1;
+  std::map<std::uint64_t, Reply> replies_;  // arrived, not yet collected
+  std::vector<std::uint64_t> irq_counts_;   // by vector
+  std::uint64_t interrupts_ = 0;
+  std::optional<Error> failed_;
+  std::optional<Error> posted_error_;
+
+  std::mutex listener_lock_;
+  std::function<void()> listener_;
+};
+
+}  // namespace rpcie::client
