@@ -1,0 +1,120 @@
+// PostedBatch: when posted writes leave (eager first writes of a burst, the 20 us timer, a
+// full batch), pushed window bytes ahead of the writes, and the batch size per provider.
+#include "posted_batch.hpp"
+
+#include <doctest/doctest.h>
+
+#include <vector>
+
+using namespace rpcie;
+using namespace rpcie::client;
+using namespace std::chrono_literals;
+using Clock = PostedBatch::Clock;
+
+namespace {
+proto::MmioWrite write_at(std::uint64_t offset) { return proto::MmioWrite{0, 4, offset, offset}; }
+const Clock::time_point t0 = Clock::time_point{} + 1h;  // a start well clear of the epoch
+const Clock::time_point never{};                        // "no call has waited yet"
+}  // namespace
+
+TEST_CASE("posted batch: the first four writes of a burst leave at once, the fifth waits for the dispatcher") {
+  PostedBatch b;
+  for (int i = 0; i < PostedBatch::kEagerWrites; ++i) {
+    auto a = b.write_add(write_at(i * 4), t0 + std::chrono::microseconds(i), never);
+    CHECK(a.send_now);
+    CHECK_FALSE(a.wake);
+    REQUIRE(b.take(t0 + std::chrono::microseconds(i)));  // the writer sent it
+  }
+  auto fifth = b.write_add(write_at(16), t0 + 5us, never);
+  CHECK_FALSE(fifth.send_now);
+  CHECK(fifth.wake);
+  // Later writes join the waiting batch without waking anyone again.
+  auto sixth = b.write_add(write_at(20), t0 + 6us, never);
+  CHECK_FALSE(sixth.send_now);
+  CHECK_FALSE(sixth.wake);
+}
+
+TEST_CASE("posted batch: a call that waited ends the burst, and so does a quiet spell of 20 us") {
+  PostedBatch b;
+  for (int i = 0; i < PostedBatch::kEagerWrites; ++i) {
+    REQUIRE(b.write_add(write_at(0), t0, never).send_now);
+    REQUIRE(b.take(t0));
+  }
+  // A read (a call that waits) ended after the window began: the next doorbell is eager.
+  CHECK(b.write_add(write_at(0), t0 + 3us, t0 + 2us).send_now);
+  REQUIRE(b.take(t0 + 3us));
+  PostedBatch quiet;
+  for (int i = 0; i < PostedBatch::kEagerWrites; ++i) {
+    REQUIRE(quiet.write_add(write_at(0), t0, never).send_now);
+    REQUIRE(quiet.take(t0));
+  }
+  CHECK_FALSE(quiet.write_add(write_at(0), t0 + PostedBatch::kBatchDelay, never).send_now);
+  REQUIRE(quiet.take(t0 + PostedBatch::kBatchDelay));
+  CHECK(quiet.write_add(write_at(0), t0 + PostedBatch::kBatchDelay + 21us, never).send_now);
+}
+
+TEST_CASE("posted batch: a full batch is sent by the writer that filled it") {
+  PostedBatch b(3);
+  for (int i = 0; i < PostedBatch::kEagerWrites; ++i) {  // use up the eager window
+    REQUIRE(b.write_add(write_at(0), t0, never).send_now);
+    REQUIRE(b.take(t0));
+  }
+  CHECK_FALSE(b.write_add(write_at(0), t0, never).send_now);
+  CHECK_FALSE(b.write_add(write_at(4), t0, never).send_now);
+  CHECK(b.write_add(write_at(8), t0, never).send_now);
+}
+
+TEST_CASE("posted batch: take returns writes in order, and only once due when asked so") {
+  PostedBatch b;
+  for (int i = 0; i < PostedBatch::kEagerWrites; ++i) {
+    REQUIRE(b.write_add(write_at(0), t0, never).send_now);
+    REQUIRE(b.take(t0));
+  }
+  CHECK_FALSE(b.pending());
+  CHECK_FALSE(b.due());
+  (void)b.write_add(write_at(100), t0 + 1us, never);
+  (void)b.write_add(write_at(200), t0 + 2us, never);
+  CHECK(b.pending());
+  REQUIRE(b.due());
+  CHECK(*b.due() == t0 + 1us + PostedBatch::kBatchDelay);
+  CHECK_FALSE(b.take(t0 + 20us, true));  // 19 us after the oldest: not due yet
+  auto taken = b.take(t0 + 21us, true);
+  REQUIRE(taken);
+  REQUIRE(taken->writes.size() == 2);
+  CHECK(taken->writes[0].offset == 100);
+  CHECK(taken->writes[1].offset == 200);
+  CHECK(taken->push.empty());
+  CHECK_FALSE(b.pending());
+  CHECK_FALSE(b.take(t0 + 1s));
+}
+
+TEST_CASE("posted batch: pushed bytes wait for an empty batch and leave ahead of the writes after them") {
+  PostedBatch b;
+  const std::vector<std::uint8_t> bytes{1, 2, 3};
+  CHECK(b.push_set(bytes, 0x1000, t0));
+  CHECK(b.pending());
+  CHECK_FALSE(b.push_set(bytes, 0x2000, t0));  // something waits: the caller sends it first
+  auto doorbell = b.write_add(write_at(0x98), t0 + 1us, never);
+  CHECK(doorbell.send_now);  // the doorbell is the first write of this batch: eager
+  auto taken = b.take(t0 + 1us);
+  REQUIRE(taken);
+  CHECK(taken->push == bytes);
+  CHECK(taken->push_at == 0x1000);
+  REQUIRE(taken->writes.size() == 1);
+  CHECK(taken->writes[0].offset == 0x98);
+}
+
+TEST_CASE("posted batch: as many writes as fit in one inject where that is large, else the protocol's maximum") {
+  CHECK(PostedBatch::writes_max_for(64) == proto::kMaxBatch);  // tcp
+  for (std::size_t inject : {std::size_t{1024}, std::size_t{4096}}) {
+    const std::size_t n = PostedBatch::writes_max_for(inject);
+    REQUIRE(n > 1);
+    CHECK(n <= proto::kMaxBatch);
+    proto::MmioWriteBatch fits{std::vector<proto::MmioWrite>(n, write_at(8))};
+    CHECK(proto::message_encoded_size(fits) <= inject);
+    if (n < proto::kMaxBatch) {
+      proto::MmioWriteBatch over{std::vector<proto::MmioWrite>(n + 1, write_at(8))};
+      CHECK(proto::message_encoded_size(over) > inject);
+    }
+  }
+}
