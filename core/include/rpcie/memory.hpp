@@ -21,6 +21,7 @@
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
 
+#include "rpcie/host_buffer.hpp"
 #include "rpcie/protocol.hpp"
 #include "rpcie/result.hpp"
 
@@ -91,22 +92,6 @@ class MemoryRegion {
   void* desc_ = nullptr;
   bool requested_key_ = false;
   MrPolicy policy_;
-};
-
-// Page-aligned anonymous memory (mmap), zero-filled. Move-only owner.
-class HostBuffer {
- public:
-  static Result<HostBuffer> create(std::size_t length);
-  HostBuffer(HostBuffer&& other) noexcept;
-  HostBuffer& operator=(HostBuffer&& other) noexcept;
-  ~HostBuffer();
-  std::uint8_t* data() const noexcept { return data_; }
-  std::size_t size() const noexcept { return size_; }
-
- private:
-  HostBuffer() = default;
-  std::uint8_t* data_ = nullptr;
-  std::size_t size_ = 0;
 };
 
 }  // namespace rpcie

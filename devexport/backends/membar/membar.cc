@@ -8,7 +8,7 @@
 
 #include <unistd.h>
 
-#include "rpcie/memory.hpp"
+#include "rpcie/host_buffer.hpp"
 #include "rpcie/units.hpp"
 
 namespace rpcie::dev {
