@@ -70,4 +70,21 @@ inline std::size_t inject_size_capped(const fi_info& info, std::size_t cap) noex
   return info.tx_attr == nullptr ? 0 : std::min(info.tx_attr->inject_size, cap);
 }
 
+// What most adapters share: every mr_mode bit the core honours, the common info filter,
+// injects capped at kInjectSizeMax, one-sided RMA native wherever FI_RMA is granted, and
+// nothing to set before fi_enable. An adapter overrides what differs.
+class RdmAdapter : public ProviderAdapter {
+ public:
+  std::uint64_t mr_mode_accepted() const noexcept override { return kMrModeAll; }
+  bool info_accept(const fi_info& info) const noexcept override { return info_accept_common(info); }
+  std::size_t inject_size(const fi_info& info) const noexcept override {
+    return inject_size_capped(info, kInjectSizeMax);
+  }
+  RmaSupport rma_support(const fi_info& info, std::uint32_t /*fabric_version*/) const noexcept override {
+    const bool rma = (info.caps & FI_RMA) != 0;
+    return {.read_native = rma, .write_native = rma};
+  }
+  int endpoint_configure(fid_ep& /*ep*/, const fi_info& /*info*/) const noexcept override { return 0; }
+};
+
 }  // namespace rpcie::providers::detail

@@ -59,7 +59,7 @@ std::optional<RnrRetry> rnr_retry_resolve() noexcept {
   return RnrRetry{.value = retry, .from_env = true};
 }
 
-class EfaAdapter final : public ProviderAdapter {
+class EfaAdapter final : public detail::RdmAdapter {
  public:
   ProviderKind kind() const noexcept override { return ProviderKind::efa; }
   std::string_view name() const noexcept override { return "efa"; }
@@ -87,10 +87,6 @@ class EfaAdapter final : public ProviderAdapter {
     if (info.domain_attr == nullptr || info.domain_attr->name == nullptr) return true;
     const std::string_view domain(info.domain_attr->name);
     return !domain.ends_with("-dgrm");
-  }
-
-  std::size_t inject_size(const fi_info& info) const noexcept override {
-    return detail::inject_size_capped(info, detail::kInjectSizeMax);
   }
 
   // libfabric 1.17 implements fi_write on EFA with messages (device RDMA write arrived in

@@ -20,7 +20,9 @@ constexpr EnvVar kShmEnvVars[] = {
     {"FI_SHM_USE_DSA_SAR", "1: offload segmented copies to Intel DSA when present"},
 };
 
-class ShmAdapter final : public ProviderAdapter {
+// RdmAdapter's defaults hold: RMA is a copy between the two address spaces (CMA, or through
+// the shared region).
+class ShmAdapter final : public detail::RdmAdapter {
  public:
   ProviderKind kind() const noexcept override { return ProviderKind::shm; }
   std::string_view name() const noexcept override { return "shm"; }
@@ -32,24 +34,8 @@ class ShmAdapter final : public ProviderAdapter {
   // orders write-then-message by delivery-complete writes instead. See README.md.
   void hints_fill(fi_info& hints) const override { detail::hints_fill_common(hints, *this, false); }
 
-  std::uint64_t mr_mode_accepted() const noexcept override { return detail::kMrModeAll; }
-
   // shm addresses are names (fi_shm://<pid>), not IPs.
   bool node_binds_address() const noexcept override { return false; }
-
-  bool info_accept(const fi_info& info) const noexcept override { return detail::info_accept_common(info); }
-
-  std::size_t inject_size(const fi_info& info) const noexcept override {
-    return detail::inject_size_capped(info, detail::kInjectSizeMax);
-  }
-
-  // RMA is a copy between the two address spaces (CMA, or through the shared region).
-  RmaSupport rma_support(const fi_info& info, std::uint32_t /*fabric_version*/) const noexcept override {
-    const bool rma = (info.caps & FI_RMA) != 0;
-    return {.read_native = rma, .write_native = rma};
-  }
-
-  int endpoint_configure(fid_ep& /*ep*/, const fi_info& /*info*/) const noexcept override { return 0; }
 
   std::span<const EnvVar> env_vars() const noexcept override { return kShmEnvVars; }
 

@@ -23,7 +23,10 @@ constexpr EnvVar kTcpEnvVars[] = {
     {"FI_OFI_RXM_DEF_TCP_WAIT_OBJ", "wait object rxm uses over tcp (fd or pollfd)"},
 };
 
-class TcpAdapter final : public ProviderAdapter {
+// RdmAdapter's defaults hold: the tcp provider carries RMA in its own protocol (one-sided
+// from rpcie's point of view), and tcp;ofi_rxm returns mr_mode 0 on 1.17 (accepting more is
+// harmless and keeps newer versions usable should they start to require some of the bits).
+class TcpAdapter final : public detail::RdmAdapter {
  public:
   ProviderKind kind() const noexcept override { return ProviderKind::tcp; }
   std::string_view name() const noexcept override { return "tcp"; }
@@ -32,27 +35,9 @@ class TcpAdapter final : public ProviderAdapter {
   // rxm over tcp grants FI_ORDER_SAW on 1.17 (checked with fi_getinfo), so ask for it.
   void hints_fill(fi_info& hints) const override { detail::hints_fill_common(hints, *this, true); }
 
-  // tcp;ofi_rxm returns mr_mode 0 on 1.17; accepting more is harmless and keeps newer
-  // versions usable should they start to require some of these bits.
-  std::uint64_t mr_mode_accepted() const noexcept override { return detail::kMrModeAll; }
-
   // Several interfaces give several infos; the bootstrap socket's address picks the one
   // the peer can reach.
   bool node_binds_address() const noexcept override { return true; }
-
-  bool info_accept(const fi_info& info) const noexcept override { return detail::info_accept_common(info); }
-
-  std::size_t inject_size(const fi_info& info) const noexcept override {
-    return detail::inject_size_capped(info, detail::kInjectSizeMax);
-  }
-
-  // The tcp provider carries RMA in its own protocol: one-sided from rpcie's point of view.
-  RmaSupport rma_support(const fi_info& info, std::uint32_t /*fabric_version*/) const noexcept override {
-    const bool rma = (info.caps & FI_RMA) != 0;
-    return {.read_native = rma, .write_native = rma};
-  }
-
-  int endpoint_configure(fid_ep& /*ep*/, const fi_info& /*info*/) const noexcept override { return 0; }
 
   std::span<const EnvVar> env_vars() const noexcept override { return kTcpEnvVars; }
 };

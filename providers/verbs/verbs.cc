@@ -24,7 +24,9 @@ constexpr EnvVar kVerbsEnvVars[] = {
     {"FI_OFI_RXM_RX_SIZE", "rxm receive context size (default 2048)"},
 };
 
-class VerbsAdapter final : public ProviderAdapter {
+// RdmAdapter's defaults hold: RDMA read and write are the hardware's own operations, and
+// verbs needs local registration and hands out its own keys (rxm passes that through).
+class VerbsAdapter final : public detail::RdmAdapter {
  public:
   ProviderKind kind() const noexcept override { return ProviderKind::verbs; }
   std::string_view name() const noexcept override { return "verbs"; }
@@ -32,26 +34,9 @@ class VerbsAdapter final : public ProviderAdapter {
 
   void hints_fill(fi_info& hints) const override { detail::hints_fill_common(hints, *this, true); }
 
-  // verbs needs local registration and hands out its own keys; rxm passes that through.
-  std::uint64_t mr_mode_accepted() const noexcept override { return detail::kMrModeAll; }
-
   // verbs devices are found by their IPoIB (or RoCE netdev) address: the bootstrap
   // socket's local address selects the HCA that reaches the peer.
   bool node_binds_address() const noexcept override { return true; }
-
-  bool info_accept(const fi_info& info) const noexcept override { return detail::info_accept_common(info); }
-
-  std::size_t inject_size(const fi_info& info) const noexcept override {
-    return detail::inject_size_capped(info, detail::kInjectSizeMax);
-  }
-
-  // RDMA read and write are the hardware's own operations.
-  RmaSupport rma_support(const fi_info& info, std::uint32_t /*fabric_version*/) const noexcept override {
-    const bool rma = (info.caps & FI_RMA) != 0;
-    return {.read_native = rma, .write_native = rma};
-  }
-
-  int endpoint_configure(fid_ep& /*ep*/, const fi_info& /*info*/) const noexcept override { return 0; }
 
   std::span<const EnvVar> env_vars() const noexcept override { return kVerbsEnvVars; }
 };
