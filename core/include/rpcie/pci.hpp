@@ -18,6 +18,40 @@ inline constexpr std::uint32_t kConfigSpaceLegacySize = 256;
 inline constexpr unsigned kBarCount = 6;
 inline constexpr std::uint8_t kBarMax = kBarCount - 1;
 
+// Type-0 configuration header (PCI Local Bus 3.0, section 6.1): register offsets.
+inline constexpr std::uint32_t kCfgVendorId = 0x00;
+inline constexpr std::uint32_t kCfgDeviceId = 0x02;
+inline constexpr std::uint32_t kCfgCommand = 0x04;
+inline constexpr std::uint32_t kCfgStatus = 0x06;
+inline constexpr std::uint32_t kCfgRevision = 0x08;
+inline constexpr std::uint32_t kCfgClassCode = 0x09;  // 3 bytes: prog-if, subclass, base class
+inline constexpr std::uint32_t kCfgCacheLineSize = 0x0c;
+inline constexpr std::uint32_t kCfgLatencyTimer = 0x0d;
+inline constexpr std::uint32_t kCfgHeaderType = 0x0e;
+inline constexpr std::uint32_t kCfgBar0 = 0x10;  // BAR n at kCfgBar0 + 4n
+inline constexpr std::uint32_t kCfgBarEnd = kCfgBar0 + 4 * kBarCount;
+inline constexpr std::uint32_t kCfgSubsystemVendorId = 0x2c;
+inline constexpr std::uint32_t kCfgSubsystemId = 0x2e;
+inline constexpr std::uint32_t kCfgRomAddress = 0x30;
+inline constexpr std::uint32_t kCfgCapabilityPointer = 0x34;
+inline constexpr std::uint32_t kCfgInterruptLine = 0x3c;
+inline constexpr std::uint32_t kCfgInterruptPin = 0x3d;
+
+// Command register bits.
+inline constexpr std::uint16_t kCommandMemory = 0x0002;
+inline constexpr std::uint16_t kCommandBusMaster = 0x0004;
+inline constexpr std::uint16_t kCommandParity = 0x0040;
+inline constexpr std::uint16_t kCommandSerr = 0x0100;
+inline constexpr std::uint16_t kCommandIntxDisable = 0x0400;
+// Status register: a capability list starts at kCfgCapabilityPointer.
+inline constexpr std::uint16_t kStatusCapList = 0x0010;
+// Capability IDs.
+inline constexpr std::uint8_t kCapIdMsi = 0x05;
+inline constexpr std::uint8_t kCapIdExpress = 0x10;
+// Memory BAR flag bits (low bits of the register).
+inline constexpr std::uint32_t kBarFlag64 = 0x4;  // type 10b
+inline constexpr std::uint32_t kBarFlagPrefetchable = 0x8;
+
 // What a BAR holds: device registers (every access has side effects, exact width), plain
 // memory (prefetchable), or I/O ports. The values are the wire's (docs/protocol.md).
 enum class BarKind : std::uint8_t { registers = 1, memory = 2, io = 3 };

@@ -15,25 +15,12 @@ namespace rpcie::dev {
 
 namespace {
 
-// Type-0 header offsets (PCI Local Bus 3.0, 6.1).
-constexpr std::uint32_t kCfgVendor = 0x00;
-constexpr std::uint32_t kCfgDevice = 0x02;
-constexpr std::uint32_t kCfgCommand = 0x04;
-constexpr std::uint32_t kCfgRevision = 0x08;
-constexpr std::uint32_t kCfgClass = 0x09;  // 3 bytes: prog-if, subclass, base class
-constexpr std::uint32_t kCfgCacheLine = 0x0c;
-constexpr std::uint32_t kCfgLatency = 0x0d;
-constexpr std::uint32_t kCfgBar0 = 0x10;
-constexpr std::uint32_t kCfgBar1 = 0x14;
-constexpr std::uint32_t kCfgSubsystemVendor = 0x2c;
-constexpr std::uint32_t kCfgSubsystemDevice = 0x2e;
-constexpr std::uint32_t kCfgInterruptLine = 0x3c;
-
 // Memory space, bus master, parity error response, SERR#, INTx disable. No I/O BAR, so no
 // I/O space bit; the rest are reserved or legacy and hard-wired to 0.
-constexpr std::uint16_t kCommandWritable = 0x0002 | 0x0004 | 0x0040 | 0x0100 | 0x0400;
-// BAR0 low flag bits: memory, 64-bit (type 10b), prefetchable.
-constexpr std::uint32_t kBar0Flags = 0x4 | 0x8;
+constexpr std::uint16_t kCommandWritable =
+    pci::kCommandMemory | pci::kCommandBusMaster | pci::kCommandParity | pci::kCommandSerr | pci::kCommandIntxDisable;
+// BAR0: memory, 64-bit, prefetchable.
+constexpr std::uint32_t kBar0Flags = pci::kBarFlag64 | pci::kBarFlagPrefetchable;
 
 constexpr std::uint8_t kRevision = 0x01;
 
@@ -156,21 +143,21 @@ class Membar final : public Backend {
   void config_power_on() {
     config_.fill(0);
     wmask_.fill(0);
-    put(kCfgVendor, 2, kMembarVendor, 0);
-    put(kCfgDevice, 2, kMembarDevice, 0);
-    put(kCfgCommand, 2, 0, kCommandWritable);
-    put(kCfgRevision, 1, kRevision, 0);
-    put(kCfgClass, 3, kMembarClass, 0);
-    put(kCfgCacheLine, 1, 0, 0xff);
-    put(kCfgLatency, 1, 0, 0xff);
+    put(pci::kCfgVendorId, 2, kMembarVendor, 0);
+    put(pci::kCfgDeviceId, 2, kMembarDevice, 0);
+    put(pci::kCfgCommand, 2, 0, kCommandWritable);
+    put(pci::kCfgRevision, 1, kRevision, 0);
+    put(pci::kCfgClassCode, 3, kMembarClass, 0);
+    put(pci::kCfgCacheLineSize, 1, 0, 0xff);
+    put(pci::kCfgLatencyTimer, 1, 0, 0xff);
     // The BAR decodes the address bits above its size; the bits below read 0 whatever is
     // written, which is how software learns the size.
     const std::uint64_t address_mask = ~(region_.size - 1);
-    put(kCfgBar0, 4, kBar0Flags, static_cast<std::uint32_t>(address_mask) & ~std::uint32_t{0xf});
-    put(kCfgBar1, 4, 0, static_cast<std::uint32_t>(address_mask >> 32));
-    put(kCfgSubsystemVendor, 2, kMembarVendor, 0);
-    put(kCfgSubsystemDevice, 2, kMembarDevice, 0);
-    put(kCfgInterruptLine, 1, 0, 0xff);
+    put(pci::kCfgBar0, 4, kBar0Flags, static_cast<std::uint32_t>(address_mask) & ~std::uint32_t{0xf});
+    put((pci::kCfgBar0 + 4), 4, 0, static_cast<std::uint32_t>(address_mask >> 32));
+    put(pci::kCfgSubsystemVendorId, 2, kMembarVendor, 0);
+    put(pci::kCfgSubsystemId, 2, kMembarDevice, 0);
+    put(pci::kCfgInterruptLine, 1, 0, 0xff);
   }
 
   // Zeroes the memory page by page, writing only pages that are not zero already: a page

@@ -91,7 +91,7 @@ bool config_places_function(std::uint8_t header_type, std::uint32_t offset, unsi
   auto overlaps = [&](std::uint32_t from, std::uint32_t to) { return offset < to && offset + width > from; };
   switch (header_type & 0x7f) {
     case 0:
-      return overlaps(0x10, 0x28) || overlaps(0x30, 0x34);
+      return overlaps(pci::kCfgBar0, pci::kCfgBarEnd) || overlaps(pci::kCfgRomAddress, pci::kCfgRomAddress + 4);
     case 1:
       return overlaps(0x10, 0x18) || overlaps(0x38, 0x3c);
     default:
