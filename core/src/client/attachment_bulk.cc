@@ -67,41 +67,43 @@ Result<void> Attachment::window_push(std::uint64_t window_offset, std::uint64_t 
 
 namespace {
 
-// One piece (at most the staging buffer) of a write to a BAR that is not plain memory:
-// through the exporter's bounce buffer, committed by a request per bounce-buffer load.
-Result<void> bounce_write(Attachment::State& s, std::uint8_t bar, std::uint64_t offset, std::size_t n,
-                          Deadline deadline) {
-  RPCIE_TRY_ASSIGN(auto bounce, s.session->peer_region(proto::kRegionBounce));
-  auto& ch = s.session->channel();
+// A BAR that is not plain memory goes through the exporter's bounce buffer: `step(part, len,
+// bounce)` moves [part, part + len) of the staging buffer's first `n` bytes, one bounce-buffer
+// load at a time.
+template <class Step>
+Result<void> bounce_walk(Attachment::State& s, std::size_t n, Step&& step) {
+  RPCIE_TRY_ASSIGN(const auto bounce, s.session->peer_region(proto::kRegionBounce));
   const std::size_t chunk = std::min<std::size_t>(n, bounce.length);
-  for (std::size_t part = 0; part < n; part += chunk) {
-    const std::size_t len = std::min(chunk, n - part);
-    RPCIE_TRY(ch.rma_write(*s.staging_mr, part, bounce, 0, len, deadline, WriteCompletion::delivered));
-    RPCIE_TRY(ch.rma_flush(deadline));
-    RPCIE_TRY_ASSIGN(auto r, s.request(proto::BarCommit{bar, offset + part, len, 0}, deadline));
-    RPCIE_TRY(status_check(r.status, r.text, "BAR write"));
-  }
+  for (std::size_t part = 0; part < n; part += chunk) RPCIE_TRY(step(part, std::min(chunk, n - part), bounce));
   return {};
 }
 
-// The read counterpart: the exporter fetches each bounce-buffer load, then it is read.
+// Writes land in the bounce buffer (delivered), then a request commits them to the BAR.
+Result<void> bounce_write(Attachment::State& s, std::uint8_t bar, std::uint64_t offset, std::size_t n,
+                          Deadline deadline) {
+  auto& ch = s.session->channel();
+  return bounce_walk(s, n, [&](std::size_t part, std::size_t len, const RemoteRegion& bounce) -> Result<void> {
+    RPCIE_TRY(ch.rma_write(*s.staging_mr, part, bounce, 0, len, deadline, WriteCompletion::delivered));
+    RPCIE_TRY(ch.rma_flush(deadline));
+    RPCIE_TRY_ASSIGN(auto r, s.request(proto::BarCommit{bar, offset + part, len, 0}, deadline));
+    return status_check(r.status, r.text, "BAR write");
+  });
+}
+
+// The exporter fetches each load into the bounce buffer on request, then it is read.
 Result<void> bounce_read(Attachment::State& s, std::uint8_t bar, std::uint64_t offset, std::size_t n,
                          Deadline deadline) {
-  RPCIE_TRY_ASSIGN(auto bounce, s.session->peer_region(proto::kRegionBounce));
   auto& ch = s.session->channel();
-  const std::size_t chunk = std::min<std::size_t>(n, bounce.length);
-  for (std::size_t part = 0; part < n; part += chunk) {
-    const std::size_t len = std::min(chunk, n - part);
+  return bounce_walk(s, n, [&](std::size_t part, std::size_t len, const RemoteRegion& bounce) -> Result<void> {
     proto::BarFetch f;
     f.bar = bar;
     f.offset = offset + part;
     f.length = len;
-    RPCIE_TRY_ASSIGN(auto rep, s.request(f, deadline));
-    RPCIE_TRY(status_check(rep.status, rep.text, "BAR read"));
+    RPCIE_TRY_ASSIGN(auto r, s.request(f, deadline));
+    RPCIE_TRY(status_check(r.status, r.text, "BAR read"));
     RPCIE_TRY(ch.rma_read(*s.staging_mr, part, bounce, 0, len, deadline));
-    RPCIE_TRY(ch.rma_flush(deadline));
-  }
-  return {};
+    return ch.rma_flush(deadline);
+  });
 }
 
 }  // namespace
