@@ -157,6 +157,116 @@ struct Check {
   std::string detail;
 };
 
+// What the checks share: the channel, the registered memory and the peer's region.
+struct Probe {
+  Channel& ch;
+  HostBuffer& memory;
+  const MemoryRegion& mr;
+  Result<RemoteRegion> remote;
+  std::size_t span = 0;  // bytes of the region both sides have
+  std::mt19937_64 rng{std::random_device{}()};
+
+  static Deadline deadline() { return Deadline::after(10s); }
+  Result<const proto::Decoded*> reply(std::uint64_t id) {
+    auto m = ch.message_recv(deadline());
+    if (m && (*m)->header.request_id != id) return fail(EPROTO, "reply out of order");
+    return m;
+  }
+};
+
+// 1. Messages: sizes from tiny (inject) to the protocol's maximum, echoed exactly.
+Check messages_check(Probe& p) {
+  std::vector<std::uint8_t> payload(proto::kMaxPayload);
+  std::uint64_t id = 1;
+  for (std::size_t size : {std::size_t{0}, std::size_t{8}, std::size_t{40}, std::size_t{1000}, std::size_t{4096},
+                           std::size_t{60000}, proto::kMaxPayload}) {
+    for (auto& b : payload) b = static_cast<std::uint8_t>(p.rng());
+    std::span<const std::uint8_t> data(payload.data(), size);
+    auto s = p.ch.message_send(proto::Ping{data}, id, p.deadline());
+    auto r = s ? p.reply(id) : tl::unexpected(s.error());
+    const proto::Pong* pong = r ? std::get_if<proto::Pong>(&(*r)->message) : nullptr;
+    if (!pong || proto::checksum_fnv1a(pong->data) != proto::checksum_fnv1a(data) || pong->data.size() != size)
+      return {
+          "messages", false,
+          "echo of " + std::to_string(size) + " bytes: " + (r ? std::string("payload differs") : r.error().describe())};
+    ++id;
+  }
+  return {"messages", true, "7 sizes up to 64 KiB echoed"};
+}
+
+// 2. A malformed message over the fabric is dropped by the server; the session goes on.
+Check malformed_check(Probe& p) {
+  std::vector<std::uint8_t> junk(proto::kHeaderSize + 16, 0xa5);
+  auto s = p.ch.bytes_send(junk, p.deadline());
+  std::uint8_t probe[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  if (s) s = p.ch.message_send(proto::Ping{probe}, 200, p.deadline());
+  auto r = s ? p.reply(200) : tl::unexpected(s.error());
+  bool ok = r && std::holds_alternative<proto::Pong>((*r)->message);
+  return {"malformed", ok,
+          ok ? "garbage dropped, next ping answered" : (r ? "unexpected reply" : r.error().describe())};
+}
+
+// 3. RMA write, then an ordered notification: the server's checksum of its memory must equal
+//    ours — the write is visible before the message is handled. Returns the checksum.
+Check rma_write_check(Probe& p, std::uint64_t& written) {
+  for (std::size_t i = 0; i < p.span; i += 8) {
+    std::uint64_t v = p.rng();
+    std::memcpy(p.memory.data() + i, &v, std::min<std::size_t>(8, p.span - i));
+  }
+  written = proto::checksum_fnv1a(std::span(p.memory.data(), p.span));
+  Result<void> r = p.remote ? Result<void>{} : tl::unexpected(p.remote.error());
+  if (r) r = p.ch.rma_write(p.mr, 0, *p.remote, 0, p.span, p.deadline());
+  if (r) r = p.ch.message_send_after_writes(proto::RmaNotify{kRegionId, 0, p.span, written}, 100, p.deadline());
+  auto rep = r ? p.reply(100) : tl::unexpected(r.error());
+  auto* rr = rep ? std::get_if<proto::ReadReply>(&(*rep)->message) : nullptr;
+  bool ok = rr && rr->status == 0 && rr->value == written;
+  return {"rma_write", ok,
+          ok ? std::to_string(p.span) + " bytes, checksum " + fmt::format("{:016x}", written)
+             : (rep ? fmt::format("server checksum {:016x}, ours {:016x}", rr ? rr->value : 0, written)
+                    : rep.error().describe())};
+}
+
+// 4. RMA read back into cleared memory.
+Check rma_read_check(Probe& p, std::uint64_t written) {
+  std::memset(p.memory.data(), 0, p.span);
+  Result<void> r =
+      p.remote ? p.ch.rma_read(p.mr, 0, *p.remote, 0, p.span, p.deadline()) : tl::unexpected(p.remote.error());
+  if (r) r = p.ch.rma_flush(p.deadline());
+  std::uint64_t got = proto::checksum_fnv1a(std::span(p.memory.data(), p.span));
+  bool ok = r && got == written;
+  return {"rma_read", ok,
+          ok ? std::to_string(p.span) + " bytes read back" : (r ? "data differs" : r.error().describe())};
+}
+
+// 5. Out-of-range RMA is refused locally with EINVAL, and the channel stays healthy.
+Check rma_bounds_check(Probe& p) {
+  auto r = p.remote ? p.ch.rma_write(p.mr, 0, *p.remote, p.remote->length - 4, 8, p.deadline())
+                    : tl::unexpected(p.remote.error());
+  bool ok = !r && r.error().code == EINVAL && !p.ch.failure();
+  return {"rma_bounds", ok, ok ? "write past the peer region refused (EINVAL)" : "not refused"};
+}
+
+void report_print(const std::vector<Check>& checks, Session& session, const ChannelStats& stats, bool json) {
+  bool all = true;
+  for (const auto& c : checks) all = all && c.ok;
+  Channel& ch = session.channel();
+  if (json) {
+    nlohmann::json j;
+    j["provider"] = session.peer().provider;
+    j["ok"] = all;
+    j["rma_chunks"] = stats.rma_writes + stats.rma_reads;
+    j["ordering"] = ch.delivery_complete() ? "delivery_complete" : "saw";
+    for (const auto& c : checks) j["checks"].push_back({{"name", c.name}, {"ok", c.ok}, {"detail", c.detail}});
+    std::printf("%s\n", j.dump().c_str());
+    return;
+  }
+  std::string max = ch.max_transfer() >= (std::size_t{1} << 62) ? "unlimited" : std::to_string(ch.max_transfer());
+  std::printf("provider %s, %llu rma chunks (max transfer %s), write-then-message ordering by %s\n",
+              session.peer().provider.c_str(), static_cast<unsigned long long>(stats.rma_writes + stats.rma_reads),
+              max.c_str(), ch.delivery_complete() ? "delivery-complete" : "FI_ORDER_SAW");
+  for (const auto& c : checks) std::printf("%-4s %-10s %s\n", c.ok ? "ok" : "FAIL", c.name.c_str(), c.detail.c_str());
+}
+
 int connect(const ConnectOptions& o) {
   std::string why;
   auto choice = providers::provider_choice_resolve(o.provider, &why);
@@ -185,113 +295,20 @@ int connect(const ConnectOptions& o) {
     return 1;
   }
   Channel& ch = (*session)->channel();
-  std::vector<Check> checks;
-  std::mt19937_64 rng(std::random_device{}());
-  auto deadline = [] { return Deadline::after(10s); };
-  auto reply = [&](std::uint64_t id) -> Result<const proto::Decoded*> {
-    auto m = ch.message_recv(deadline());
-    if (m && (*m)->header.request_id != id) return fail(EPROTO, "reply out of order");
-    return m;
-  };
-
-  // 1. Messages: sizes from tiny (inject) to the protocol's maximum, echoed exactly.
-  {
-    std::vector<std::uint8_t> payload(proto::kMaxPayload);
-    bool ok = true;
-    std::string detail;
-    std::uint64_t id = 1;
-    for (std::size_t size : {std::size_t{0}, std::size_t{8}, std::size_t{40}, std::size_t{1000}, std::size_t{4096},
-                             std::size_t{60000}, proto::kMaxPayload}) {
-      for (auto& b : payload) b = static_cast<std::uint8_t>(rng());
-      std::span<const std::uint8_t> data(payload.data(), size);
-      auto s = ch.message_send(proto::Ping{data}, id, deadline());
-      auto r = s ? reply(id) : tl::unexpected(s.error());
-      const proto::Pong* pong = r ? std::get_if<proto::Pong>(&(*r)->message) : nullptr;
-      if (!pong || proto::checksum_fnv1a(pong->data) != proto::checksum_fnv1a(data) || pong->data.size() != size) {
-        ok = false;
-        detail = "echo of " + std::to_string(size) +
-                 " bytes: " + (r ? std::string("payload differs") : r.error().describe());
-        break;
-      }
-      ++id;
-    }
-    checks.push_back({"messages", ok, ok ? "7 sizes up to 64 KiB echoed" : detail});
-  }
-
-  // 2. A malformed message over the fabric is dropped by the server; the session goes on.
-  {
-    std::vector<std::uint8_t> junk(proto::kHeaderSize + 16, 0xa5);
-    auto s = ch.bytes_send(junk, deadline());
-    std::uint8_t probe[8] = {1, 2, 3, 4, 5, 6, 7, 8};
-    if (s) s = ch.message_send(proto::Ping{probe}, 200, deadline());
-    auto r = s ? reply(200) : tl::unexpected(s.error());
-    bool ok = r && std::holds_alternative<proto::Pong>((*r)->message);
-    checks.push_back({"malformed", ok,
-                      ok ? "garbage dropped, next ping answered" : (r ? "unexpected reply" : r.error().describe())});
-  }
-
-  auto remote = (*session)->peer_region(kRegionId);
-  const auto& mr = (*session)->region(0);
-  std::size_t span = remote ? std::min<std::size_t>(o.size, remote->length) : 0;
-  // 3. RMA write, then an ordered notification: the server's checksum of its memory must
-  //    equal ours — the write is visible before the message is handled.
+  Probe p{ch, *memory, (*session)->region(0), (*session)->peer_region(kRegionId)};
+  p.span = p.remote ? std::min<std::size_t>(o.size, p.remote->length) : 0;
   std::uint64_t written = 0;
-  {
-    for (std::size_t i = 0; i < span; i += 8) {
-      std::uint64_t v = rng();
-      std::memcpy(memory->data() + i, &v, std::min<std::size_t>(8, span - i));
-    }
-    written = proto::checksum_fnv1a(std::span(memory->data(), span));
-    Result<void> r = remote ? Result<void>{} : tl::unexpected(remote.error());
-    if (r) r = ch.rma_write(mr, 0, *remote, 0, span, deadline());
-    if (r) r = ch.message_send_after_writes(proto::RmaNotify{kRegionId, 0, span, written}, 100, deadline());
-    auto rep = r ? reply(100) : tl::unexpected(r.error());
-    auto* rr = rep ? std::get_if<proto::ReadReply>(&(*rep)->message) : nullptr;
-    bool ok = rr && rr->status == 0 && rr->value == written;
-    checks.push_back({"rma_write", ok,
-                      ok ? std::to_string(span) + " bytes, checksum " + fmt::format("{:016x}", written)
-                         : (rep ? fmt::format("server checksum {:016x}, ours {:016x}", rr ? rr->value : 0, written)
-                                : rep.error().describe())});
-  }
-  // 4. RMA read back into cleared memory.
-  {
-    std::memset(memory->data(), 0, span);
-    Result<void> r = remote ? ch.rma_read(mr, 0, *remote, 0, span, deadline()) : tl::unexpected(remote.error());
-    if (r) r = ch.rma_flush(deadline());
-    std::uint64_t got = proto::checksum_fnv1a(std::span(memory->data(), span));
-    bool ok = r && got == written;
-    checks.push_back(
-        {"rma_read", ok, ok ? std::to_string(span) + " bytes read back" : (r ? "data differs" : r.error().describe())});
-  }
-  // 5. Out-of-range RMA is refused locally with EINVAL, and the channel stays healthy.
-  {
-    auto r = remote ? ch.rma_write(mr, 0, *remote, remote->length - 4, 8, deadline()) : tl::unexpected(remote.error());
-    bool ok = !r && r.error().code == EINVAL && !ch.failure();
-    checks.push_back({"rma_bounds", ok, ok ? "write past the peer region refused (EINVAL)" : "not refused"});
-  }
+  std::vector<Check> checks{messages_check(p), malformed_check(p)};
+  checks.push_back(rma_write_check(p, written));
+  checks.push_back(rma_read_check(p, written));
+  checks.push_back(rma_bounds_check(p));
   auto stats = ch.stats();
-  (void)ch.message_send(proto::Goodbye{}, 0, deadline());
+  (void)ch.message_send(proto::Goodbye{}, 0, Probe::deadline());
   // Let the goodbye leave before the endpoint closes (rxm sends lazily).
   (void)ch.progress_idle(Deadline::after(50ms));
-
+  report_print(checks, **session, stats, o.output == "json");
   bool all = true;
   for (const auto& c : checks) all = all && c.ok;
-  if (o.output == "json") {
-    nlohmann::json j;
-    j["provider"] = (*session)->peer().provider;
-    j["ok"] = all;
-    j["rma_chunks"] = stats.rma_writes + stats.rma_reads;
-    j["ordering"] = ch.delivery_complete() ? "delivery_complete" : "saw";
-    for (const auto& c : checks) j["checks"].push_back({{"name", c.name}, {"ok", c.ok}, {"detail", c.detail}});
-    std::printf("%s\n", j.dump().c_str());
-  } else {
-    std::string max = ch.max_transfer() >= (std::size_t{1} << 62) ? "unlimited" : std::to_string(ch.max_transfer());
-    std::printf("provider %s, %llu rma chunks (max transfer %s), write-then-message ordering by %s\n",
-                (*session)->peer().provider.c_str(),
-                static_cast<unsigned long long>(stats.rma_writes + stats.rma_reads), max.c_str(),
-                ch.delivery_complete() ? "delivery-complete" : "FI_ORDER_SAW");
-    for (const auto& c : checks) std::printf("%-4s %-10s %s\n", c.ok ? "ok" : "FAIL", c.name.c_str(), c.detail.c_str());
-  }
   return all ? 0 : 1;
 }
 
