@@ -85,7 +85,7 @@ void list_print_text(const std::vector<ExportDesc>& exports) {
       bars += std::to_string(b.bar) + ":" + size_text(b.size) + "(" +
               (b.kind == rpcie::pci::BarKind::memory ? "mem"
                : b.kind == rpcie::pci::BarKind::io   ? "io"
-                                                       : "reg") +
+                                                     : "reg") +
               (b.readonly ? ",ro" : "") + ")";
     }
     char id[16];
@@ -127,114 +127,112 @@ int control_run(const std::string& control_flag, const nlohmann::json& request, 
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  rpcie::signals_init();
-  CLI::App app{"rpcie: use PCIe devices of another server over libfabric"};
-  app.require_subcommand(1);
+// Every option of every subcommand (CLI11 writes the parsed values here).
+struct Options {
   std::string output = "text";
-  app.add_option("-o,--output", output, "text or json")->check(CLI::IsMember({"text", "json"}));
-
-  auto* list = app.add_subcommand("list", "list the exports of a device server");
   std::string remote, psk_file = rpcie::auth::kDefaultKeyPath, name;
   int timeout_s = 5;
-  list->add_option("-r,--remote", remote, "HOST[:PORT] of the exporter (port 7385 by default)")->required();
-  list->add_option("--psk-file", psk_file, "pre-shared key file (default /etc/rpcie/psk)");
-  list->add_option("--name", name, "client name (default: this host's name)");
-  list->add_option("--timeout", timeout_s, "seconds (default 5)")->check(CLI::Range(1, 3600));
-  list->add_option("-o,--output", output, "text or json")->check(CLI::IsMember({"text", "json"}));
-
-  auto* keygen = app.add_subcommand("keygen", "create a pre-shared key file (mode 0600)");
   std::string key_file = rpcie::auth::kDefaultKeyPath;
   bool force = false;
-  keygen->add_option("file", key_file, "where to write it (default /etc/rpcie/psk)");
-  keygen->add_flag("-f,--force", force, "replace an existing file");
-  keygen->add_option("-o,--output", output, "text or json")->check(CLI::IsMember({"text", "json"}));
-
   std::string control_path, export_name, window, device;
   int control_timeout_s = 15;
   bool all = false;
+  bool json() const { return output == "json"; }
+};
+
+struct Commands {
+  CLI::App* list;
+  CLI::App* keygen;
+  CLI::App* attach;
+  CLI::App* detach;
+  CLI::App* status;
+};
+
+Commands commands_add(CLI::App& app, Options& o) {
+  auto output = [&](CLI::App* sub) {
+    sub->add_option("-o,--output", o.output, "text or json")->check(CLI::IsMember({"text", "json"}));
+  };
+  output(&app);
+  auto* list = app.add_subcommand("list", "list the exports of a device server");
+  list->add_option("-r,--remote", o.remote, "HOST[:PORT] of the exporter (port 7385 by default)")->required();
+  list->add_option("--psk-file", o.psk_file, "pre-shared key file (default /etc/rpcie/psk)");
+  list->add_option("--name", o.name, "client name (default: this host's name)");
+  list->add_option("--timeout", o.timeout_s, "seconds (default 5)")->check(CLI::Range(1, 3600));
+  output(list);
+
+  auto* keygen = app.add_subcommand("keygen", "create a pre-shared key file (mode 0600)");
+  keygen->add_option("file", o.key_file, "where to write it (default /etc/rpcie/psk)");
+  keygen->add_flag("-f,--force", o.force, "replace an existing file");
+  output(keygen);
+
   auto* attach = app.add_subcommand("attach", "attach a remote device (through rpcie-hostd)");
-  attach->add_option("-r,--remote", remote, "HOST[:PORT] of the exporter (port 7385 by default)")->required();
-  attach->add_option("-e,--export", export_name, "export name (see rpcie list)")->required();
-  attach->add_option("--dma-window", window, "DMA window size (default: hostd's, 16M)");
+  attach->add_option("-r,--remote", o.remote, "HOST[:PORT] of the exporter (port 7385 by default)")->required();
+  attach->add_option("-e,--export", o.export_name, "export name (see rpcie list)")->required();
+  attach->add_option("--dma-window", o.window, "DMA window size (default: hostd's, 16M)");
   auto* detach = app.add_subcommand("detach", "detach a device (its files are gone when this returns)");
-  auto* detach_device = detach->add_option("-d,--device", device, "rpcieN (or /dev/rpcieN)");
-  auto* detach_all = detach->add_flag("--all", all, "every attached device");
+  auto* detach_device = detach->add_option("-d,--device", o.device, "rpcieN (or /dev/rpcieN)");
+  auto* detach_all = detach->add_flag("--all", o.all, "every attached device");
   detach_device->excludes(detach_all);
   auto* status = app.add_subcommand("status", "attachments of rpcie-hostd: state, generation, counters");
   for (auto* sub : {attach, detach, status}) {
-    sub->add_option("--control", control_path, "hostd's control socket (default $RPCIE_CONTROL or /run/rpcie.sock)");
-    sub->add_option("--timeout", control_timeout_s, "seconds (default 15)")->check(CLI::Range(1, 3600));
-    sub->add_option("-o,--output", output, "text or json")->check(CLI::IsMember({"text", "json"}));
+    sub->add_option("--control", o.control_path, "hostd's control socket (default $RPCIE_CONTROL or /run/rpcie.sock)");
+    sub->add_option("--timeout", o.control_timeout_s, "seconds (default 15)")->check(CLI::Range(1, 3600));
+    output(sub);
   }
-  auto& fabric = rpcie::cli::fabric_add(app, output);
+  return {list, keygen, attach, detach, status};
+}
 
-  try {
-    app.parse(argc, argv);
-    if (*detach && device.empty() && !all) throw CLI::RequiredError("detach needs -d rpcieN or --all");
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) {
-      app.exit(e);
-      return 0;
-    }
-    return error_exit(e.what(), 2);
-  }
-  const bool json = output == "json";
-  if (*fabric.app) return rpcie::cli::fabric_run(fabric, json);
+int keygen_run(const Options& o) {
+  auto r = rpcie::auth::key_generate_file(o.key_file, o.force);
+  if (!r) return error_exit(r.error().describe());
+  if (o.json())
+    std::printf("%s\n", nlohmann::json{{"key_file", o.key_file}}.dump().c_str());
+  else
+    std::printf("wrote a new key to %s (mode 0600); copy it to the other server over a secure channel\n",
+                o.key_file.c_str());
+  return 0;
+}
 
-  if (*keygen) {
-    auto r = rpcie::auth::key_generate_file(key_file, force);
-    if (!r) return error_exit(r.error().describe());
-    if (json)
-      std::printf("%s\n", nlohmann::json{{"key_file", key_file}}.dump().c_str());
-    else
-      std::printf("wrote a new key to %s (mode 0600); copy it to the other server over a secure channel\n",
-                  key_file.c_str());
-    return 0;
-  }
-
-  if (*attach) {
-    auto address = rpcie::address_parse(remote, rpcie::kDefaultPort);
-    if (!address) return error_exit(address.error().message, 2);
-    nlohmann::json request{
-        {"op", "attach"}, {"host", address->first}, {"port", address->second}, {"export", export_name}};
-    if (!window.empty()) {
-      auto bytes = rpcie::size_parse(window);
-      if (!bytes || *bytes == 0)
-        return error_exit("--dma-window: expected a size such as 16M, got '" + window + "'", 2);
-      request["dma_window"] = *bytes;
-    }
-    return control_run(control_path, request, control_timeout_s, json, [](const nlohmann::json& a) {
-      std::printf("%s %s %s\n", a.value("device", "").c_str(), a.value("path", "").c_str(),
-                  a.value("sysfs", "").c_str());
-    });
-  }
-  if (*detach) {
-    nlohmann::json request{{"op", "detach"}};
-    if (all)
-      request["all"] = true;
-    else
-      request["device"] = device.substr(device.rfind('/') + 1);  // /dev/rpcie0 -> rpcie0
-    return control_run(control_path, request, control_timeout_s, json, [](const nlohmann::json& a) {
-      for (const auto& n : a.value("detached", nlohmann::json::array()))
-        std::printf("detached %s\n", n.get<std::string>().c_str());
-    });
-  }
-  if (*status) return control_run(control_path, {{"op", "status"}}, control_timeout_s, json, status_print_text);
-
-  auto address = rpcie::address_parse(remote, rpcie::kDefaultPort);
+int attach_run(const Options& o) {
+  auto address = rpcie::address_parse(o.remote, rpcie::kDefaultPort);
   if (!address) return error_exit(address.error().message, 2);
-  auto key = rpcie::auth::key_load(psk_file);
+  nlohmann::json request{
+      {"op", "attach"}, {"host", address->first}, {"port", address->second}, {"export", o.export_name}};
+  if (!o.window.empty()) {
+    auto bytes = rpcie::size_parse(o.window);
+    if (!bytes || *bytes == 0)
+      return error_exit("--dma-window: expected a size such as 16M, got '" + o.window + "'", 2);
+    request["dma_window"] = *bytes;
+  }
+  return control_run(o.control_path, request, o.control_timeout_s, o.json(), [](const nlohmann::json& a) {
+    std::printf("%s %s %s\n", a.value("device", "").c_str(), a.value("path", "").c_str(), a.value("sysfs", "").c_str());
+  });
+}
+
+int detach_run(const Options& o) {
+  nlohmann::json request{{"op", "detach"}};
+  if (o.all)
+    request["all"] = true;
+  else
+    request["device"] = o.device.substr(o.device.rfind('/') + 1);  // /dev/rpcie0 -> rpcie0
+  return control_run(o.control_path, request, o.control_timeout_s, o.json(), [](const nlohmann::json& a) {
+    for (const auto& n : a.value("detached", nlohmann::json::array()))
+      std::printf("detached %s\n", n.get<std::string>().c_str());
+  });
+}
+
+int list_run(const Options& o) {
+  auto address = rpcie::address_parse(o.remote, rpcie::kDefaultPort);
+  if (!address) return error_exit(address.error().message, 2);
+  auto key = rpcie::auth::key_load(o.psk_file);
   if (!key) return error_exit(key.error().describe());
   rpcie::client::ClientOptions options;
-  options.name = name;
+  options.name = o.name;
   options.key = std::make_shared<const rpcie::auth::Key>(std::move(*key));
   auto exports = rpcie::client::exports_list(address->first, address->second, options,
-                                             rpcie::Deadline::after(std::chrono::seconds(timeout_s)));
-  if (!exports) return error_exit(remote + ": " + exports.error().describe());
-  if (json) {
+                                             rpcie::Deadline::after(std::chrono::seconds(o.timeout_s)));
+  if (!exports) return error_exit(o.remote + ": " + exports.error().describe());
+  if (o.json()) {
     nlohmann::json out = {{"exports", nlohmann::json::array()}};
     for (const auto& e : *exports) out["exports"].push_back(export_json(e));
     std::printf("%s\n", out.dump().c_str());
@@ -242,4 +240,32 @@ int main(int argc, char** argv) {
     list_print_text(*exports);
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  rpcie::signals_init();
+  CLI::App app{"rpcie: use PCIe devices of another server over libfabric"};
+  app.require_subcommand(1);
+  Options o;
+  const Commands c = commands_add(app, o);
+  auto& fabric = rpcie::cli::fabric_add(app, o.output);
+  try {
+    app.parse(argc, argv);
+    if (*c.detach && o.device.empty() && !o.all) throw CLI::RequiredError("detach needs -d rpcieN or --all");
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) {
+      app.exit(e);
+      return 0;
+    }
+    return error_exit(e.what(), 2);
+  }
+  if (*fabric.app) return rpcie::cli::fabric_run(fabric, o.json());
+  if (*c.keygen) return keygen_run(o);
+  if (*c.attach) return attach_run(o);
+  if (*c.detach) return detach_run(o);
+  if (*c.status)
+    return control_run(o.control_path, {{"op", "status"}}, o.control_timeout_s, o.json(), status_print_text);
+  return list_run(o);
 }
