@@ -78,10 +78,11 @@ Result<ExportConfig> export_config_parse(std::string_view text) {
   return e;
 }
 
-Result<void> config_file_apply(const std::string& path, ExporterConfig& config) {
-  toml::table root;
+namespace {
+
+Result<toml::table> table_load(const std::string& path) {
   try {
-    root = toml::parse_file(path);
+    return toml::parse_file(path);
   } catch (const toml::parse_error& e) {
     const auto& where = e.source().begin;
     if (e.description().find("File could not be opened") != std::string_view::npos)
@@ -89,120 +90,134 @@ Result<void> config_file_apply(const std::string& path, ExporterConfig& config) 
     return fail(EINVAL, path + ":" + std::to_string(where.line) + ":" + std::to_string(where.column) + ": " +
                             std::string(e.description()));
   }
-  const std::string file = path + ": ";
-  auto known = keys_check(root, file, "listen", "provider", "psk-file", "lease", "client", "export");
-  if (!known) return known;
+}
+
+// listen, provider, psk-file, lease.
+Result<void> top_keys_apply(const toml::table& root, const std::string& file, ExporterConfig& config) {
   if (auto* n = root.get("listen")) {
-    auto s = string_get(*n, file + "listen ");
-    if (!s) return tl::unexpected(s.error());
-    auto a = address_parse(*s, config.port);
+    RPCIE_TRY_ASSIGN(auto s, string_get(*n, file + "listen "));
+    auto a = address_parse(s, config.port);
     if (!a) return fail(EINVAL, file + "listen: " + a.error().message);
     config.listen_host = a->first;
     config.port = a->second;
   }
   if (auto* n = root.get("provider")) {
-    auto s = string_get(*n, file + "provider ");
-    if (!s) return tl::unexpected(s.error());
-    auto p = providers::provider_parse(*s);
-    if (!p) return fail(EINVAL, file + "provider: unknown provider '" + *s + "'");
+    RPCIE_TRY_ASSIGN(auto s, string_get(*n, file + "provider "));
+    auto p = providers::provider_parse(s);
+    if (!p) return fail(EINVAL, file + "provider: unknown provider '" + s + "'");
     config.provider = *p;
   }
   if (auto* n = root.get("psk-file")) {
-    auto s = string_get(*n, file + "psk-file ");
-    if (!s) return tl::unexpected(s.error());
-    config.psk_file = *s;
+    RPCIE_TRY_ASSIGN(config.psk_file, string_get(*n, file + "psk-file "));
   }
   if (auto* n = root.get("lease")) {
-    auto s = string_get(*n, file + "lease ");
-    if (!s) return tl::unexpected(s.error());
-    auto d = duration_parse(*s);
+    RPCIE_TRY_ASSIGN(auto s, string_get(*n, file + "lease "));
+    auto d = duration_parse(s);
     if (!d || *d < std::chrono::milliseconds(100))
-      return fail(EINVAL, file + "lease: '" + *s + "' is not a duration of at least 100ms");
+      return fail(EINVAL, file + "lease: '" + s + "' is not a duration of at least 100ms");
     config.lease = std::chrono::duration_cast<std::chrono::milliseconds>(*d);
   }
-  if (auto* n = root.get("client")) {
-    auto* arr = n->as_array();
-    if (!arr) return fail(EINVAL, file + "client must be an array of tables ([[client]])");
-    for (std::size_t i = 0; i < arr->size(); ++i) {
-      const std::string where = file + "client " + std::to_string(i + 1) + ": ";
-      auto* t = (*arr)[i].as_table();
-      if (!t) return fail(EINVAL, where + "not a table");
-      auto k = keys_check(*t, where, "name", "psk-file");
-      if (!k) return k;
-      ClientConfig c;
-      auto* name = t->get("name");
-      auto* psk = t->get("psk-file");
-      if (!name || !psk) return fail(EINVAL, where + "needs name and psk-file");
-      auto ns = string_get(*name, where + "name ");
-      if (!ns) return tl::unexpected(ns.error());
-      auto ps = string_get(*psk, where + "psk-file ");
-      if (!ps) return tl::unexpected(ps.error());
-      c.name = *ns;
-      c.psk_file = *ps;
-      config.clients.push_back(std::move(c));
-    }
-  }
-  if (auto* n = root.get("export")) {
-    auto* arr = n->as_array();
-    if (!arr) return fail(EINVAL, file + "export must be an array of tables ([[export]])");
-    for (std::size_t i = 0; i < arr->size(); ++i) {
-      const std::string where = file + "export " + std::to_string(i + 1) + ": ";
-      auto* t = (*arr)[i].as_table();
-      if (!t) return fail(EINVAL, where + "not a table");
-      auto k = keys_check(*t, where, "name", "backend", "dma", "shared", "allow", "params");
-      if (!k) return k;
-      auto* name = t->get("name");
-      auto* backend = t->get("backend");
-      if (!name || !backend) return fail(EINVAL, where + "needs name and backend");
-      auto ns = string_get(*name, where + "name ");
-      if (!ns) return tl::unexpected(ns.error());
-      auto bs = string_get(*backend, where + "backend ");
-      if (!bs) return tl::unexpected(bs.error());
-      // Build the flag form and parse it: one set of rules for both.
-      auto e = export_config_parse(*ns + "=" + *bs);
-      if (!e) return fail(EINVAL, where + e.error().message);
-      if (auto* dma = t->get("dma")) {
-        auto s = string_get(*dma, where + "dma ");
-        if (!s) return tl::unexpected(s.error());
-        auto r = exporter_key_apply(*e, "dma", *s);
-        if (!r) return fail(EINVAL, file + r.error().message);
-      }
-      if (auto* shared = t->get("shared")) {
-        auto b = shared->value<bool>();
-        if (!b) return fail(EINVAL, where + "shared must be true or false");
-        e->shared = *b;
-      }
-      if (auto* allow = t->get("allow")) {
-        auto* list = allow->as_array();
-        if (!list) return fail(EINVAL, where + "allow must be an array of client names");
-        for (auto&& item : *list) {
-          auto s = item.value<std::string>();
-          if (!s || !auth::client_name_valid(*s)) return fail(EINVAL, where + "allow: entries must be client names");
-          e->allow.push_back(*s);
-        }
-      }
-      if (auto* params = t->get("params")) {
-        auto* pt = params->as_table();
-        if (!pt) return fail(EINVAL, where + "params must be a table");
-        for (auto&& [pk, pv] : *pt) {
-          std::string key(pk.str());
-          std::string value;
-          if (auto s = pv.value_exact<std::string>())
-            value = *s;
-          else if (auto iv = pv.value_exact<std::int64_t>())
-            value = std::to_string(*iv);
-          else if (auto bv = pv.value_exact<bool>())
-            value = *bv ? "yes" : "no";
-          else
-            return fail(EINVAL, where + "params." + key + " must be a string, integer or boolean");
-          if (exporter_key(key)) return fail(EINVAL, where + "params." + key + " belongs at the export level");
-          e->spec.params[key] = value;
-        }
-      }
-      config.exports.push_back(std::move(*e));
-    }
+  return {};
+}
+
+// Each table of an array of tables (`key` = [[key]]), with its place for error messages.
+template <class Apply>
+Result<void> tables_each(const toml::table& root, const std::string& file, const char* key, Apply&& apply) {
+  auto* n = root.get(key);
+  if (!n) return {};
+  auto* arr = n->as_array();
+  if (!arr) return fail(EINVAL, file + key + " must be an array of tables ([[" + key + "]])");
+  for (std::size_t i = 0; i < arr->size(); ++i) {
+    const std::string where = file + key + " " + std::to_string(i + 1) + ": ";
+    auto* t = (*arr)[i].as_table();
+    if (!t) return fail(EINVAL, where + "not a table");
+    RPCIE_TRY(apply(*t, where));
   }
   return {};
+}
+
+Result<ClientConfig> client_table_parse(const toml::table& t, const std::string& where) {
+  RPCIE_TRY(keys_check(t, where, "name", "psk-file"));
+  auto* name = t.get("name");
+  auto* psk = t.get("psk-file");
+  if (!name || !psk) return fail(EINVAL, where + "needs name and psk-file");
+  ClientConfig c;
+  RPCIE_TRY_ASSIGN(c.name, string_get(*name, where + "name "));
+  RPCIE_TRY_ASSIGN(c.psk_file, string_get(*psk, where + "psk-file "));
+  return c;
+}
+
+// params = { key = value }: strings, integers and booleans, as the flag form's text.
+Result<void> export_params_apply(const toml::node& params, const std::string& where, ExportConfig& e) {
+  auto* pt = params.as_table();
+  if (!pt) return fail(EINVAL, where + "params must be a table");
+  for (auto&& [pk, pv] : *pt) {
+    std::string key(pk.str());
+    std::string value;
+    if (auto s = pv.value_exact<std::string>())
+      value = *s;
+    else if (auto iv = pv.value_exact<std::int64_t>())
+      value = std::to_string(*iv);
+    else if (auto bv = pv.value_exact<bool>())
+      value = *bv ? "yes" : "no";
+    else
+      return fail(EINVAL, where + "params." + key + " must be a string, integer or boolean");
+    if (exporter_key(key)) return fail(EINVAL, where + "params." + key + " belongs at the export level");
+    e.spec.params[key] = value;
+  }
+  return {};
+}
+
+Result<ExportConfig> export_table_parse(const toml::table& t, const std::string& where, const std::string& file) {
+  RPCIE_TRY(keys_check(t, where, "name", "backend", "dma", "shared", "allow", "params"));
+  auto* name = t.get("name");
+  auto* backend = t.get("backend");
+  if (!name || !backend) return fail(EINVAL, where + "needs name and backend");
+  RPCIE_TRY_ASSIGN(auto ns, string_get(*name, where + "name "));
+  RPCIE_TRY_ASSIGN(auto bs, string_get(*backend, where + "backend "));
+  // Build the flag form and parse it: one set of rules for both.
+  auto e = export_config_parse(ns + "=" + bs);
+  if (!e) return fail(EINVAL, where + e.error().message);
+  if (auto* dma = t.get("dma")) {
+    RPCIE_TRY_ASSIGN(auto s, string_get(*dma, where + "dma "));
+    auto r = exporter_key_apply(*e, "dma", s);
+    if (!r) return fail(EINVAL, file + r.error().message);
+  }
+  if (auto* shared = t.get("shared")) {
+    auto b = shared->value<bool>();
+    if (!b) return fail(EINVAL, where + "shared must be true or false");
+    e->shared = *b;
+  }
+  if (auto* allow = t.get("allow")) {
+    auto* list = allow->as_array();
+    if (!list) return fail(EINVAL, where + "allow must be an array of client names");
+    for (auto&& item : *list) {
+      auto s = item.value<std::string>();
+      if (!s || !auth::client_name_valid(*s)) return fail(EINVAL, where + "allow: entries must be client names");
+      e->allow.push_back(*s);
+    }
+  }
+  if (auto* params = t.get("params")) RPCIE_TRY(export_params_apply(*params, where, *e));
+  return e;
+}
+
+}  // namespace
+
+Result<void> config_file_apply(const std::string& path, ExporterConfig& config) {
+  RPCIE_TRY_ASSIGN(const toml::table root, table_load(path));
+  const std::string file = path + ": ";
+  RPCIE_TRY(keys_check(root, file, "listen", "provider", "psk-file", "lease", "client", "export"));
+  RPCIE_TRY(top_keys_apply(root, file, config));
+  RPCIE_TRY(tables_each(root, file, "client", [&](const toml::table& t, const std::string& where) -> Result<void> {
+    RPCIE_TRY_ASSIGN(auto c, client_table_parse(t, where));
+    config.clients.push_back(std::move(c));
+    return {};
+  }));
+  return tables_each(root, file, "export", [&](const toml::table& t, const std::string& where) -> Result<void> {
+    RPCIE_TRY_ASSIGN(auto e, export_table_parse(t, where, file));
+    config.exports.push_back(std::move(e));
+    return {};
+  });
 }
 
 Result<void> config_check(const ExporterConfig& config) {

@@ -47,7 +47,8 @@ class [[nodiscard]] Result : public tl::expected<T, Error> {
 
 // Propagation, for a function that returns any Result:
 //   RPCIE_TRY(expr);                  expr's error is returned; its value (if any) dropped
-//   RPCIE_TRY_ASSIGN(auto x, expr);   x is expr's value, or expr's error is returned
+//   RPCIE_TRY_ASSIGN(auto x, expr);   x is expr's value, or expr's error is returned (this
+//                                     declares x in the enclosing block: not an if's bare body)
 #define RPCIE_TRY(expr)                                                                                                \
   do {                                                                                                                 \
     if (auto rpcie_try_ = (expr); !rpcie_try_) return ::tl::unexpected<::rpcie::Error>(std::move(rpcie_try_).error()); \
