@@ -92,12 +92,11 @@ struct ClientOptions {
   std::chrono::microseconds receiver_quiet{2000};
   // Streaming DMA (as Linux's dma_sync_single_for_device): the application calls
   // window_push() for what the device is to read from the window before the doorbell that
-  // starts it. On a mirror-mode export the exporter then no longer pulls the whole window
+  // starts it. On a mirror-mode export the exporter then does not pull the whole window
   // before every doorbell: just those bytes travel, ahead of the doorbell (inside its message
   // up to 8 KiB, as a one-sided write beyond), instead of a round trip for the whole window
-  // after it. What the application
-  // writes into the window without pushing it is not seen by the device. No effect on an
-  // on-demand export (the device reads the window itself there).
+  // after it. What the application writes into the window without pushing it is not seen by
+  // the device. No effect on an on-demand export (the device reads the window itself there).
   bool window_push = false;
 };
 
