@@ -21,15 +21,13 @@ using InfoPtr = std::unique_ptr<fi_info, InfoDeleter>;
 
 }  // namespace
 
-Result<std::unique_ptr<Fabric>> Fabric::open(const FabricOptions& options) {
-  if (options.adapter == nullptr) return fail(EINVAL, "no provider adapter given");
-  const auto& adapter = *options.adapter;
-  for (const auto& left : adapter.fabric_prepare())
-    RPCIE_LOG_INFO("fabric", "removed {}: left behind by a dead process that had this PID", left);
+namespace {
+
+// The adapter's hints through fi_getinfo, and the first info the adapter accepts.
+Result<InfoPtr> info_choose(const providers::ProviderAdapter& adapter, const FabricOptions& options) {
   InfoPtr hints(fi_allocinfo());
   if (!hints) return fail(ENOMEM, "fi_allocinfo");
   adapter.hints_fill(*hints);
-
   const char* node = nullptr;
   std::uint64_t flags = 0;
   if (adapter.node_binds_address() && !options.node.empty()) {
@@ -49,28 +47,24 @@ Result<std::unique_ptr<Fabric>> Fabric::open(const FabricOptions& options) {
                                (node ? std::string(" on ") + node : std::string()));
   InfoPtr list(raw_list);
   const fi_info* chosen = nullptr;
-  for (const fi_info* i = list.get(); i; i = i->next) {
-    if (adapter.info_accept(*i)) {
-      chosen = i;
-      break;
-    }
-  }
+  for (const fi_info* i = list.get(); i && !chosen; i = i->next)
+    if (adapter.info_accept(*i)) chosen = i;
   if (!chosen) return fail(ENODEV, "provider " + std::string(adapter.fabric_name()) + " offers no usable endpoint");
-
   // The channel's in-order delivery rests on send-after-send ordering (adapters ask for it).
   if (!chosen->tx_attr || !(chosen->tx_attr->msg_order & FI_ORDER_SAS))
     return fail(ENOTSUP, "provider " + std::string(adapter.fabric_name()) + " does not order messages (FI_ORDER_SAS)");
-  std::unique_ptr<Fabric> f(new Fabric());
-  f->adapter_ = &adapter;
-  f->info_ = fi_dupinfo(chosen);
-  if (!f->info_) return fail(ENOMEM, "fi_dupinfo");
-  const fi_info& info = *f->info_;
+  InfoPtr copy(fi_dupinfo(chosen));
+  if (!copy) return fail(ENOMEM, "fi_dupinfo");
+  return copy;
+}
 
-  rc = fi_fabric(info.fabric_attr, &f->fabric_, nullptr);
+}  // namespace
+
+Result<void> Fabric::domain_open(const FabricOptions& options) {
+  int rc = fi_fabric(info_->fabric_attr, &fabric_, nullptr);
   if (rc) return fail_fabric(rc, "fi_fabric");
-  rc = fi_domain(f->fabric_, f->info_, &f->domain_, nullptr);
+  rc = fi_domain(fabric_, info_, &domain_, nullptr);
   if (rc) return fail_fabric(rc, "fi_domain");
-
   // A CQ with a wait fd lets an idle thread sleep in poll(2), but the provider then signals
   // it on completions (measured on tcp;ofi_rxm 1.17: ~1 us per message). So it is asked for
   // only where sleeping matters more than latency; providers without one (shm in 1.17) get
@@ -79,43 +73,58 @@ Result<std::unique_ptr<Fabric>> Fabric::open(const FabricOptions& options) {
   cq_attr.size = options.cq_size;
   cq_attr.format = FI_CQ_FORMAT_DATA;
   cq_attr.wait_obj = options.cq_wait_fd ? FI_WAIT_FD : FI_WAIT_NONE;
-  rc = fi_cq_open(f->domain_, &cq_attr, &f->cq_, nullptr);
+  rc = fi_cq_open(domain_, &cq_attr, &cq_, nullptr);
   if (rc && cq_attr.wait_obj != FI_WAIT_NONE) {
     cq_attr.wait_obj = FI_WAIT_NONE;
-    rc = fi_cq_open(f->domain_, &cq_attr, &f->cq_, nullptr);
+    rc = fi_cq_open(domain_, &cq_attr, &cq_, nullptr);
     if (rc) return fail_fabric(rc, "fi_cq_open");
   } else if (rc) {
     return fail_fabric(rc, "fi_cq_open");
   } else if (cq_attr.wait_obj == FI_WAIT_FD) {
     int fd = -1;
-    if (fi_control(&f->cq_->fid, FI_GETWAIT, &fd) == 0) f->wait_fd_ = fd;
+    if (fi_control(&cq_->fid, FI_GETWAIT, &fd) == 0) wait_fd_ = fd;
   }
-
   fi_av_attr av_attr{};
-  av_attr.type = info.domain_attr->av_type == FI_AV_UNSPEC ? FI_AV_TABLE : info.domain_attr->av_type;
-  rc = fi_av_open(f->domain_, &av_attr, &f->av_, nullptr);
+  av_attr.type = info_->domain_attr->av_type == FI_AV_UNSPEC ? FI_AV_TABLE : info_->domain_attr->av_type;
+  rc = fi_av_open(domain_, &av_attr, &av_, nullptr);
   if (rc) return fail_fabric(rc, "fi_av_open");
+  return {};
+}
 
-  rc = fi_endpoint(f->domain_, f->info_, &f->ep_, nullptr);
+Result<void> Fabric::endpoint_open() {
+  int rc = fi_endpoint(domain_, info_, &ep_, nullptr);
   if (rc) return fail_fabric(rc, "fi_endpoint");
-  rc = fi_ep_bind(f->ep_, &f->cq_->fid, FI_TRANSMIT | FI_RECV);
+  rc = fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV);
   if (rc) return fail_fabric(rc, "fi_ep_bind cq");
-  rc = fi_ep_bind(f->ep_, &f->av_->fid, 0);
+  rc = fi_ep_bind(ep_, &av_->fid, 0);
   if (rc) return fail_fabric(rc, "fi_ep_bind av");
-  rc = adapter.endpoint_configure(*f->ep_, info);
-  if (rc) return fail_fabric(rc, "endpoint options for " + std::string(adapter.name()));
-  rc = fi_enable(f->ep_);
+  rc = adapter_->endpoint_configure(*ep_, *info_);
+  if (rc) return fail_fabric(rc, "endpoint options for " + std::string(adapter_->name()));
+  rc = fi_enable(ep_);
   if (rc) return fail_fabric(rc, "fi_enable");
-
   std::size_t len = 0;
-  rc = fi_getname(&f->ep_->fid, nullptr, &len);
+  rc = fi_getname(&ep_->fid, nullptr, &len);
   if (rc != -FI_ETOOSMALL || len == 0 || len > proto::kMaxFabricAddress)
     return fail_fabric(rc ? rc : -FI_EOTHER, "fi_getname size");
-  f->address_.resize(len);
-  rc = fi_getname(&f->ep_->fid, f->address_.data(), &len);
+  address_.resize(len);
+  rc = fi_getname(&ep_->fid, address_.data(), &len);
   if (rc) return fail_fabric(rc, "fi_getname");
-  f->address_.resize(len);
+  address_.resize(len);
+  return {};
+}
 
+Result<std::unique_ptr<Fabric>> Fabric::open(const FabricOptions& options) {
+  if (options.adapter == nullptr) return fail(EINVAL, "no provider adapter given");
+  const auto& adapter = *options.adapter;
+  for (const auto& left : adapter.fabric_prepare())
+    RPCIE_LOG_INFO("fabric", "removed {}: left behind by a dead process that had this PID", left);
+  RPCIE_TRY_ASSIGN(auto chosen, info_choose(adapter, options));
+  std::unique_ptr<Fabric> f(new Fabric());
+  f->adapter_ = &adapter;
+  f->info_ = chosen.release();
+  RPCIE_TRY(f->domain_open(options));
+  RPCIE_TRY(f->endpoint_open());
+  const fi_info& info = *f->info_;
   f->mr_policy_ = MrPolicy::from_mode(info.domain_attr->mr_mode);
   f->order_saw_ = info.tx_attr && (info.tx_attr->msg_order & FI_ORDER_SAW);
   f->max_msg_size_ = info.ep_attr && info.ep_attr->max_msg_size ? info.ep_attr->max_msg_size : (1u << 20);

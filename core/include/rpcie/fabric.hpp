@@ -88,6 +88,10 @@ class Fabric {
 
  private:
   Fabric() = default;
+  // The steps of open(): fabric, domain, CQ and AV; then the endpoint, enabled, and its address.
+  Result<void> domain_open(const FabricOptions& options);
+  Result<void> endpoint_open();
+
   const providers::ProviderAdapter* adapter_ = nullptr;
   fi_info* info_ = nullptr;
   fid_fabric* fabric_ = nullptr;
