@@ -71,6 +71,23 @@ std::size_t clip(std::size_t size, off_t off, std::uint64_t limit) {
   return static_cast<std::size_t>(std::min<std::uint64_t>(size, limit - static_cast<std::uint64_t>(off)));
 }
 
+// What a device file reaches: config space (no BAR) or a BAR, `limit` bytes long.
+struct Region {
+  bool exists = false;  // false: the file is no device file
+  const client::BarDesc* bar = nullptr;
+  std::uint64_t limit = 0;
+  bool registers = false;  // a register or I/O BAR: one exact access at a time
+};
+
+Region region_of(const OpenFile& f) {
+  Region g;
+  g.bar = f.node->bar(f.id);
+  g.exists = g.bar || f.id == kConfig;
+  g.limit = g.bar ? g.bar->size : g.exists ? f.node->dev->config_size() : 0;
+  g.registers = g.bar && g.bar->kind != pci::BarKind::memory;
+  return g;
+}
+
 void config_read(DeviceRequest& r, std::size_t size, off_t off) {
   std::vector<char> buf(size);
   auto done = pci::access_split(
@@ -80,6 +97,16 @@ void config_read(DeviceRequest& r, std::size_t size, off_t off) {
         return {};
       });
   return done ? r.data(buf.data(), buf.size()) : r.fail(done.error());
+}
+
+void config_write(DeviceRequest& r, const char* data, std::size_t size, off_t off) {
+  auto done = pci::access_split(static_cast<std::uint64_t>(off), size, pci::kConfigWidthMax,
+                                [&](std::uint64_t o, unsigned w) -> Result<void> {
+                                  std::uint32_t v = 0;
+                                  std::memcpy(&v, data + (o - off), w);
+                                  return r.a().config_write(static_cast<std::uint16_t>(o), w, v, r.deadline());
+                                });
+  return done ? r.written(size) : r.fail(done.error());
 }
 
 // The reply goes out straight from the attachment's staging buffer (a request is at most
@@ -116,16 +143,14 @@ int errno_of(const Error& e) {
 
 void device_read(Watchdog& watchdog, fuse_req_t req, const OpenFile& f, std::size_t size, off_t off) {
   DeviceRequest r(watchdog, req, f);
-  const auto* b = f.node->bar(f.id);
-  const std::uint64_t limit = f.id == kConfig ? f.node->dev->config_size() : b ? b->size : 0;
-  if (!b && f.id != kConfig) return r.fail(EBADF);
-  if (static_cast<std::uint64_t>(off) >= limit) return r.data(nullptr, 0);  // end of file
-  const bool registers = b && b->kind != pci::BarKind::memory;
-  if (registers && !register_access_valid(*b, size, off)) return r.fail(EINVAL);
+  const Region g = region_of(f);
+  if (!g.exists) return r.fail(EBADF);
+  if (static_cast<std::uint64_t>(off) >= g.limit) return r.data(nullptr, 0);  // end of file
+  if (g.registers && !register_access_valid(*g.bar, size, off)) return r.fail(EINVAL);
   if (!r.link()) return;
-  if (f.id == kConfig) return config_read(r, clip(size, off, limit), off);
-  if (!registers) return memory_read(r, *b, clip(size, off, limit), off);
-  auto v = r.a().mmio_read(b->bar, static_cast<std::uint64_t>(off), static_cast<unsigned>(size), r.deadline());
+  if (!g.bar) return config_read(r, clip(size, off, g.limit), off);
+  if (!g.registers) return memory_read(r, *g.bar, clip(size, off, g.limit), off);
+  auto v = r.a().mmio_read(g.bar->bar, static_cast<std::uint64_t>(off), static_cast<unsigned>(size), r.deadline());
   if (!v) return r.fail(v.error());
   const std::uint64_t value = *v;
   r.data(&value, size);
@@ -134,38 +159,28 @@ void device_read(Watchdog& watchdog, fuse_req_t req, const OpenFile& f, std::siz
 void device_write(Watchdog& watchdog, fuse_req_t req, const OpenFile& f, const char* data, std::size_t size,
                   off_t off) {
   DeviceRequest r(watchdog, req, f);
-  const auto* b = f.node->bar(f.id);
-  const std::uint64_t limit = f.id == kConfig ? f.node->dev->config_size() : b ? b->size : 0;
-  if (!b && f.id != kConfig) return r.fail(EBADF);
-  if (static_cast<std::uint64_t>(off) >= limit) return r.fail(EFBIG);  // as sysfs
-  const bool registers = b && b->kind != pci::BarKind::memory;
-  if (registers && !register_access_valid(*b, size, off)) return r.fail(EINVAL);
+  const Region g = region_of(f);
+  if (!g.exists) return r.fail(EBADF);
+  if (static_cast<std::uint64_t>(off) >= g.limit) return r.fail(EFBIG);  // as sysfs
+  if (g.registers && !register_access_valid(*g.bar, size, off)) return r.fail(EINVAL);
   if (!r.link()) return;
-  if (f.id == kConfig) {
-    size = clip(size, off, limit);
-    auto done = pci::access_split(static_cast<std::uint64_t>(off), size, pci::kConfigWidthMax,
-                                  [&](std::uint64_t o, unsigned w) -> Result<void> {
-                                    std::uint32_t v = 0;
-                                    std::memcpy(&v, data + (o - off), w);
-                                    return r.a().config_write(static_cast<std::uint16_t>(o), w, v, r.deadline());
-                                  });
-    return done ? r.written(size) : r.fail(done.error());
-  }
-  if (registers) {
+  if (!g.bar) return config_write(r, data, clip(size, off, g.limit), off);
+  Result<void> done;
+  if (g.registers) {
     std::uint64_t v = 0;
     std::memcpy(&v, data, size);
-    auto done = r.a().mmio_write(b->bar, static_cast<std::uint64_t>(off), static_cast<unsigned>(size), v, r.deadline());
-    return done ? r.written(size) : r.fail(done.error());
+    done = r.a().mmio_write(g.bar->bar, static_cast<std::uint64_t>(off), static_cast<unsigned>(size), v, r.deadline());
+  } else {
+    size = clip(size, off, g.limit);
+    done =
+        r.a().bar_write(g.bar->bar, static_cast<std::uint64_t>(off),
+                        std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(data), size), r.deadline());
   }
-  size = clip(size, off, limit);
-  auto done =
-      r.a().bar_write(b->bar, static_cast<std::uint64_t>(off),
-                      std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(data), size), r.deadline());
   return done ? r.written(size) : r.fail(done.error());
 }
 
 void device_flush(Watchdog& watchdog, fuse_req_t req, const OpenFile& f, bool sync) {
-  if ((f.id != kConfig && !f.node->bar(f.id)) || (!sync && !f.writable)) {
+  if (!region_of(f).exists || (!sync && !f.writable)) {
     fuse_reply_err(req, 0);
     return;
   }
