@@ -1,6 +1,7 @@
 #include "dma_window.hpp"
 
 #include <cerrno>
+#include <cstdio>
 #include <utility>
 
 #include <fcntl.h>
@@ -9,6 +10,16 @@
 #include <unistd.h>
 
 namespace rpcie::hostd {
+
+std::string window_file_name(pid_t pid, unsigned index, std::uint64_t serial) {
+  return "rpcie-dma-" + std::to_string(pid) + "-rpcie" + std::to_string(index) + "-" + std::to_string(serial);
+}
+
+std::optional<pid_t> window_file_pid(const std::string& name) {
+  unsigned long pid = 0;
+  if (std::sscanf(name.c_str(), "rpcie-dma-%lu-", &pid) != 1 || pid == 0) return std::nullopt;
+  return static_cast<pid_t>(pid);
+}
 
 Result<DmaWindowFile> DmaWindowFile::create(const std::string& dir, const std::string& name, std::size_t size,
                                             gid_t group, mode_t mode) {

@@ -8,6 +8,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <string>
 
 #include <sys/types.h>
@@ -15,6 +17,12 @@
 #include "rpcie/result.hpp"
 
 namespace rpcie::hostd {
+
+// Window file names carry the pid of the hostd that made them (rpcie-dma-<pid>-rpcie<N>-
+// <serial>), so that files of a hostd that died are told apart from a running one's.
+std::string window_file_name(pid_t pid, unsigned index, std::uint64_t serial);
+// The pid in a window file name; nullopt for any other name.
+std::optional<pid_t> window_file_pid(const std::string& name);
 
 class DmaWindowFile {
  public:

@@ -17,16 +17,16 @@ constexpr auto kBackoffMax = std::chrono::seconds(2);
 // PCI Express functions have 4 KiB of config space (sysfs shows 4096), others 256.
 std::uint32_t config_size_probe(client::Attachment& a, Deadline deadline) {
   auto status = a.config_read(0x06, 2, deadline);
-  if (!status || (*status & 0x10) == 0) return 256;
+  if (!status || (*status & 0x10) == 0) return pci::kConfigSpaceLegacySize;
   auto ptr = a.config_read(0x34, 1, deadline);
   std::uint32_t at = ptr ? (*ptr & 0xfc) : 0;
   for (int hops = 0; at >= 0x40 && hops < 48; ++hops) {
     auto cap = a.config_read(static_cast<std::uint16_t>(at), 2, deadline);
     if (!cap) break;
-    if ((*cap & 0xff) == 0x10) return 4096;
+    if ((*cap & 0xff) == 0x10) return pci::kConfigSpaceSize;
     at = (*cap >> 8) & 0xfc;
   }
-  return 256;
+  return pci::kConfigSpaceLegacySize;
 }
 
 // An error that will not go away by retrying: the state is "failed" (retries go on).
@@ -64,8 +64,7 @@ Result<std::shared_ptr<RemoteDevice>> RemoteDevice::attach(const AttachParams& p
                                                            unsigned index, Deadline deadline) {
   // Unique for this hostd's life (an old window may still be mapped by a driver).
   static std::atomic<std::uint64_t> windows{0};
-  const std::string file =
-      "rpcie-dma-" + std::to_string(::getpid()) + "-rpcie" + std::to_string(index) + "-" + std::to_string(++windows);
+  const std::string file = window_file_name(::getpid(), index, ++windows);
   auto window = DmaWindowFile::create(context.shm_dir, file, params.window_size, context.group, context.mode);
   if (!window) return tl::unexpected(window.error());
   std::shared_ptr<RemoteDevice> d(new RemoteDevice(params, context, index, std::move(*window)));
@@ -79,11 +78,11 @@ Result<std::shared_ptr<RemoteDevice>> RemoteDevice::attach(const AttachParams& p
   std::uint64_t synthetic = 0xf000000000ull + static_cast<std::uint64_t>(index) * 0x1000000000ull;
   std::uint64_t synthetic32 = 0xc0000000ull + (static_cast<std::uint64_t>(index) % 64) * 0x1000000ull;
   for (const auto& b : d->desc_.bars) {
-    if (b.bar >= 6) continue;
+    if (b.bar >= pci::kBarCount) continue;
     std::uint64_t addr = 0;
     if (auto lo = (*a)->config_read(static_cast<std::uint16_t>(0x10 + 4 * b.bar), 4, deadline)) {
       addr = *lo & (b.kind == pci::BarKind::io ? ~0x3ull : ~0xfull) & 0xffffffffull;
-      if (b.is_64bit && b.bar < 5)
+      if (b.is_64bit && b.bar < pci::kBarMax)
         if (auto hi = (*a)->config_read(static_cast<std::uint16_t>(0x14 + 4 * b.bar), 4, deadline))
           addr |= static_cast<std::uint64_t>(*hi) << 32;
     }
@@ -96,10 +95,7 @@ Result<std::shared_ptr<RemoteDevice>> RemoteDevice::attach(const AttachParams& p
     }
     d->bar_address_[b.bar] = addr;
   }
-  const std::size_t nv = d->desc_.vectors;
-  d->base_.assign(nv, 0);
-  d->visible_.assign(nv, 0);
-  d->masked_.assign(nv, false);
+  d->counts_ = InterruptCounts(d->desc_.vectors);
   d->install(std::move(*a));
   d->supervisor_ = std::thread([raw = d.get()] { raw->supervise(); });
   return d;
@@ -117,15 +113,8 @@ void RemoteDevice::notify(DeviceChange change) {
   if (listener_) listener_(change);
 }
 
-// Visible counts follow the attachment's, except on masked vectors. True if one rose.
 bool RemoteDevice::counts_refresh_locked() {
-  bool rose = false;
-  for (std::size_t v = 0; v < visible_.size(); ++v) {
-    if (masked_[v]) continue;
-    const std::uint64_t now = base_[v] + (current_ ? current_->interrupt_count(static_cast<std::uint16_t>(v)) : 0);
-    if (now > visible_[v]) visible_[v] = now, rose = true;
-  }
-  return rose;
+  return counts_.refresh([this](std::uint16_t v) { return current_ ? current_->interrupt_count(v) : 0; });
 }
 
 void RemoteDevice::counts_refresh() {
@@ -176,7 +165,7 @@ void RemoteDevice::supervise() {
       old->listen(nullptr);
       {
         std::lock_guard c(lock_);
-        for (std::size_t v = 0; v < base_.size(); ++v) base_[v] += old->interrupt_count(static_cast<std::uint16_t>(v));
+        counts_.attachment_end([&old](std::uint16_t v) { return old->interrupt_count(v); });
       }
       RPCIE_LOG_WARN("hostd", "rpcie{}: {} on {}:{} lost ({}); reconnecting", index_, params_.export_name, params_.host,
                      params_.port, last_error_);
@@ -250,14 +239,13 @@ std::uint64_t RemoteDevice::losses() const {
 
 std::uint64_t RemoteDevice::interrupts(std::uint16_t vector) const {
   std::lock_guard g(lock_);
-  return vector < visible_.size() ? visible_[vector] : 0;
+  return counts_.visible(vector);
 }
 
 void RemoteDevice::mask_set(std::uint16_t vector, bool masked) {
   {
     std::lock_guard g(lock_);
-    if (vector >= masked_.size()) return;
-    masked_[vector] = masked;
+    if (!counts_.mask_set(vector, masked)) return;
   }
   if (!masked) counts_refresh();  // what arrived while masked is delivered now
 }

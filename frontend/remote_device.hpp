@@ -18,7 +18,11 @@
 #include <vector>
 
 #include "dma_window.hpp"
+#include "interrupt_counts.hpp"
 #include "rpcie/client.hpp"
+#include "rpcie/deadline.hpp"
+#include "rpcie/pci.hpp"
+#include "rpcie/result.hpp"
 
 namespace rpcie::hostd {
 
@@ -64,8 +68,9 @@ class RemoteDevice {
   const AttachParams& params() const noexcept { return params_; }
   // Identity and BARs as the exporter described them at the first attach.
   const client::ExportDesc& desc() const noexcept { return desc_; }
-  std::uint32_t config_size() const noexcept { return config_size_; }  // 256, or 4096 for PCI Express
-  std::uint64_t bar_address(std::uint8_t bar) const noexcept { return bar < 6 ? bar_address_[bar] : 0; }
+  // pci::kConfigSpaceLegacySize, or pci::kConfigSpaceSize for PCI Express.
+  std::uint32_t config_size() const noexcept { return config_size_; }
+  std::uint64_t bar_address(std::uint8_t bar) const noexcept { return bar < pci::kBarCount ? bar_address_[bar] : 0; }
   const std::string& window_path() const noexcept { return window_.path(); }
   std::uint16_t vectors() const noexcept { return desc_.vectors; }
 
@@ -115,8 +120,8 @@ class RemoteDevice {
   const unsigned index_;
   DmaWindowFile window_;
   client::ExportDesc desc_;
-  std::uint32_t config_size_ = 256;
-  std::uint64_t bar_address_[6] = {};
+  std::uint32_t config_size_ = pci::kConfigSpaceLegacySize;
+  std::uint64_t bar_address_[pci::kBarCount] = {};
 
   mutable std::mutex lock_;
   std::condition_variable wake_;
@@ -128,9 +133,7 @@ class RemoteDevice {
   bool stop_ = false;
   bool abandoned_ = false;  // link_abandon() on the current attachment
   bool detached_ = false;
-  std::vector<std::uint64_t> base_;     // interrupts of earlier attachments, by vector
-  std::vector<std::uint64_t> visible_;  // what `events` shows, by vector
-  std::vector<bool> masked_;
+  InterruptCounts counts_;
 
   std::mutex listener_lock_;
   std::function<void(DeviceChange)> listener_;

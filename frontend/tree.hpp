@@ -12,22 +12,20 @@
 // Thread-safety: all members may be called from any thread.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
-#include <condition_variable>
-#include <cstdint>
-#include <map>
 #include <memory>
-#include <mutex>
-#include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "remote_device.hpp"
-
-struct fuse_session;
+#include "rpcie/deadline.hpp"
+#include "rpcie/result.hpp"
 
 namespace rpcie::hostd {
+
+class RemoteDevice;
+struct TreeImpl;
 
 struct TreeOptions {
   std::string mount = "/run/rpcie";
@@ -39,8 +37,8 @@ struct TreeOptions {
 
 class Tree {
  public:
-  // Mounts (a stale mount of an earlier hostd at the same place is detached first) and
-  // removes links an earlier hostd left in dev_dir.
+  // Mounts at options.mount (created if missing). What an earlier hostd left there and in
+  // dev_dir must be gone first (stale_state_remove).
   static Result<std::unique_ptr<Tree>> mount(const TreeOptions& options);
   ~Tree();  // answers what is parked, unmounts, removes the links
 
@@ -60,7 +58,7 @@ class Tree {
   // requests are answered ENODEV. Then detaches. ENOENT if there is no such device.
   Result<void> withdraw(const std::string& name, Deadline deadline);
   std::vector<std::string> names() const;
-  // Lowest N for which rpcieN is free (reserved until publish or release_index).
+  // Lowest N for which rpcieN is free, reserved until index_release (withdraw releases it).
   unsigned index_reserve();
   void index_release(unsigned index);
 
@@ -70,12 +68,9 @@ class Tree {
   };
   std::vector<DeviceView> devices() const;
 
-  // FUSE entry points (tree.cc) reach the implementation through this.
-  struct Impl;
-
  private:
   explicit Tree(const TreeOptions& options);
-  std::unique_ptr<Impl> impl_;  // holds the options too (Impl::opt)
+  std::unique_ptr<TreeImpl> impl_;
 };
 
 }  // namespace rpcie::hostd

@@ -1,0 +1,193 @@
+#include "device_io.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <span>
+#include <vector>
+
+#include "rpcie/client.hpp"
+#include "rpcie/deadline.hpp"
+#include "rpcie/pci.hpp"
+
+namespace rpcie::hostd {
+
+namespace {
+
+// A request that goes to the device: tracked for the watchdog from the start, answered at most
+// once (by whoever untracks it), with the attachment current at its start and a deadline a
+// little under the timeout.
+class DeviceRequest {
+ public:
+  // Holds the node (and so its device) itself: once the watchdog has answered, the
+  // application may close the file and free `f` while this request is still in the fabric.
+  DeviceRequest(Watchdog& w, fuse_req_t req, const OpenFile& f)
+      : w_(w), req_(req), node_(f.node), ticket_(w.track(req)), deadline_(w.op_deadline()) {}
+  // The attachment, or false after answering the error (reconnecting, detached).
+  bool link() {
+    auto l = node_->dev->link();
+    if (!l) return fail(errno_of(l.error())), false;
+    link_ = std::move(*l);
+    return true;
+  }
+  client::Attachment& a() { return *link_; }
+  Deadline deadline() const { return deadline_; }
+  void fail(int e) {
+    if (w_.untrack(ticket_)) fuse_reply_err(req_, e);
+  }
+  // A fabric operation failed; a deadline that passed gives the link up (later requests
+  // fail at once instead of each waiting out its own deadline).
+  void fail(const Error& e) {
+    if (e.to_errno() == ETIMEDOUT) node_->dev->link_abandon(link_, e);
+    fail(errno_of(e));
+  }
+  void data(const void* p, std::size_t n) {
+    if (w_.untrack(ticket_)) fuse_reply_buf(req_, static_cast<const char*>(p), n);
+  }
+  void written(std::size_t n) {
+    if (w_.untrack(ticket_)) fuse_reply_write(req_, n);
+  }
+  void ok() {
+    if (w_.untrack(ticket_)) fuse_reply_err(req_, 0);
+  }
+
+ private:
+  Watchdog& w_;
+  fuse_req_t req_;
+  std::shared_ptr<Node> node_;
+  std::uint64_t ticket_;
+  Deadline deadline_;
+  std::shared_ptr<client::Attachment> link_;
+};
+
+// A register BAR access is exactly one naturally aligned 1/2/4/8-byte access inside it.
+bool register_access_valid(const client::BarDesc& b, std::size_t size, off_t off) {
+  return size <= pci::kBarWidthMax &&
+         pci::access_valid(static_cast<std::uint64_t>(off), static_cast<unsigned>(size), b.size);
+}
+
+// Bytes of [off, off+size) inside a file of `limit` bytes (off < limit).
+std::size_t clip(std::size_t size, off_t off, std::uint64_t limit) {
+  return static_cast<std::size_t>(std::min<std::uint64_t>(size, limit - static_cast<std::uint64_t>(off)));
+}
+
+// What a device file reaches: config space (no BAR) or a BAR, `limit` bytes long.
+struct Region {
+  bool exists = false;  // false: the file is no device file
+  const client::BarDesc* bar = nullptr;
+  std::uint64_t limit = 0;
+  bool registers = false;  // a register or I/O BAR: one exact access at a time
+};
+
+Region region_of(const OpenFile& f) {
+  Region g;
+  g.bar = f.node->bar(f.id);
+  g.exists = g.bar || f.id == kConfig;
+  g.limit = g.bar ? g.bar->size : g.exists ? f.node->dev->config_size() : 0;
+  g.registers = g.bar && g.bar->kind != pci::BarKind::memory;
+  return g;
+}
+
+void config_read(DeviceRequest& r, std::size_t size, off_t off) {
+  std::vector<char> buf(size);
+  auto done = pci::access_split(
+      static_cast<std::uint64_t>(off), size, pci::kConfigWidthMax, [&](std::uint64_t o, unsigned w) -> Result<void> {
+        RPCIE_TRY_ASSIGN(auto v, r.a().config_read(static_cast<std::uint16_t>(o), w, r.deadline()));
+        std::memcpy(buf.data() + (o - off), &v, w);  // little-endian, like the kernel's file
+        return {};
+      });
+  return done ? r.data(buf.data(), buf.size()) : r.fail(done.error());
+}
+
+void config_write(DeviceRequest& r, const char* data, std::size_t size, off_t off) {
+  auto done = pci::access_split(static_cast<std::uint64_t>(off), size, pci::kConfigWidthMax,
+                                [&](std::uint64_t o, unsigned w) -> Result<void> {
+                                  std::uint32_t v = 0;
+                                  std::memcpy(&v, data + (o - off), w);
+                                  return r.a().config_write(static_cast<std::uint16_t>(o), w, v, r.deadline());
+                                });
+  return done ? r.written(size) : r.fail(done.error());
+}
+
+// The reply goes out straight from the attachment's staging buffer (a request is at most
+// 1 MiB: one piece).
+void memory_read(DeviceRequest& r, const client::BarDesc& b, std::size_t size, off_t off) {
+  bool answered = false;
+  auto done = r.a().bar_read_visit(
+      b.bar, static_cast<std::uint64_t>(off), size,
+      [&](std::uint64_t, std::span<const std::uint8_t> piece) {
+        if (piece.size() == size) r.data(piece.data(), piece.size()), answered = true;
+      },
+      r.deadline());
+  if (!done) return r.fail(done.error());
+  if (!answered) r.fail(EIO);  // more than one piece: cannot happen with 1 MiB requests
+}
+
+}  // namespace
+
+int errno_of(const Error& e) {
+  const int code = e.to_errno();
+  switch (code) {
+    case EINVAL:
+    case EPERM:
+    case EACCES:
+    case ENOTSUP:
+    case EFBIG:
+    case ENODEV:
+    case EINTR:
+      return code;
+    default:
+      return EIO;
+  }
+}
+
+void device_read(Watchdog& watchdog, fuse_req_t req, const OpenFile& f, std::size_t size, off_t off) {
+  DeviceRequest r(watchdog, req, f);
+  const Region g = region_of(f);
+  if (!g.exists) return r.fail(EBADF);
+  if (static_cast<std::uint64_t>(off) >= g.limit) return r.data(nullptr, 0);  // end of file
+  if (g.registers && !register_access_valid(*g.bar, size, off)) return r.fail(EINVAL);
+  if (!r.link()) return;
+  if (!g.bar) return config_read(r, clip(size, off, g.limit), off);
+  if (!g.registers) return memory_read(r, *g.bar, clip(size, off, g.limit), off);
+  auto v = r.a().mmio_read(g.bar->bar, static_cast<std::uint64_t>(off), static_cast<unsigned>(size), r.deadline());
+  if (!v) return r.fail(v.error());
+  const std::uint64_t value = *v;
+  r.data(&value, size);
+}
+
+void device_write(Watchdog& watchdog, fuse_req_t req, const OpenFile& f, const char* data, std::size_t size,
+                  off_t off) {
+  DeviceRequest r(watchdog, req, f);
+  const Region g = region_of(f);
+  if (!g.exists) return r.fail(EBADF);
+  if (static_cast<std::uint64_t>(off) >= g.limit) return r.fail(EFBIG);  // as sysfs
+  if (g.registers && !register_access_valid(*g.bar, size, off)) return r.fail(EINVAL);
+  if (!r.link()) return;
+  if (!g.bar) return config_write(r, data, clip(size, off, g.limit), off);
+  Result<void> done;
+  if (g.registers) {
+    std::uint64_t v = 0;
+    std::memcpy(&v, data, size);
+    done = r.a().mmio_write(g.bar->bar, static_cast<std::uint64_t>(off), static_cast<unsigned>(size), v, r.deadline());
+  } else {
+    size = clip(size, off, g.limit);
+    done =
+        r.a().bar_write(g.bar->bar, static_cast<std::uint64_t>(off),
+                        std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(data), size), r.deadline());
+  }
+  return done ? r.written(size) : r.fail(done.error());
+}
+
+void device_flush(Watchdog& watchdog, fuse_req_t req, const OpenFile& f, bool sync) {
+  if (!region_of(f).exists || (!sync && !f.writable)) {
+    fuse_reply_err(req, 0);
+    return;
+  }
+  DeviceRequest r(watchdog, req, f);
+  if (!r.link()) return;
+  auto done = r.a().flush(r.deadline());
+  return done ? r.ok() : r.fail(done.error());
+}
+
+}  // namespace rpcie::hostd

@@ -1,0 +1,75 @@
+// The `events` files of a device directory, as UIO's /dev/uioN: a 4-byte read blocks until
+// the vector's interrupt count differs from the one this file last reported, then returns
+// the count; poll() reports POLLIN when a read would not block; writing 0 masks the vector,
+// 1 unmasks it. A link loss is reported once per open file as EIO (POLLERR), a withdrawn
+// device as ENODEV (POLLERR | POLLHUP), for good.
+//
+// A blocking read is parked without a thread and answered when the count moves, the link is
+// lost, the device is withdrawn, the file is released or the reader is interrupted (EINTR).
+// Thread-safety: every member may be called from any thread.
+#pragma once
+
+#include <fuse_lowlevel.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <list>
+#include <mutex>
+#include <optional>
+#include <set>
+
+namespace rpcie::hostd {
+
+struct Node;
+struct OpenFile;
+
+// What an open events file has reported so far.
+struct EventsCursor {
+  std::uint64_t seen = 0;    // the count it last reported (at open: the count then)
+  std::uint64_t losses = 0;  // link losses it has reported
+};
+
+// What a read of an events file answers, given the device's state now.
+struct EventsNews {
+  enum class Kind { none, gone, lost, count } kind = Kind::none;  // none: nothing new, wait
+  std::uint32_t count = 0;                                        // for Kind::count
+};
+// Takes the news for `cursor` (moving it past what is answered): the device is withdrawn
+// (`gone`), has lost its link since the last report (`losses` differs; counting goes on from
+// `count` then), or `count` moved.
+EventsNews events_news_take(EventsCursor& cursor, bool gone, std::uint64_t losses, std::uint64_t count);
+// poll()'s answer for `cursor` without taking the news.
+unsigned events_revents(const EventsCursor& cursor, bool gone, std::uint64_t losses, std::uint64_t count);
+// A write to an events file: 4 bytes, 0 masks, 1 unmasks. True for masked; nullopt (EINVAL)
+// for anything else.
+std::optional<bool> events_mask_parse(const char* buf, std::size_t size);
+
+class Events {
+ public:
+  // An events file opened: it counts from the device's count now.
+  void open(OpenFile& f);
+  // Before the file is deleted: answers its parked reads EINTR, drops its poll handle.
+  void release(OpenFile& f);
+  void read(fuse_req_t req, OpenFile& f, std::size_t size, int flags);
+  void write(fuse_req_t req, OpenFile& f, const char* buf, std::size_t size);
+  // Takes `ph` (may be null); answers the request.
+  void poll(fuse_req_t req, OpenFile& f, fuse_pollhandle* ph);
+  // `node`'s interrupt counts or link changed, or it is being withdrawn (`gone`, for good):
+  // parked reads with news are answered, pollers woken.
+  void changed(Node* node, bool gone);
+
+ private:
+  struct Parked {
+    fuse_req_t req;
+    OpenFile* file;
+  };
+  static void interrupted(fuse_req_t req, void* data);
+  bool answer_locked(fuse_req_t req, OpenFile& f);
+  unsigned revents_locked(const OpenFile& f) const;
+
+  std::mutex lock_;
+  std::list<Parked> parked_;
+  std::set<OpenFile*> open_;  // for their poll handles
+};
+
+}  // namespace rpcie::hostd
