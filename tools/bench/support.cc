@@ -21,10 +21,9 @@ int die(const std::string& what) {
   return 1;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+tl::unexpected<Error> error_in(Error error, const std::string& where) {
+  error.message = error.message.empty() ? where : where + ": " + error.message;
+  return tl::unexpected<Error>(std::move(error));
 }
 
 std::string program_find(const std::string& given, const char* name, const char* build_dir) {
