@@ -76,36 +76,36 @@ Result<std::unique_ptr<Devices>> devices_open(const Options& options, const std:
 }
 
 // Every DMA of the run: kDmaBytes from IOVA 0 of the window into the device buffer.
-Result<void> edu_dma_program(client::Attachment& edu) {
-  RPCIE_TRY(edu.mmio_write(0, edu::kRegDmaSrc, 8, 0, call_deadline()));
-  RPCIE_TRY(edu.mmio_write(0, edu::kRegDmaDst, 8, edu::kDmaBufferAddress, call_deadline()));
-  RPCIE_TRY(edu.mmio_write(0, edu::kRegDmaCount, 8, kDmaBytes, call_deadline()));
+Result<void> edu_dma_program(client::Attachment& attachment) {
+  RPCIE_TRY(attachment.mmio_write(0, edu::kRegDmaSrc, 8, 0, call_deadline()));
+  RPCIE_TRY(attachment.mmio_write(0, edu::kRegDmaDst, 8, edu::kDmaBufferAddress, call_deadline()));
+  RPCIE_TRY(attachment.mmio_write(0, edu::kRegDmaCount, 8, kDmaBytes, call_deadline()));
   return {};
 }
 
 // One DMA, then the acknowledge of its interrupt. `push`: streaming DMA. Adds the time from
 // the start of the command (the push included) to the interrupt seen to `measured`: what
 // the row reports; the acknowledge is outside it (the slice's whole loop has it).
-Result<void> edu_dma_once(client::Attachment& edu, bool push, double& measured) {
-  const auto seen = edu.interrupt_count(0);
+Result<void> edu_dma_once(client::Attachment& attachment, bool push, double& measured) {
+  const auto seen = attachment.interrupt_count(0);
   const auto start = Clock::now();
   Result<void> done{};
-  if (push) done = edu.window_push(0, kDmaBytes, call_deadline());
-  if (done) done = edu.mmio_write(0, edu::kRegDmaCmd, 8, edu::kDmaCmdStart | edu::kDmaCmdIrq, call_deadline());
+  if (push) done = attachment.window_push(0, kDmaBytes, call_deadline());
+  if (done) done = attachment.mmio_write(0, edu::kRegDmaCmd, 8, edu::kDmaCmdStart | edu::kDmaCmdIrq, call_deadline());
   if (done) {
-    auto interrupt = edu.interrupt_wait(0, seen, call_deadline());
+    auto interrupt = attachment.interrupt_wait(0, seen, call_deadline());
     if (!interrupt) done = tl::unexpected(interrupt.error());
   }
   measured += std::chrono::duration<double>(Clock::now() - start).count();
-  if (done) done = edu.mmio_write(0, edu::kRegIrqAck, 4, edu::kIrqDma, call_deadline());
+  if (done) done = attachment.mmio_write(0, edu::kRegIrqAck, 4, edu::kIrqDma, call_deadline());
   return done;
 }
 
-SliceRun edu_dma_run(client::Attachment& edu, bool push) {
-  return [&edu, push](std::size_t operations) -> Result<SliceSeconds> {
+SliceRun edu_dma_run(client::Attachment& attachment, bool push) {
+  return [&attachment, push](std::size_t operations) -> Result<SliceSeconds> {
     SliceSeconds took;
     const auto start = Clock::now();
-    for (std::size_t i = 0; i < operations; ++i) RPCIE_TRY(edu_dma_once(edu, push, took.measured));
+    for (std::size_t i = 0; i < operations; ++i) RPCIE_TRY(edu_dma_once(attachment, push, took.measured));
     took.whole = std::chrono::duration<double>(Clock::now() - start).count();
     return took;
   };
@@ -131,7 +131,6 @@ SliceRun raw_dma_run(Link& link) {
 }
 
 std::vector<Workload> device_workloads(Link& link, Devices& devices) {
-  client::Attachment& edu = *devices.edu;
   client::Attachment& membar = *devices.membar;
   std::vector<Workload> workloads;
   workloads.push_back({.name = "mmio_read",
@@ -139,8 +138,8 @@ std::vector<Workload> device_workloads(Link& link, Devices& devices) {
                        .unit = Unit::microseconds,
                        .warmup_operations = 64,
                        .baseline = raw_run(link, rawbench::Workload::round_trip, 8),
-                       .subject = slice_run_each([&edu]() -> Result<void> {
-                         RPCIE_TRY(edu.mmio_read(0, edu::kRegLiveness, 4, call_deadline()));
+                       .subject = slice_run_each([&devices]() -> Result<void> {
+                         RPCIE_TRY(devices.edu->mmio_read(0, edu::kRegLiveness, 4, call_deadline()));
                          return {};
                        })});
   workloads.push_back(
@@ -162,7 +161,7 @@ std::vector<Workload> device_workloads(Link& link, Devices& devices) {
                        .unit = Unit::microseconds,
                        .warmup_operations = 64,
                        .baseline = raw_dma_run(link),
-                       .subject = edu_dma_run(edu, false),
+                       .subject = edu_dma_run(*devices.edu, false),
                        .whole_reported = true});
   workloads.push_back({.name = "edu_dma_push",
                        .size = kDmaBytes,
@@ -182,8 +181,9 @@ int device_bench(Link& link, const Options& options) {
   stop_signals_install();
   auto devices = devices_open(options, link.provider());
   if (!devices) return die(devices.error().describe());
-  for (client::Attachment* edu : {(*devices)->edu.get(), (*devices)->edu_push.get()})
-    if (auto programmed = edu_dma_program(*edu); !programmed) return die("edu setup: " + programmed.error().describe());
+  for (client::Attachment* attachment : {(*devices)->edu.get(), (*devices)->edu_push.get()})
+    if (auto programmed = edu_dma_program(*attachment); !programmed)
+      return die("edu setup: " + programmed.error().describe());
   const std::vector<Workload> workloads = device_workloads(link, **devices);
   DriverOptions driver;
   driver.rounds = options.rounds;

@@ -137,22 +137,22 @@ Result<std::vector<Row>> workloads_run(std::span<const Workload> workloads, cons
 
 std::string table_header(const Columns& columns) {
   char line[256];
-  int n = std::snprintf(line, sizeof line, "%-*s %8s %12s %12s %-5s %6s", columns.name_width, "workload", "size",
-                        columns.baseline.c_str(), columns.subject.c_str(), "unit", "ratio");
-  std::string text(line, static_cast<std::size_t>(std::clamp<int>(n, 0, sizeof line - 1)));
+  int length = std::snprintf(line, sizeof line, "%-*s %8s %12s %12s %-5s %6s", columns.name_width, "workload", "size",
+                             columns.baseline.c_str(), columns.subject.c_str(), "unit", "ratio");
+  std::string text(line, static_cast<std::size_t>(std::clamp<int>(length, 0, sizeof line - 1)));
   if (columns.labelled) text += " (" + columns.baseline + " vs " + columns.subject + ")";
   return text + "\n";
 }
 
 std::string table_row(const Columns& columns, const Row& row) {
   char line[256];
-  int n = std::snprintf(line, sizeof line, "%-*s %8zu %12.2f %12.2f %-5s %6.3f", columns.name_width,
-                        row.workload.c_str(), row.size, row.baseline, row.subject, unit_name(row.unit), row.ratio);
-  std::string text(line, static_cast<std::size_t>(std::clamp<int>(n, 0, sizeof line - 1)));
+  int length = std::snprintf(line, sizeof line, "%-*s %8zu %12.2f %12.2f %-5s %6.3f", columns.name_width,
+                             row.workload.c_str(), row.size, row.baseline, row.subject, unit_name(row.unit), row.ratio);
+  std::string text(line, static_cast<std::size_t>(std::clamp<int>(length, 0, sizeof line - 1)));
   if (columns.labelled) text += " (" + row.baseline_is + " vs " + row.subject_is + ")";
   if (row.subject_whole) {
-    n = std::snprintf(line, sizeof line, "   (%.2f us with the acknowledge)", *row.subject_whole);
-    text.append(line, static_cast<std::size_t>(std::clamp<int>(n, 0, sizeof line - 1)));
+    length = std::snprintf(line, sizeof line, "   (%.2f us with the acknowledge)", *row.subject_whole);
+    text.append(line, static_cast<std::size_t>(std::clamp<int>(length, 0, sizeof line - 1)));
   }
   return text + "\n";
 }

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -72,6 +73,7 @@ struct Setup {
   std::string host;
   std::uint16_t port = 0;
   std::string psk;
+  std::string control_socket;                    // hostd's control socket
   std::optional<HostBuffer> window;              // the client API's DMA windows, 1 MiB each
   std::unique_ptr<client::Attachment> edu, mem;  // edu-a, mem-a through the client API
   OpenFile reg, bar, dma;                        // through hostd: edu-b's resource0, mem-b's resource0, edu-b's dma
@@ -100,13 +102,13 @@ Result<void> daemons_start(Setup& setup, const FrontendOptions& options, const s
         exportd_start(setup.exporter, program_find(options.exportd, "rpcie-exportd", "devexport"), provider, setup.psk,
                       {"edu-a=edu", "edu-b=edu", "mem-a=membar,size=4M", "mem-b=membar,size=4M"}));
   }
-  const std::string control = dir + "/hostd.sock";
+  setup.control_socket = dir + "/hostd.sock";
   RPCIE_TRY(setup.hostd.start(
       {program_find(options.hostd, "rpcie-hostd", "frontend"), "--foreground", "--mount", dir + "/mnt", "--control",
-       control, "--dev-dir", dir, "--psk-file", setup.psk, "--provider", provider},
+       setup.control_socket, "--dev-dir", dir, "--psk-file", setup.psk, "--provider", provider},
       -1, nullptr));
   auto ready = Deadline::after(10s);
-  while (!control::call(control, {{"op", "status"}}, Deadline::after(200ms))) {
+  while (!control::call(setup.control_socket, {{"op", "status"}}, Deadline::after(200ms))) {
     if (ready.expired()) return fail(ETIMEDOUT, "rpcie-hostd did not start");
     std::this_thread::sleep_for(20ms);
   }
@@ -116,7 +118,7 @@ Result<void> daemons_start(Setup& setup, const FrontendOptions& options, const s
 // Attaches `export_name` through hostd; returns its sysfs directory.
 Result<std::string> hostd_attach(const Setup& setup, const char* export_name) {
   RPCIE_TRY_ASSIGN(
-      auto reply, control::call(setup.dir->path() + "/hostd.sock",
+      auto reply, control::call(setup.control_socket,
                                 {{"op", "attach"}, {"host", setup.host}, {"port", setup.port}, {"export", export_name}},
                                 Deadline::after(10s)));
   return reply["sysfs"].get<std::string>();
@@ -174,7 +176,6 @@ Result<void> system_call(bool done, const char* what) {
 }
 
 std::vector<Workload> frontend_workloads(Setup& setup) {
-  client::Attachment& edu = *setup.edu;
   client::Attachment& mem = *setup.mem;
   const int reg = setup.reg.fd(), bar = setup.bar.fd();
   std::uint8_t* user = setup.user->data();
@@ -194,8 +195,8 @@ std::vector<Workload> frontend_workloads(Setup& setup) {
   std::vector<Workload> workloads;
   workloads.push_back(row(
       "reg_read", 4, Unit::microseconds,
-      [&edu]() -> Result<void> {
-        RPCIE_TRY(edu.mmio_read(0, edu::kRegLiveness, 4, call_deadline()));
+      [&setup]() -> Result<void> {
+        RPCIE_TRY(setup.edu->mmio_read(0, edu::kRegLiveness, 4, call_deadline()));
         return {};
       },
       [reg] {

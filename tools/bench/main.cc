@@ -37,40 +37,41 @@ using namespace rpcie::bench;
 
 // Fills `options` from the command line; an exit status when the program is to end here
 // (--help, usage errors).
-std::optional<int> options_parse(int argc, char** argv, Options& o) {
+std::optional<int> options_parse(int argc, char** argv, Options& options) {
   CLI::App app{"rpcie-bench: raw libfabric vs rpcie, side by side"};
   std::string sizes;
-  app.add_option("--provider", o.provider, "auto, tcp, shm, verbs, efa, tcp;ofi_rxm, verbs;ofi_rxm");
-  app.add_option("--rounds", o.rounds, "rounds per workload and size (>= 1; ratios are medians)")
+  app.add_option("--provider", options.provider, "auto, tcp, shm, verbs, efa, tcp;ofi_rxm, verbs;ofi_rxm");
+  app.add_option("--rounds", options.rounds, "rounds per workload and size (>= 1; ratios are medians)")
       ->check(CLI::Range(1u, 101u));
-  app.add_option("-o,--output", o.output, "text or json")->check(CLI::IsMember({"text", "json"}));
-  app.add_flag("--serve", o.serve, "be the target end for one initiator");
-  app.add_option("--listen", o.listen, "ADDR[:PORT] for --serve (default 127.0.0.1:0 prints the port)");
-  app.add_option("-r,--remote", o.remote, "HOST[:PORT] of a --serve peer");
-  app.add_option("--cpu", o.cpu, "pin this process to a CPU");
-  app.add_flag("-v,--verbose", o.verbose, "print every round to stderr");
-  app.add_flag("--target-no-wait-fd", o.target_no_wait_fd,
+  app.add_option("-o,--output", options.output, "text or json")->check(CLI::IsMember({"text", "json"}));
+  app.add_flag("--serve", options.serve, "be the target end for one initiator");
+  app.add_option("--listen", options.listen, "ADDR[:PORT] for --serve (default 127.0.0.1:0 prints the port)");
+  app.add_option("-r,--remote", options.remote, "HOST[:PORT] of a --serve peer");
+  app.add_option("--cpu", options.cpu, "pin this process to a CPU");
+  app.add_flag("-v,--verbose", options.verbose, "print every round to stderr");
+  app.add_flag("--target-no-wait-fd", options.target_no_wait_fd,
                "the rpcie RMA target's CQ gets no wait fd (backs off with sleeps when idle)");
-  app.add_flag("--delivery-complete", o.delivery_complete, "rpcie writes complete only when delivered at the target");
+  app.add_flag("--delivery-complete", options.delivery_complete,
+               "rpcie writes complete only when delivered at the target");
   app.add_option("--sizes", sizes, "comma-separated RMA sizes (K/M suffixes)");
-  app.add_flag("--device", o.device,
+  app.add_flag("--device", options.device,
                "device workloads through the client API against an rpcie-exportd started here "
                "(mmio_read, bar_write, bar_read, edu_dma, edu_dma_push)");
-  app.add_option("--exportd", o.exportd, "rpcie-exportd to start for --device (default: next to this program)");
-  app.add_flag("--frontend", o.frontend,
+  app.add_option("--exportd", options.exportd, "rpcie-exportd to start for --device (default: next to this program)");
+  app.add_flag("--frontend", options.frontend,
                "file front end (rpcie-hostd started here) vs the client API: reg_read, bar_write, bar_read, "
                "dma_write, dma_read");
-  app.add_option("--hostd", o.hostd, "rpcie-hostd to start for --frontend (default: next to this program)");
-  app.add_option("--psk-file", o.psk_file,
+  app.add_option("--hostd", options.hostd, "rpcie-hostd to start for --frontend (default: next to this program)");
+  app.add_option("--psk-file", options.psk_file,
                  "--frontend -r HOST: the running exporter's key (it exports edu-a, edu-b, mem-a, mem-b)");
   try {
     app.parse(argc, argv);
-    if (o.serve && !o.remote.empty()) throw CLI::ValidationError("--serve and --remote exclude each other");
+    if (options.serve && !options.remote.empty()) throw CLI::ValidationError("--serve and --remote exclude each other");
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   if (sizes.empty()) return std::nullopt;
-  o.sizes.clear();
+  options.sizes.clear();
   for (std::size_t start = 0; start <= sizes.size();) {
     std::size_t end = sizes.find(',', start);
     if (end == std::string::npos) end = sizes.size();
@@ -79,40 +80,42 @@ std::optional<int> options_parse(int argc, char** argv, Options& o) {
       std::fprintf(stderr, "rpcie-bench: error: bad size list '%s' (each 1..4M)\n", sizes.c_str());
       return 2;
     }
-    o.sizes.push_back(*size);
+    options.sizes.push_back(*size);
     start = end + 1;
   }
   return std::nullopt;
 }
 
-int frontend_run(const Options& o, const providers::ProviderChoice& choice) {
-  FrontendOptions fo;
-  fo.provider = !choice.automatic && choice.kind == providers::ProviderKind::shm ? "shm" : "tcp";
-  fo.rounds = o.rounds;
-  fo.json = o.json();
-  fo.verbose = o.verbose;
-  fo.exportd = o.exportd;
-  fo.hostd = o.hostd;
-  if (!o.remote.empty()) {
-    auto address = address_parse(o.remote, kDefaultPort);
+int frontend_run(const Options& options, const providers::ProviderChoice& choice) {
+  FrontendOptions frontend;
+  frontend.provider = !choice.automatic && choice.kind == providers::ProviderKind::shm ? "shm" : "tcp";
+  frontend.rounds = options.rounds;
+  frontend.json = options.json();
+  frontend.verbose = options.verbose;
+  frontend.exportd = options.exportd;
+  frontend.hostd = options.hostd;
+  if (!options.remote.empty()) {
+    auto address = address_parse(options.remote, kDefaultPort);
     if (!address) return die(address.error().describe());
-    fo.remote_host = address->first;
-    fo.remote_port = address->second;
-    fo.psk_file = o.psk_file;
+    frontend.remote_host = address->first;
+    frontend.remote_port = address->second;
+    frontend.psk_file = options.psk_file;
   }
-  return frontend_bench(fo);
+  return frontend_bench(frontend);
 }
 
 // The initiator's end: the transport rows or, with --device, the device rows.
-int initiator_run(const std::string& host, std::uint16_t port, const LinkOptions& link_options, const Options& o) {
+int initiator_run(const std::string& host, std::uint16_t port, const LinkOptions& link_options,
+                  const Options& options) {
   auto link = Link::connect(host, port, link_options);
   if (!link) return die(link.error().describe());
-  return o.device ? device_bench(**link, o) : transport_bench(**link, o);
+  return options.device ? device_bench(**link, options) : transport_bench(**link, options);
 }
 
 // Both ends here: the target in a child pinned to CPU 1, the initiator on CPU 0.
-int both_ends_run(Listener& listener, const LinkOptions& link_options, const Options& o) {
-  if (!o.json()) std::fputs(table_header(o.device ? device_columns() : transport_columns()).c_str(), stdout);
+int both_ends_run(Listener& listener, const LinkOptions& link_options, const Options& options) {
+  if (!options.json())
+    std::fputs(table_header(options.device ? device_columns() : transport_columns()).c_str(), stdout);
   std::fflush(stdout);
   pid_t child = fork();
   if (child < 0) return die("fork");
@@ -121,7 +124,7 @@ int both_ends_run(Listener& listener, const LinkOptions& link_options, const Opt
     _exit(target_run(listener, link_options));
   }
   tools::cpu_pin(0);
-  int rc = initiator_run("127.0.0.1", listener.port(), link_options, o);
+  int rc = initiator_run("127.0.0.1", listener.port(), link_options, options);
   // The target exits after "quit"; never wait for it forever.
   int status = 0;
   for (int i = 0; i < 100; ++i) {
@@ -137,29 +140,29 @@ int both_ends_run(Listener& listener, const LinkOptions& link_options, const Opt
 
 int main(int argc, char** argv) {
   signals_init();
-  Options o;
-  if (auto status = options_parse(argc, argv, o)) return *status;
+  Options options;
+  if (auto status = options_parse(argc, argv, options)) return *status;
   std::string why;
-  auto choice = providers::provider_choice_resolve(o.provider, &why);
+  auto choice = providers::provider_choice_resolve(options.provider, &why);
   if (!choice) {
     std::fprintf(stderr, "rpcie-bench: error: %s\n", why.c_str());
     return 2;
   }
-  if (o.frontend) return frontend_run(o, *choice);
-  if (o.cpu >= 0) tools::cpu_pin(o.cpu);
-  const LinkOptions link_options{*choice, o.delivery_complete, o.target_no_wait_fd};
-  if (!o.remote.empty()) {
-    auto address = address_parse(o.remote, kDefaultPort);
+  if (options.frontend) return frontend_run(options, *choice);
+  if (options.cpu >= 0) tools::cpu_pin(options.cpu);
+  const LinkOptions link_options{*choice, options.delivery_complete, options.target_no_wait_fd};
+  if (!options.remote.empty()) {
+    auto address = address_parse(options.remote, kDefaultPort);
     if (!address) return die(address.error().describe());
-    return initiator_run(address->first, address->second, link_options, o);
+    return initiator_run(address->first, address->second, link_options, options);
   }
-  auto address = address_parse(o.listen, 0);
+  auto address = address_parse(options.listen, 0);
   if (!address) return die(address.error().describe());
   auto listener = Listener::open(address->first, address->second);
   if (!listener) return die(listener.error().describe());
-  if (o.serve) {
+  if (options.serve) {
     std::fprintf(stderr, "rpcie-bench: serving on port %u\n", listener->port());
     return target_run(*listener, link_options);
   }
-  return both_ends_run(*listener, link_options, o);
+  return both_ends_run(*listener, link_options, options);
 }
