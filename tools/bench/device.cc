@@ -175,7 +175,7 @@ std::vector<Workload> device_workloads(Link& link, Devices& devices) {
 
 }  // namespace
 
-Columns device_columns() { return Columns{"raw", "rpcie", 12, false}; }
+Columns device_columns() { return Columns{.baseline = "raw", .subject = "rpcie", .name_width = 12}; }
 
 int device_bench(Link& link, const Options& options) {
   stop_signals_install();
@@ -185,22 +185,20 @@ int device_bench(Link& link, const Options& options) {
     if (auto programmed = edu_dma_program(*attachment); !programmed)
       return die("edu setup: " + programmed.error().describe());
   const std::vector<Workload> workloads = device_workloads(link, **devices);
-  DriverOptions driver;
-  driver.rounds = options.rounds;
-  driver.first = Side::baseline;
   // Slices of about 25 ms of raw work (8 of each side per round): 8 to 100,000 operations.
-  driver.sizing = Sizing{0.025, 8, 100000, 1e-6};
-  driver.columns = device_columns();
-  driver.text = !options.json();
-  driver.verbose = options.verbose;
-  driver.stop = &stop_requested();
+  const DriverOptions driver{.rounds = options.rounds,
+                             .first = Side::baseline,
+                             .sizing = {.slice_seconds = 0.025, .min_operations = 8, .max_operations = 100000},
+                             .columns = device_columns(),
+                             .text = !options.json(),
+                             .verbose = options.verbose,
+                             .stop = &stop_requested()};
   auto rows = workloads_run(workloads, driver);
   if (!rows) return die(rows.error().describe());
   for (client::Attachment* attachment : {(*devices)->edu.get(), (*devices)->membar.get(), (*devices)->edu_push.get()})
     (void)attachment->detach(call_deadline());
   quit_send(link.control);
-  if (options.json())
-    std::printf("%s\n", results_document(link.provider(), options.rounds, *rows, driver.columns).dump(1).c_str());
+  if (options.json()) results_print(link.provider(), options.rounds, *rows, driver.columns);
   return 0;
 }
 

@@ -94,8 +94,8 @@ struct DriverOptions {
   unsigned rounds = 5;
   unsigned slices = 8;          // of each side per round
   Side first = Side::baseline;  // the side that goes first in round 0
-  Sizing sizing;
-  Columns columns;
+  Sizing sizing{};
+  Columns columns{};
   bool text = true;                         // print each row to stdout as it is done
   bool verbose = false;                     // print every round to stderr
   const std::atomic<bool>* stop = nullptr;  // checked before each round: error "interrupted"
@@ -134,5 +134,7 @@ std::string table_row(const Columns& columns, const Row& row);
 // "unit", "ratio", and the optional keys above}, ...]}
 nlohmann::json results_document(const std::string& provider, unsigned rounds, std::span<const Row> rows,
                                 const Columns& columns);
+// results_document() on stdout, one key per line.
+void results_print(const std::string& provider, unsigned rounds, std::span<const Row> rows, const Columns& columns);
 
 }  // namespace rpcie::bench

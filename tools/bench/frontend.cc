@@ -243,22 +243,22 @@ int frontend_bench(const FrontendOptions& options) {
   if (!setup) return die(setup.error().describe());
   rpcie::tools::cpu_pin(0);
   const std::vector<Workload> workloads = frontend_workloads(**setup);
-  DriverOptions driver;
-  driver.rounds = options.rounds;
-  driver.first = Side::subject;
-  // Slices of about 25 ms of baseline work (8 of each side per round): 4 to 200,000 operations.
-  driver.sizing = Sizing{0.025, 4, 200000, 1e-7};
-  driver.columns = Columns{"baseline", "frontend", 10, true};
-  driver.text = !options.json;
-  driver.verbose = options.verbose;
-  driver.stop = &stop_requested();
+  // The file side goes first in round 0. Slices of about 25 ms of baseline work (8 of each
+  // side per round): 4 to 200,000 operations.
+  const DriverOptions driver{
+      .rounds = options.rounds,
+      .first = Side::subject,
+      .sizing = {.slice_seconds = 0.025, .min_operations = 4, .max_operations = 200000, .warmup_floor_seconds = 1e-7},
+      .columns = {.baseline = "baseline", .subject = "frontend", .name_width = 10, .labelled = true},
+      .text = !options.json,
+      .verbose = options.verbose,
+      .stop = &stop_requested()};
   if (driver.text) std::fputs(table_header(driver.columns).c_str(), stdout);
   auto rows = workloads_run(workloads, driver);
   if (!rows) return die(rows.error().describe());
   (void)(*setup)->edu->detach(call_deadline());
   (void)(*setup)->mem->detach(call_deadline());
-  if (options.json)
-    std::printf("%s\n", results_document(provider, options.rounds, *rows, driver.columns).dump(1).c_str());
+  if (options.json) results_print(provider, options.rounds, *rows, driver.columns);
   return 0;
 }
 

@@ -171,27 +171,25 @@ int target_run(Listener& listener, const LinkOptions& options) {
   }
 }
 
-Columns transport_columns() { return Columns{"raw", "rpcie", 10, false}; }
+Columns transport_columns() { return Columns{.baseline = "raw", .subject = "rpcie", .name_width = 10}; }
 
 int transport_bench(Link& link, const Options& options) {
   std::vector<Workload> workloads;
   for (auto kind : {rawbench::Workload::rma_write, rawbench::Workload::rma_read})
     for (std::size_t size : options.sizes) workloads.push_back(transport_workload(link, kind, size));
   workloads.push_back(transport_workload(link, rawbench::Workload::round_trip, 8));
-  DriverOptions driver;
-  driver.rounds = options.rounds;
-  driver.first = Side::baseline;
   // A round is 8 slices of each side, about 0.2 s of raw work per side (shorter rounds on a
   // noisy 2-core VM are mostly noise): at least 16 operations, at most 2,000,000 per side.
-  driver.sizing = Sizing{0.025, 2, 250000, 1e-6};
-  driver.columns = transport_columns();
-  driver.text = !options.json();
-  driver.verbose = options.verbose;
+  const DriverOptions driver{.rounds = options.rounds,
+                             .first = Side::baseline,
+                             .sizing = {.slice_seconds = 0.025, .min_operations = 2, .max_operations = 250000},
+                             .columns = transport_columns(),
+                             .text = !options.json(),
+                             .verbose = options.verbose};
   auto rows = workloads_run(workloads, driver);
   if (!rows) return die(rows.error().describe());
   quit_send(link.control);
-  if (options.json())
-    std::printf("%s\n", results_document(link.provider(), options.rounds, *rows, driver.columns).dump(1).c_str());
+  if (options.json()) results_print(link.provider(), options.rounds, *rows, driver.columns);
   return 0;
 }
 
