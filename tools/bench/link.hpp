@@ -21,7 +21,7 @@
 
 #include "raw_loop.hpp"
 #include "rpcie/bootstrap.hpp"
-#include "rpcie/memory.hpp"
+#include "rpcie/host_buffer.hpp"
 #include "rpcie/providers/provider.hpp"
 #include "rpcie/result.hpp"
 #include "rpcie/session.hpp"
