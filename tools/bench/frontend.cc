@@ -13,22 +13,24 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <thread>
+#include <utility>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "../common.hpp"
+#include "driver.hpp"
 #include "rpcie/auth.hpp"
-#include "rpcie/bootstrap.hpp"
 #include "rpcie/client.hpp"
 #include "rpcie/control.hpp"
-#include "rpcie/memory.hpp"
+#include "rpcie/edu_registers.hpp"
+#include "rpcie/host_buffer.hpp"
 #include "rpcie/process.hpp"
 #include "support.hpp"
 
@@ -37,193 +39,226 @@ namespace rpcie::bench {
 namespace {
 
 using namespace std::chrono_literals;
-using Clock = std::chrono::steady_clock;
 constexpr std::size_t kMiB = 1u << 20;
-constexpr double kSliceSeconds = 0.025;
-constexpr unsigned kSlices = 8;
+
+Deadline call_deadline() { return Deadline::after(30s); }
+
+// A file opened read-write, closed on destruction.
+class OpenFile {
+ public:
+  OpenFile() = default;
+  OpenFile(const OpenFile&) = delete;
+  OpenFile& operator=(const OpenFile&) = delete;
+  ~OpenFile() {
+    if (fd_ >= 0) close(fd_);
+  }
+  Result<void> open(const std::string& path) {
+    fd_ = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd_ < 0) return fail(errno, "open " + path);
+    return {};
+  }
+  int fd() const noexcept { return fd_; }
+
+ private:
+  int fd_ = -1;
+};
+
+// What the run starts, attaches and opens. Members are destroyed in reverse order: the
+// mapping and the files before hostd is stopped, the attachments before their window, the
+// daemons before their directory.
+struct Setup {
+  std::optional<TempDir> dir;
+  Child exporter;  // unless one is already running (FrontendOptions::remote_host)
+  Child hostd;
+  std::string host;
+  std::uint16_t port = 0;
+  std::string psk;
+  std::string control_socket;                    // hostd's control socket
+  std::optional<HostBuffer> window;              // the client API's DMA windows, 1 MiB each
+  std::unique_ptr<client::Attachment> edu, mem;  // edu-a, mem-a through the client API
+  OpenFile reg, bar, dma;                        // through hostd: edu-b's resource0, mem-b's resource0, edu-b's dma
+  struct Mapping {
+    void* address = MAP_FAILED;
+    ~Mapping() {
+      if (address != MAP_FAILED) munmap(address, kMiB);
+    }
+  } dma_map;                              // of `dma`
+  std::optional<HostBuffer> local, user;  // kMiB: the baseline's memory; the user's buffer
+};
+
+// The exporter (unless one runs already) and hostd, answering on its control socket.
+Result<void> daemons_start(Setup& setup, const FrontendOptions& options, const std::string& provider) {
+  const std::string& dir = setup.dir->path();
+  if (!options.remote_host.empty()) {
+    setup.host = options.remote_host;
+    setup.port = options.remote_port;
+    setup.psk = options.psk_file;
+  } else {
+    setup.host = "127.0.0.1";
+    setup.psk = dir + "/psk";
+    RPCIE_TRY(auth::key_generate_file(setup.psk, false));
+    RPCIE_TRY_ASSIGN(
+        setup.port,
+        exportd_start(setup.exporter, program_find(options.exportd, "rpcie-exportd", "devexport"), provider, setup.psk,
+                      {"edu-a=edu", "edu-b=edu", "mem-a=membar,size=4M", "mem-b=membar,size=4M"}));
+  }
+  setup.control_socket = dir + "/hostd.sock";
+  RPCIE_TRY(setup.hostd.start(
+      {program_find(options.hostd, "rpcie-hostd", "frontend"), "--foreground", "--mount", dir + "/mnt", "--control",
+       setup.control_socket, "--dev-dir", dir, "--psk-file", setup.psk, "--provider", provider},
+      -1, nullptr));
+  auto ready = Deadline::after(10s);
+  while (!control::call(setup.control_socket, {{"op", "status"}}, Deadline::after(200ms))) {
+    if (ready.expired()) return fail(ETIMEDOUT, "rpcie-hostd did not start");
+    std::this_thread::sleep_for(20ms);
+  }
+  return {};
+}
+
+// Attaches `export_name` through hostd; returns its sysfs directory.
+Result<std::string> hostd_attach(const Setup& setup, const char* export_name) {
+  RPCIE_TRY_ASSIGN(
+      auto reply, control::call(setup.control_socket,
+                                {{"op", "attach"}, {"host", setup.host}, {"port", setup.port}, {"export", export_name}},
+                                Deadline::after(10s)));
+  return reply["sysfs"].get<std::string>();
+}
+
+Result<void> client_attach(Setup& setup, const std::string& provider) {
+  RPCIE_TRY_ASSIGN(auto key, auth::key_load(setup.psk));
+  client::ClientOptions client_options;
+  client_options.name = "bench";
+  client_options.key = std::make_shared<const auth::Key>(std::move(key));
+  client_options.provider = *providers::provider_parse(provider);
+  RPCIE_TRY_ASSIGN(setup.window, HostBuffer::create(2 * kMiB));
+  std::uint8_t* window = setup.window->data();
+  RPCIE_TRY_ASSIGN(setup.edu, client::Attachment::open(setup.host, setup.port, "edu-a", client_options, {window, kMiB},
+                                                       Deadline::after(10s)));
+  RPCIE_TRY_ASSIGN(setup.mem, client::Attachment::open(setup.host, setup.port, "mem-a", client_options,
+                                                       {window + kMiB, kMiB}, Deadline::after(10s)));
+  return {};
+}
+
+// hostd's files of edu-b and mem-b, the mapping of the dma window, and the buffers.
+Result<void> files_open(Setup& setup, const std::string& edu_dir, const std::string& mem_dir) {
+  RPCIE_TRY(setup.reg.open(edu_dir + "/resource0"));
+  RPCIE_TRY(setup.bar.open(mem_dir + "/resource0"));
+  RPCIE_TRY(setup.dma.open(edu_dir + "/dma"));
+  setup.dma_map.address = mmap(nullptr, kMiB, PROT_READ | PROT_WRITE, MAP_SHARED, setup.dma.fd(), 0);
+  if (setup.dma_map.address == MAP_FAILED) return fail(errno, "mmap dma");
+  RPCIE_TRY_ASSIGN(setup.local, HostBuffer::create(kMiB));
+  RPCIE_TRY_ASSIGN(setup.user, HostBuffer::create(kMiB));
+  std::memset(setup.user->data(), 0x5a, kMiB);
+  std::memset(setup.local->data(), 0, kMiB);  // fault the pages in, as the mmap's are (MAP_POPULATE)
+  std::memset(setup.dma_map.address, 0, kMiB);
+  return {};
+}
+
+Result<std::unique_ptr<Setup>> setup_open(const FrontendOptions& options, const std::string& provider) {
+  auto setup = std::make_unique<Setup>();
+  RPCIE_TRY_ASSIGN(auto dir, TempDir::make("/tmp/rpcie-bench-fe."));
+  setup->dir.emplace(std::move(dir));
+  RPCIE_TRY(daemons_start(*setup, options, provider));
+  auto edu_dir = hostd_attach(*setup, "edu-b");
+  auto mem_dir = hostd_attach(*setup, "mem-b");
+  if (!edu_dir || !mem_dir) return error_in((edu_dir ? mem_dir : edu_dir).error(), "attach through hostd");
+  if (auto attached = client_attach(*setup, provider); !attached)
+    return error_in(attached.error(), "attach through the client API");
+  if (auto opened = files_open(*setup, *edu_dir, *mem_dir); !opened)
+    return error_in(opened.error(), "open the device files");
+  return setup;
+}
+
+// `done` as a Result: errno's error when it failed.
+Result<void> system_call(bool done, const char* what) {
+  if (!done) return fail(errno, what);
+  return {};
+}
+
+std::vector<Workload> frontend_workloads(Setup& setup) {
+  client::Attachment& mem = *setup.mem;
+  const int reg = setup.reg.fd(), bar = setup.bar.fd();
+  std::uint8_t* user = setup.user->data();
+  std::uint8_t* local = setup.local->data();
+  void* dma = setup.dma_map.address;
+  auto row = [](const char* name, std::size_t size, Unit unit, std::function<Result<void>()> baseline,
+                std::function<Result<void>()> frontend, const char* baseline_is, const char* frontend_is) {
+    return Workload{.name = name,
+                    .size = size,
+                    .unit = unit,
+                    .warmup_operations = 16,
+                    .baseline = slice_run_each(std::move(baseline)),
+                    .subject = slice_run_each(std::move(frontend)),
+                    .baseline_is = baseline_is,
+                    .subject_is = frontend_is};
+  };
+  std::vector<Workload> workloads;
+  workloads.push_back(row(
+      "reg_read", 4, Unit::microseconds,
+      [&setup]() -> Result<void> {
+        RPCIE_TRY(setup.edu->mmio_read(0, edu::kRegLiveness, 4, call_deadline()));
+        return {};
+      },
+      [reg] {
+        std::uint32_t value;
+        return system_call(pread(reg, &value, 4, edu::kRegLiveness) == 4, "pread resource0");
+      },
+      "api", "file"));
+  workloads.push_back(row(
+      "bar_write", kMiB, Unit::megabytes_per_second,
+      [&mem, user] {
+        return mem.bar_write(0, 0, {user, kMiB}, call_deadline());
+      },
+      [bar, user] { return system_call(pwrite(bar, user, kMiB, 0) == static_cast<ssize_t>(kMiB), "pwrite resource0"); },
+      "api", "file"));
+  workloads.push_back(row(
+      "bar_read", kMiB, Unit::megabytes_per_second,
+      [&mem, user] {
+        return mem.bar_read(0, 0, {user, kMiB}, call_deadline());
+      },
+      [bar, user] {
+        posix_fadvise(bar, 0, kMiB, POSIX_FADV_DONTNEED);  // read the device, not the page cache
+        return system_call(pread(bar, user, kMiB, 0) == static_cast<ssize_t>(kMiB), "pread resource0");
+      },
+      "api", "file"));
+  auto copy = [](void* to, const void* from) {
+    return [to, from]() -> Result<void> {
+      std::memcpy(to, from, kMiB);
+      return {};
+    };
+  };
+  workloads.push_back(
+      row("dma_write", kMiB, Unit::megabytes_per_second, copy(local, user), copy(dma, user), "local", "mmap"));
+  workloads.push_back(
+      row("dma_read", kMiB, Unit::megabytes_per_second, copy(user, local), copy(user, dma), "local", "mmap"));
+  return workloads;
+}
 
 }  // namespace
 
-int frontend_bench(const FrontendOptions& o) {
+int frontend_bench(const FrontendOptions& options) {
   stop_signals_install();
-  auto tmp = TempDir::make("/tmp/rpcie-bench-fe.");
-  if (!tmp) return die(tmp.error().describe());
-  const bool exporter_here = o.remote_host.empty();
-  const std::string psk = exporter_here ? tmp->path() + "/psk" : o.psk_file, mount = tmp->path() + "/mnt",
-                    sock = tmp->path() + "/hostd.sock";
-  const std::string host = exporter_here ? "127.0.0.1" : o.remote_host;
-  const std::string prov = o.provider == "shm" ? "shm" : "tcp";
-  std::uint16_t port = o.remote_port;
-  Child exporter;
-  if (exporter_here) {
-    if (auto k = auth::key_generate_file(psk, false); !k) return die(k.error().describe());
-    auto p = exportd_start(exporter, program_find(o.exportd, "rpcie-exportd", "devexport"), prov, psk,
-                           {"edu-a=edu", "edu-b=edu", "mem-a=membar,size=4M", "mem-b=membar,size=4M"});
-    if (!p) return die(p.error().describe());
-    port = *p;
-  }
-
-  Child hostd;
-  auto s = hostd.start({program_find(o.hostd, "rpcie-hostd", "frontend"), "--foreground", "--mount", mount, "--control",
-                        sock, "--dev-dir", tmp->path(), "--psk-file", psk, "--provider", prov},
-                       -1, nullptr);
-  if (!s) return die(s.error().describe());
-  auto ready = Deadline::after(10s);
-  while (!control::call(sock, {{"op", "status"}}, Deadline::after(200ms))) {
-    if (ready.expired()) return die("rpcie-hostd did not start");
-    std::this_thread::sleep_for(20ms);
-  }
-  auto attach = [&](const char* e) -> Result<std::string> {
-    auto a =
-        control::call(sock, {{"op", "attach"}, {"host", host}, {"port", port}, {"export", e}}, Deadline::after(10s));
-    if (!a) return tl::unexpected(a.error());
-    return (*a)["sysfs"].get<std::string>();
-  };
-  auto edu_dir = attach("edu-b");
-  auto mem_dir = attach("mem-b");
-  if (!edu_dir || !mem_dir) return die("attach through hostd: " + (edu_dir ? mem_dir : edu_dir).error().describe());
-
-  auto key = auth::key_load(psk);
-  if (!key) return die(key.error().describe());
-  client::ClientOptions co;
-  co.name = "bench";
-  co.key = std::make_shared<const auth::Key>(std::move(*key));
-  co.provider = *providers::provider_parse(prov);
-  auto window = HostBuffer::create(2 * kMiB);
-  if (!window) return die(window.error().describe());
-  auto edu = client::Attachment::open(host, port, "edu-a", co, {window->data(), kMiB}, Deadline::after(10s));
-  auto mem = client::Attachment::open(host, port, "mem-a", co, {window->data() + kMiB, kMiB}, Deadline::after(10s));
-  if (!edu || !mem) return die("attach through the client API: " + (edu ? mem : edu).error().describe());
-  auto& E = **edu;
-  auto& M = **mem;
-
-  const int reg = open((*edu_dir + "/resource0").c_str(), O_RDWR | O_CLOEXEC);
-  const int bar = open((*mem_dir + "/resource0").c_str(), O_RDWR | O_CLOEXEC);
-  const int dma = open((*edu_dir + "/dma").c_str(), O_RDWR | O_CLOEXEC);
-  if (reg < 0 || bar < 0 || dma < 0) return die(std::string("open the device files: ") + std::strerror(errno));
-  void* dma_map = mmap(nullptr, kMiB, PROT_READ | PROT_WRITE, MAP_SHARED, dma, 0);
-  if (dma_map == MAP_FAILED) return die(std::string("mmap dma: ") + std::strerror(errno));
-  auto local = HostBuffer::create(kMiB);
-  auto user = HostBuffer::create(kMiB);
-  if (!local || !user) return die("buffers");
-  std::memset(user->data(), 0x5a, kMiB);
-  std::memset(local->data(), 0, kMiB);  // fault the pages in, as the mmap's are (MAP_POPULATE)
-  std::memset(dma_map, 0, kMiB);
+  const std::string provider = options.provider == "shm" ? "shm" : "tcp";
+  auto setup = setup_open(options, provider);
+  if (!setup) return die(setup.error().describe());
   rpcie::tools::cpu_pin(0);
-
-  auto deadline = [] { return Deadline::after(30s); };
-  using Op = std::function<bool()>;
-  struct Spec {
-    const char* name;
-    std::size_t size;
-    bool latency;
-    Op file, api;
-    const char* file_label;
-    const char* api_label;
-  };
-  auto* ub = user->data();
-  const Spec plan[] = {
-      {"reg_read", 4, true,
-       [&] {
-         std::uint32_t v;
-         return pread(reg, &v, 4, 4) == 4;
-       },
-       [&] { return E.mmio_read(0, 4, 4, deadline()).has_value(); }, "file", "api"},
-      {"bar_write", kMiB, false, [&] { return pwrite(bar, ub, kMiB, 0) == static_cast<ssize_t>(kMiB); },
-       [&] {
-         return M.bar_write(0, 0, {ub, kMiB}, deadline()).has_value();
-       },
-       "file", "api"},
-      {"bar_read", kMiB, false,
-       [&] {
-         posix_fadvise(bar, 0, kMiB, POSIX_FADV_DONTNEED);  // read the device, not the page cache
-         return pread(bar, ub, kMiB, 0) == static_cast<ssize_t>(kMiB);
-       },
-       [&] {
-         return M.bar_read(0, 0, {ub, kMiB}, deadline()).has_value();
-       },
-       "file", "api"},
-      {"dma_write", kMiB, false,
-       [&] {
-         std::memcpy(dma_map, ub, kMiB);
-         return true;
-       },
-       [&] {
-         std::memcpy(local->data(), ub, kMiB);
-         return true;
-       },
-       "mmap", "local"},
-      {"dma_read", kMiB, false,
-       [&] {
-         std::memcpy(ub, dma_map, kMiB);
-         return true;
-       },
-       [&] {
-         std::memcpy(ub, local->data(), kMiB);
-         return true;
-       },
-       "mmap", "local"},
-  };
-
-  auto slice = [](const Op& op, std::size_t n) -> double {
-    const auto t0 = Clock::now();
-    for (std::size_t i = 0; i < n; ++i)
-      if (!op()) return -1;
-    return std::chrono::duration<double>(Clock::now() - t0).count();
-  };
-  nlohmann::json results = nlohmann::json::array();
-  if (!o.json)
-    std::printf("%-10s %8s %12s %12s %-5s %6s %s\n", "workload", "size", "baseline", "frontend", "unit", "ratio",
-                "(baseline vs frontend)");
-  for (const auto& sp : plan) {
-    // Warm-up, then slices of about kSliceSeconds of baseline work.
-    const double warm = slice(sp.api, 16), warm_f = slice(sp.file, 16);
-    if (warm < 0 || warm_f < 0) return die(std::string(sp.name) + ": warm-up failed (" + std::strerror(errno) + ")");
-    const auto n =
-        std::clamp<std::size_t>(static_cast<std::size_t>(16 * kSliceSeconds / std::max(warm, 1e-7)), 4, 200000);
-    std::vector<double> base_v, file_v, ratios;
-    for (unsigned round = 0; round < o.rounds; ++round) {
-      // Ctrl-C ends the run here, so that the daemons are stopped and the directory removed.
-      if (stop_requested().load()) return die("interrupted");
-      double tb = 0, tf = 0;
-      for (unsigned k = 0; k < 2 * kSlices; ++k) {
-        const bool file_first = (round + k) % 2 == 0;
-        const double t = slice(file_first ? sp.file : sp.api, n);
-        if (t < 0) return die(std::string(sp.name) + " failed: " + std::strerror(errno));
-        (file_first ? tf : tb) += t;
-      }
-      const double ops = static_cast<double>(n * kSlices);
-      const double b = sp.latency ? tb / ops * 1e6 : static_cast<double>(sp.size) * ops / tb / 1e6;
-      const double fv = sp.latency ? tf / ops * 1e6 : static_cast<double>(sp.size) * ops / tf / 1e6;
-      if (o.verbose) std::fprintf(stderr, "  %s round %u: baseline %.2f frontend %.2f\n", sp.name, round, b, fv);
-      base_v.push_back(b);
-      file_v.push_back(fv);
-      ratios.push_back(fv / b);
-    }
-    const double b = median(base_v), fv = median(file_v), ratio = median(ratios);
-    if (o.json) {
-      results.push_back({{"workload", sp.name},
-                         {"size", sp.size},
-                         {"baseline", b},
-                         {"baseline_is", sp.api_label},
-                         {"frontend", fv},
-                         {"frontend_is", sp.file_label},
-                         {"unit", sp.latency ? "us" : "MB/s"},
-                         {"ratio", ratio}});
-    } else {
-      std::printf("%-10s %8zu %12.2f %12.2f %-5s %6.3f (%s vs %s)\n", sp.name, sp.size, b, fv,
-                  sp.latency ? "us" : "MB/s", ratio, sp.api_label, sp.file_label);
-      std::fflush(stdout);
-    }
-  }
-  munmap(dma_map, kMiB);
-  close(reg);
-  close(bar);
-  close(dma);
-  (void)E.detach(deadline());
-  (void)M.detach(deadline());
-  if (o.json)
-    std::printf("%s\n", nlohmann::json{{"provider", prov}, {"rounds", o.rounds}, {"results", results}}.dump(1).c_str());
+  const std::vector<Workload> workloads = frontend_workloads(**setup);
+  // The file side goes first in round 0. Slices of about 25 ms of baseline work (8 of each
+  // side per round): 4 to 200,000 operations.
+  const DriverOptions driver{
+      .rounds = options.rounds,
+      .first = Side::subject,
+      .sizing = {.slice_seconds = 0.025, .min_operations = 4, .max_operations = 200000, .warmup_floor_seconds = 1e-7},
+      .columns = {.baseline = "baseline", .subject = "frontend", .name_width = 10, .labelled = true},
+      .text = !options.json,
+      .verbose = options.verbose,
+      .stop = &stop_requested()};
+  if (driver.text) std::fputs(table_header(driver.columns).c_str(), stdout);
+  auto rows = workloads_run(workloads, driver);
+  if (!rows) return die(rows.error().describe());
+  (void)(*setup)->edu->detach(call_deadline());
+  (void)(*setup)->mem->detach(call_deadline());
+  if (options.json) results_print(provider, options.rounds, *rows, driver.columns);
   return 0;
 }
 

@@ -21,20 +21,19 @@ int die(const std::string& what) {
   return 1;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+tl::unexpected<Error> error_in(Error error, const std::string& where) {
+  error.message = error.message.empty() ? where : where + ": " + error.message;
+  return tl::unexpected<Error>(std::move(error));
 }
 
 std::string program_find(const std::string& given, const char* name, const char* build_dir) {
   if (!given.empty()) return given;
   char self[4096] = {};
-  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  std::string dir = n > 0 ? std::string(self, static_cast<std::size_t>(n)) : std::string();
+  ssize_t length = readlink("/proc/self/exe", self, sizeof self - 1);
+  std::string dir = length > 0 ? std::string(self, static_cast<std::size_t>(length)) : std::string();
   dir = dir.substr(0, dir.rfind('/'));
-  for (std::string c : {dir + "/" + name, dir + "/../../" + build_dir + "/" + name})
-    if (access(c.c_str(), X_OK) == 0) return c;
+  for (std::string candidate : {dir + "/" + name, dir + "/../../" + build_dir + "/" + name})
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
   return name;
 }
 
@@ -50,19 +49,19 @@ Child::~Child() {
 }
 
 Result<void> Child::start(std::vector<std::string> argv, int cpu, int* err_fd) {
-  int p[2] = {-1, -1};
-  if (err_fd && pipe(p) != 0) return fail(errno, "pipe");
+  int err_pipe[2] = {-1, -1};
+  if (err_fd && pipe(err_pipe) != 0) return fail(errno, "pipe");
   pid_ = fork();
   if (pid_ < 0) return fail(errno, "fork");
   if (pid_ == 0) {
     if (cpu >= 0) rpcie::tools::cpu_pin(cpu);
     if (err_fd) {
-      dup2(p[1], 2);
-      close(p[0]);
-      close(p[1]);
+      dup2(err_pipe[1], 2);
+      close(err_pipe[0]);
+      close(err_pipe[1]);
     }
     std::vector<char*> args;
-    for (auto& a : argv) args.push_back(a.data());
+    for (auto& argument : argv) args.push_back(argument.data());
     args.push_back(nullptr);
     execv(args[0], args.data());
     execvp(args[0], args.data());
@@ -70,18 +69,18 @@ Result<void> Child::start(std::vector<std::string> argv, int cpu, int* err_fd) {
     _exit(127);
   }
   if (err_fd) {
-    close(p[1]);
-    *err_fd = p[0];
+    close(err_pipe[1]);
+    *err_fd = err_pipe[0];
   }
   return {};
 }
 
 Result<TempDir> TempDir::make(const std::string& prefix) {
-  std::string t = prefix + "XXXXXX";
-  if (!mkdtemp(t.data())) return fail(errno, "mkdtemp " + t);
-  TempDir d;
-  d.path_ = t;
-  return d;
+  std::string path = prefix + "XXXXXX";
+  if (!mkdtemp(path.data())) return fail(errno, "mkdtemp " + path);
+  TempDir dir;
+  dir.path_ = path;
+  return dir;
 }
 
 TempDir::TempDir(TempDir&& other) noexcept : path_(std::exchange(other.path_, {})) {}
@@ -93,18 +92,17 @@ TempDir::~TempDir() {
 Result<std::uint16_t> exportd_start(Child& child, const std::string& program, const std::string& provider,
                                     const std::string& psk, const std::vector<std::string>& exports) {
   std::vector<std::string> argv{program, "--listen", "127.0.0.1:0", "--provider", provider, "--psk-file", psk};
-  for (const auto& e : exports) {
+  for (const auto& export_arg : exports) {
     argv.push_back("--export");
-    argv.push_back(e);
+    argv.push_back(export_arg);
   }
   int err = -1;
-  auto s = child.start(argv, 1, &err);
-  if (!s) return tl::unexpected(s.error());
+  RPCIE_TRY(child.start(argv, 1, &err));
   // It says "listening on HOST:PORT" on stderr; everything it says is passed on.
-  FILE* f = fdopen(err, "r");
+  FILE* stream = fdopen(err, "r");
   std::uint16_t port = 0;
   char line[512];
-  while (f && fgets(line, sizeof line, f)) {
+  while (stream && fgets(line, sizeof line, stream)) {
     if (const char* at = std::strstr(line, "listening on ")) {
       port = static_cast<std::uint16_t>(std::atoi(std::strrchr(at, ':') + 1));
       break;
@@ -112,13 +110,13 @@ Result<std::uint16_t> exportd_start(Child& child, const std::string& program, co
     std::fputs(line, stderr);
   }
   if (port == 0) {
-    if (f) fclose(f);
+    if (stream) fclose(stream);
     return fail(EIO, "rpcie-exportd (" + program + ") did not start");
   }
-  std::thread([f] {  // keep draining: the exporter must never block on a full pipe
-    char l[512];
-    while (fgets(l, sizeof l, f)) std::fputs(l, stderr);
-    fclose(f);
+  std::thread([stream] {  // keep draining: the exporter must never block on a full pipe
+    char text[512];
+    while (fgets(text, sizeof text, stream)) std::fputs(text, stderr);
+    fclose(stream);
   })
       .detach();
   return port;

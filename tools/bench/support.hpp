@@ -1,4 +1,4 @@
-// What rpcie-bench's modes share: errors, medians, and the daemons started for the device
+// What rpcie-bench's modes share: errors, and the daemons started for the device
 // and front-end workloads (rpcie-exportd, rpcie-hostd): found next to the bench or in the
 // build tree, stopped when their owner goes away.
 #pragma once
@@ -16,8 +16,8 @@ namespace rpcie::bench {
 // "rpcie-bench: error: WHAT" on stderr; returns exit status 1.
 int die(const std::string& what);
 
-// The median (of a copy: the caller's order is kept).
-double median(std::vector<double> v);
+// `error` with `where` before its message ("where: message").
+tl::unexpected<Error> error_in(Error error, const std::string& where);
 
 // `given` if not empty, else `name` next to this program, else in the build tree's
 // `build_dir` (e.g. "devexport"), else `name` (found on PATH).

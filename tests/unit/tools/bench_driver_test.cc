@@ -1,0 +1,250 @@
+// rpcie-bench's driver (tools/bench/driver.hpp) with fake runners: the statistics, the order
+// in which the sides run, what a row reports, and the shape of the table and the JSON document.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstddef>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "driver.hpp"
+
+namespace {
+
+using namespace rpcie;
+using namespace rpcie::bench;
+
+// A fake side: each call is logged; a slice of n operations takes n * cost[round] µs, where
+// the round is counted from the calls after the warm-up (slices_per_round calls per round).
+struct FakeSide {
+  char tag;
+  std::vector<double> cost_us;  // per round
+  std::vector<char>* log;
+  std::vector<std::size_t>* operations;
+  unsigned slices_per_round = 8;
+  unsigned calls = 0;
+  double warmup_seconds = 1e-3;
+
+  SliceRun run() {
+    return [this](std::size_t n) -> Result<SliceSeconds> {
+      log->push_back(tag);
+      operations->push_back(n);
+      const unsigned call = calls++;
+      if (call == 0) return SliceSeconds{warmup_seconds, warmup_seconds};
+      const double seconds = static_cast<double>(n) * cost_us[(call - 1) / slices_per_round] * 1e-6;
+      return SliceSeconds{seconds, 2 * seconds};
+    };
+  }
+};
+
+DriverOptions quiet_options(unsigned rounds) {
+  DriverOptions options;
+  options.rounds = rounds;
+  options.slices = 8;
+  options.sizing = Sizing{0.025, 10, 10, 1e-6};  // always 10 operations per slice
+  options.text = false;
+  return options;
+}
+
+std::set<std::string> keys_of(const nlohmann::json& object) {
+  std::set<std::string> keys;
+  for (const auto& item : object.items()) keys.insert(item.key());
+  return keys;
+}
+
+}  // namespace
+
+TEST_CASE("the median of an odd count is the middle value, of an even count the mean of the two middle ones") {
+  CHECK(median({5, 1, 3}) == 3);
+  CHECK(median({4, 1, 3, 2}) == 2.5);
+  CHECK(median({7}) == 7);
+  std::vector<double> values{3, 1, 2};
+  (void)median(values);
+  CHECK(values == std::vector<double>{3, 1, 2});  // the caller's order is kept
+}
+
+TEST_CASE("percentiles interpolate linearly between the closest ranks") {
+  const std::vector<double> values{40, 10, 30, 20};
+  CHECK(percentile(values, 0) == 10);
+  CHECK(percentile(values, 1) == 40);
+  CHECK(percentile(values, 0.5) == 25);
+  CHECK(percentile(values, 0.25) == doctest::Approx(17.5));
+  CHECK(percentile(values, 0.75) == doctest::Approx(32.5));
+}
+
+TEST_CASE("the side that goes first alternates within a round and from round to round") {
+  std::string order;
+  for (unsigned round = 0; round < 2; ++round)
+    for (unsigned slice = 0; slice < 4; ++slice)
+      order += slice_side(Side::baseline, round, slice) == Side::baseline ? 'b' : 's';
+  CHECK(order == "bsbssbsb");
+  CHECK(slice_side(Side::subject, 0, 0) == Side::subject);
+  CHECK(slice_side(Side::subject, 0, 1) == Side::baseline);
+  CHECK(slice_side(Side::subject, 1, 0) == Side::baseline);
+}
+
+TEST_CASE("slices are sized from the warm-up, within the bounds") {
+  const Sizing sizing{0.025, 4, 1000, 1e-6};
+  CHECK(slice_operations(sizing, 100, 0.01) == 250);  // 100 operations in 10 ms: 250 in 25 ms
+  CHECK(slice_operations(sizing, 100, 10.0) == 4);
+  CHECK(slice_operations(sizing, 100, 0.0) == 1000);  // the floor keeps a zero warm-up finite
+  CHECK(slice_operations(Sizing{0.025, 1, 100000000, 1e-6}, 100, 0.0) == 2500000);
+}
+
+TEST_CASE("a side's value is µs per operation or MB/s") {
+  CHECK(unit_value(Unit::microseconds, 8, 1000, 0.002) == doctest::Approx(2.0));
+  CHECK(unit_value(Unit::megabytes_per_second, 1u << 20, 100, 0.1) == doctest::Approx(1048.576));
+  CHECK(std::string(unit_name(Unit::microseconds)) == "us");
+  CHECK(std::string(unit_name(Unit::megabytes_per_second)) == "MB/s");
+}
+
+TEST_CASE("a workload warms up baseline first, then runs rounds of alternating slices") {
+  std::vector<char> log;
+  std::vector<std::size_t> operations;
+  FakeSide baseline{'b', {1, 2, 1}, &log, &operations};
+  FakeSide subject{'s', {2, 8, 5}, &log, &operations};
+  Workload workload{.name = "fake", .size = 8, .unit = Unit::microseconds, .warmup_operations = 64};
+  workload.baseline = baseline.run();
+  workload.subject = subject.run();
+  auto row = workload_run(workload, quiet_options(3));
+  REQUIRE(row);
+
+  std::string order(log.begin(), log.end());
+  CHECK(order.substr(0, 2) == "bs");  // the warm-up
+  CHECK(operations[0] == 64);
+  CHECK(operations[1] == 64);
+  CHECK(order.substr(2, 16) == "bsbsbsbsbsbsbsbs");   // round 0: the baseline first
+  CHECK(order.substr(18, 16) == "sbsbsbsbsbsbsbsb");  // round 1: the subject first
+  CHECK(order.substr(34) == "bsbsbsbsbsbsbsbs");
+  for (std::size_t i = 2; i < operations.size(); ++i) CHECK(operations[i] == 10);
+
+  // Per round: baseline 1, 2, 1 µs; subject 2, 8, 5 µs; ratios 2, 4, 5. The ratio is the
+  // median of the per-round ratios (4), not the ratio of the medians (5 / 1).
+  CHECK(row->workload == "fake");
+  CHECK(row->size == 8);
+  CHECK(row->baseline == doctest::Approx(1));
+  CHECK(row->subject == doctest::Approx(5));
+  CHECK(row->ratio == doctest::Approx(4));
+  CHECK_FALSE(row->subject_whole);
+}
+
+TEST_CASE("the subject can go first, and a row can report the subject's whole loop") {
+  std::vector<char> log;
+  std::vector<std::size_t> operations;
+  FakeSide baseline{'b', {1}, &log, &operations};
+  FakeSide subject{'s', {3}, &log, &operations};
+  Workload workload{.name = "acked", .size = 4096, .unit = Unit::microseconds, .warmup_operations = 16};
+  workload.baseline = baseline.run();
+  workload.subject = subject.run();
+  workload.whole_reported = true;
+  DriverOptions options = quiet_options(1);
+  options.first = Side::subject;
+  auto row = workload_run(workload, options);
+  REQUIRE(row);
+  CHECK(std::string(log.begin(), log.end()) ==
+        "bs"
+        "sbsbsbsbsbsbsbsb");
+  REQUIRE(row->subject_whole);
+  CHECK(*row->subject_whole == doctest::Approx(6));  // the fake's whole loop is twice its measured time
+}
+
+TEST_CASE("throughput rows divide bytes by time") {
+  std::vector<char> log;
+  std::vector<std::size_t> operations;
+  FakeSide baseline{'b', {1}, &log, &operations};  // 1 µs per MiB
+  FakeSide subject{'s', {2}, &log, &operations};
+  Workload workload{.name = "rma_write", .size = 1u << 20, .unit = Unit::megabytes_per_second};
+  workload.warmup_operations = 16;
+  workload.baseline = baseline.run();
+  workload.subject = subject.run();
+  auto row = workload_run(workload, quiet_options(1));
+  REQUIRE(row);
+  CHECK(row->baseline == doctest::Approx(1048576.0));
+  CHECK(row->subject == doctest::Approx(524288.0));
+  CHECK(row->ratio == doctest::Approx(0.5));
+}
+
+TEST_CASE("a failing side ends the run with an error that names the workload") {
+  Workload workload{.name = "bar_read", .size = 1, .warmup_operations = 1};
+  unsigned calls = 0;
+  workload.baseline = [&calls](std::size_t) -> Result<SliceSeconds> {
+    if (++calls == 3) return fail(EIO, "pread resource0");
+    return SliceSeconds{1e-3, 1e-3};
+  };
+  workload.subject = workload.baseline;
+  auto row = workload_run(workload, quiet_options(1));
+  REQUIRE_FALSE(row);
+  CHECK(row.error().code == EIO);
+  CHECK(row.error().message == "bar_read: pread resource0");
+
+  calls = 1;  // the warm-up's baseline is call 2, the subject's call 3
+  auto warmup = workload_run(workload, quiet_options(1));
+  REQUIRE_FALSE(warmup);
+  CHECK(warmup.error().message == "bar_read warm-up (rpcie): pread resource0");
+}
+
+TEST_CASE("a stop request ends the run before the next round") {
+  Workload workload{.name = "mmio_read", .size = 4, .warmup_operations = 1};
+  unsigned calls = 0;
+  workload.baseline = [&calls](std::size_t) -> Result<SliceSeconds> {
+    ++calls;
+    return SliceSeconds{1e-3, 1e-3};
+  };
+  workload.subject = workload.baseline;
+  std::atomic<bool> stop{true};
+  DriverOptions options = quiet_options(3);
+  options.stop = &stop;
+  auto row = workload_run(workload, options);
+  REQUIRE_FALSE(row);
+  CHECK(row.error().code == EINTR);
+  CHECK(calls == 2);  // the warm-up only
+}
+
+TEST_CASE("the JSON document has the fields of the transport, device and front-end rows") {
+  Row plain{"rma_write", 1048576, Unit::megabytes_per_second, 1000, 900, 0.9, std::nullopt, "", ""};
+  Row acked{"edu_dma", 4096, Unit::microseconds, 20, 30, 1.5, 35.0, "", ""};
+  Row labelled{"dma_read", 1048576, Unit::megabytes_per_second, 5000, 4000, 0.8, std::nullopt, "local", "mmap"};
+
+  const std::vector<Row> device_rows{plain, acked};
+  const nlohmann::json document = results_document("tcp", 3, device_rows, Columns{});
+  CHECK(keys_of(document) == std::set<std::string>{"provider", "rounds", "results"});
+  CHECK(document["provider"] == "tcp");
+  CHECK(document["rounds"] == 3);
+  REQUIRE(document["results"].size() == 2);
+  const nlohmann::json& first = document["results"][0];
+  CHECK(keys_of(first) == std::set<std::string>{"workload", "size", "raw", "rpcie", "unit", "ratio"});
+  CHECK(first["workload"] == "rma_write");
+  CHECK(first["size"] == 1048576);
+  CHECK(first["raw"] == 1000.0);
+  CHECK(first["rpcie"] == 900.0);
+  CHECK(first["unit"] == "MB/s");
+  CHECK(first["ratio"] == 0.9);
+  CHECK(keys_of(document["results"][1]) ==
+        std::set<std::string>{"workload", "size", "raw", "rpcie", "unit", "ratio", "rpcie_with_ack"});
+  CHECK(document["results"][1]["rpcie_with_ack"] == 35.0);
+
+  const std::vector<Row> frontend_rows{labelled};
+  const nlohmann::json frontend = results_document("tcp", 5, frontend_rows, Columns{"baseline", "frontend", 10, true});
+  CHECK(keys_of(frontend["results"][0]) == std::set<std::string>{"workload", "size", "baseline", "baseline_is",
+                                                                 "frontend", "frontend_is", "unit", "ratio"});
+  CHECK(frontend["results"][0]["baseline_is"] == "local");
+  CHECK(frontend["results"][0]["frontend_is"] == "mmap");
+}
+
+TEST_CASE("the text table keeps its columns") {
+  CHECK(table_header(Columns{}) == "workload       size          raw        rpcie unit   ratio\n");
+  CHECK(table_header(Columns{"raw", "rpcie", 12, false}) ==
+        "workload         size          raw        rpcie unit   ratio\n");
+  CHECK(table_header(Columns{"baseline", "frontend", 10, true}) ==
+        "workload       size     baseline     frontend unit   ratio (baseline vs frontend)\n");
+  Row plain{"round_trip", 8, Unit::microseconds, 20.5, 25.25, 1.2317, std::nullopt, "", ""};
+  CHECK(table_row(Columns{}, plain) == "round_trip        8        20.50        25.25 us     1.232\n");
+  Row acked{"edu_dma", 4096, Unit::microseconds, 20, 30, 1.5, 35.25, "", ""};
+  CHECK(table_row(Columns{"raw", "rpcie", 12, false}, acked) ==
+        "edu_dma          4096        20.00        30.00 us     1.500   (35.25 us with the acknowledge)\n");
+  Row labelled{"reg_read", 4, Unit::microseconds, 10, 12, 1.2, std::nullopt, "api", "file"};
+  CHECK(table_row(Columns{"baseline", "frontend", 10, true}, labelled) ==
+        "reg_read          4        10.00        12.00 us     1.200 (api vs file)\n");
+}

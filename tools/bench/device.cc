@@ -1,0 +1,205 @@
+#include "device.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "rpcie/auth.hpp"
+#include "rpcie/client.hpp"
+#include "rpcie/edu_registers.hpp"
+#include "rpcie/host_buffer.hpp"
+#include "rpcie/process.hpp"
+#include "support.hpp"
+#include "transport.hpp"
+
+namespace rpcie::bench {
+
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+constexpr std::size_t kMiB = 1u << 20;
+// One DMA: the whole device buffer, from IOVA 0 of the window.
+constexpr std::size_t kDmaBytes = edu::kDmaBufferSize;
+
+Deadline call_deadline() { return Deadline::after(30s); }
+
+// The exporter started for the run and this client's attachments to its exports. Members
+// are destroyed in reverse order: the attachments before the window they use, then the
+// exporter (stopped) and its directory.
+struct Devices {
+  std::optional<TempDir> dir;
+  Child exporter;
+  std::optional<HostBuffer> window;              // 1 MiB edu, 2 MiB membar, 1 MiB edu_push
+  std::unique_ptr<client::Attachment> edu;       // on-demand DMA: the exporter reads the window
+  std::unique_ptr<client::Attachment> membar;    // 4 MiB BAR
+  std::unique_ptr<client::Attachment> edu_push;  // mirror mode, streaming DMA (window_push)
+};
+
+Result<std::unique_ptr<Devices>> devices_open(const Options& options, const std::string& provider) {
+  auto devices = std::make_unique<Devices>();
+  RPCIE_TRY_ASSIGN(auto dir, TempDir::make("/tmp/rpcie-bench."));
+  devices->dir.emplace(std::move(dir));
+  const std::string psk = devices->dir->path() + "/psk";
+  RPCIE_TRY(auth::key_generate_file(psk, false));
+  const char* exporter_provider = provider == "shm" ? "shm" : "tcp";
+  RPCIE_TRY_ASSIGN(
+      const std::uint16_t port,
+      exportd_start(devices->exporter, program_find(options.exportd, "rpcie-exportd", "devexport"), exporter_provider,
+                    psk, {"bench-edu=edu", "bench-mem=membar,size=4M", "bench-edu-push=edu,dma=mirror"}));
+  RPCIE_TRY_ASSIGN(auto key, auth::key_load(psk));
+  client::ClientOptions client_options;
+  client_options.name = "bench";
+  client_options.key = std::make_shared<const auth::Key>(std::move(key));
+  client_options.provider = *providers::provider_parse(exporter_provider);
+  RPCIE_TRY_ASSIGN(devices->window, HostBuffer::create(kMaxSize));
+  std::uint8_t* window = devices->window->data();
+  auto edu =
+      client::Attachment::open("127.0.0.1", port, "bench-edu", client_options, {window, kMiB}, Deadline::after(10s));
+  if (!edu) return error_in(edu.error(), "attach edu");
+  devices->edu = std::move(*edu);
+  auto membar = client::Attachment::open("127.0.0.1", port, "bench-mem", client_options, {window + kMiB, 2 * kMiB},
+                                         Deadline::after(10s));
+  if (!membar) return error_in(membar.error(), "attach membar");
+  devices->membar = std::move(*membar);
+  client::ClientOptions push_options = client_options;
+  push_options.window_push = true;
+  auto edu_push = client::Attachment::open("127.0.0.1", port, "bench-edu-push", push_options, {window + 3 * kMiB, kMiB},
+                                           Deadline::after(10s));
+  if (!edu_push) return error_in(edu_push.error(), "attach edu (mirror, pushed)");
+  devices->edu_push = std::move(*edu_push);
+  return devices;
+}
+
+// Every DMA of the run: kDmaBytes from IOVA 0 of the window into the device buffer.
+Result<void> edu_dma_program(client::Attachment& attachment) {
+  RPCIE_TRY(attachment.mmio_write(0, edu::kRegDmaSrc, 8, 0, call_deadline()));
+  RPCIE_TRY(attachment.mmio_write(0, edu::kRegDmaDst, 8, edu::kDmaBufferAddress, call_deadline()));
+  RPCIE_TRY(attachment.mmio_write(0, edu::kRegDmaCount, 8, kDmaBytes, call_deadline()));
+  return {};
+}
+
+// One DMA, then the acknowledge of its interrupt. `push`: streaming DMA. Adds the time from
+// the start of the command (the push included) to the interrupt seen to `measured`: what
+// the row reports; the acknowledge is outside it (the slice's whole loop has it).
+Result<void> edu_dma_once(client::Attachment& attachment, bool push, double& measured) {
+  const auto seen = attachment.interrupt_count(0);
+  const auto start = Clock::now();
+  Result<void> done{};
+  if (push) done = attachment.window_push(0, kDmaBytes, call_deadline());
+  if (done) done = attachment.mmio_write(0, edu::kRegDmaCmd, 8, edu::kDmaCmdStart | edu::kDmaCmdIrq, call_deadline());
+  if (done) {
+    auto interrupt = attachment.interrupt_wait(0, seen, call_deadline());
+    if (!interrupt) done = tl::unexpected(interrupt.error());
+  }
+  measured += std::chrono::duration<double>(Clock::now() - start).count();
+  if (done) done = attachment.mmio_write(0, edu::kRegIrqAck, 4, edu::kIrqDma, call_deadline());
+  return done;
+}
+
+SliceRun edu_dma_run(client::Attachment& attachment, bool push) {
+  return [&attachment, push](std::size_t operations) -> Result<SliceSeconds> {
+    SliceSeconds took;
+    const auto start = Clock::now();
+    for (std::size_t i = 0; i < operations; ++i) RPCIE_TRY(edu_dma_once(attachment, push, took.measured));
+    took.whole = std::chrono::duration<double>(Clock::now() - start).count();
+    return took;
+  };
+}
+
+// The raw loop's `workload` of `size` bytes on the link, as a baseline.
+SliceRun raw_run(Link& link, rawbench::Workload workload, std::size_t size) {
+  return slice_run_timed([&link, workload, size](std::size_t operations) {
+    return round_run(link, Action::raw, workload, size, operations);
+  });
+}
+
+// What an edu DMA does on the fabric, raw: the exporter reads kDmaBytes from the window (one
+// fi_read round trip, window 1), and the interrupt comes back (half a round trip).
+SliceRun raw_dma_run(Link& link) {
+  return slice_run_timed([&link](std::size_t operations) -> Result<double> {
+    RPCIE_TRY_ASSIGN(const double read,
+                     round_run(link, Action::raw, rawbench::Workload::rma_read, kDmaBytes, operations, 1));
+    RPCIE_TRY_ASSIGN(const double round_trip,
+                     round_run(link, Action::raw, rawbench::Workload::round_trip, 8, operations));
+    return read + round_trip / 2;
+  });
+}
+
+std::vector<Workload> device_workloads(Link& link, Devices& devices) {
+  client::Attachment& membar = *devices.membar;
+  std::vector<Workload> workloads;
+  workloads.push_back({.name = "mmio_read",
+                       .size = 4,
+                       .unit = Unit::microseconds,
+                       .warmup_operations = 64,
+                       .baseline = raw_run(link, rawbench::Workload::round_trip, 8),
+                       .subject = slice_run_each([&devices]() -> Result<void> {
+                         RPCIE_TRY(devices.edu->mmio_read(0, edu::kRegLiveness, 4, call_deadline()));
+                         return {};
+                       })});
+  workloads.push_back(
+      {.name = "bar_write",
+       .size = kMiB,
+       .unit = Unit::megabytes_per_second,
+       .warmup_operations = 64,
+       .baseline = raw_run(link, rawbench::Workload::rma_write, kMiB),
+       .subject = slice_run_each([&membar] { return membar.bar_write_from_window(0, 0, 0, kMiB, call_deadline()); })});
+  workloads.push_back(
+      {.name = "bar_read",
+       .size = kMiB,
+       .unit = Unit::megabytes_per_second,
+       .warmup_operations = 64,
+       .baseline = raw_run(link, rawbench::Workload::rma_read, kMiB),
+       .subject = slice_run_each([&membar] { return membar.bar_read_into_window(0, 0, 0, kMiB, call_deadline()); })});
+  workloads.push_back({.name = "edu_dma",
+                       .size = kDmaBytes,
+                       .unit = Unit::microseconds,
+                       .warmup_operations = 64,
+                       .baseline = raw_dma_run(link),
+                       .subject = edu_dma_run(*devices.edu, false),
+                       .whole_reported = true});
+  workloads.push_back({.name = "edu_dma_push",
+                       .size = kDmaBytes,
+                       .unit = Unit::microseconds,
+                       .warmup_operations = 64,
+                       .baseline = raw_dma_run(link),
+                       .subject = edu_dma_run(*devices.edu_push, true),
+                       .whole_reported = true});
+  return workloads;
+}
+
+}  // namespace
+
+Columns device_columns() { return Columns{.baseline = "raw", .subject = "rpcie", .name_width = 12}; }
+
+int device_bench(Link& link, const Options& options) {
+  stop_signals_install();
+  auto devices = devices_open(options, link.provider());
+  if (!devices) return die(devices.error().describe());
+  for (client::Attachment* attachment : {(*devices)->edu.get(), (*devices)->edu_push.get()})
+    if (auto programmed = edu_dma_program(*attachment); !programmed)
+      return die("edu setup: " + programmed.error().describe());
+  const std::vector<Workload> workloads = device_workloads(link, **devices);
+  // Slices of about 25 ms of raw work (8 of each side per round): 8 to 100,000 operations.
+  const DriverOptions driver{.rounds = options.rounds,
+                             .first = Side::baseline,
+                             .sizing = {.slice_seconds = 0.025, .min_operations = 8, .max_operations = 100000},
+                             .columns = device_columns(),
+                             .text = !options.json(),
+                             .verbose = options.verbose,
+                             .stop = &stop_requested()};
+  auto rows = workloads_run(workloads, driver);
+  if (!rows) return die(rows.error().describe());
+  for (client::Attachment* attachment : {(*devices)->edu.get(), (*devices)->membar.get(), (*devices)->edu_push.get()})
+    (void)attachment->detach(call_deadline());
+  quit_send(link.control);
+  if (options.json()) results_print(link.provider(), options.rounds, *rows, driver.columns);
+  return 0;
+}
+
+}  // namespace rpcie::bench

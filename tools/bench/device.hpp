@@ -1,0 +1,27 @@
+// --device: device workloads through the client API against a real rpcie-exportd, started
+// here on the target's CPU with an edu and a membar export; the raw baselines run on the link
+// to the usual target, in the same rounds.
+//   mmio_read     4 B MMIO read (edu liveness register)      vs raw round_trip 8 B       (us)
+//   bar_write     1 MiB to the membar BAR from the window     vs raw rma_write 1 MiB      (MB/s)
+//   bar_read      1 MiB from the membar BAR into the window   vs raw rma_read 1 MiB       (MB/s)
+//   edu_dma       4 KiB host->device DMA, command to interrupt seen (on-demand: the exporter
+//                 reads the window)
+//                 vs raw 4 KiB fi_read round trip (window 1) + half a raw 8 B round trip (us)
+//   edu_dma_push  the same on a mirror-mode edu with streaming DMA: window_push of the 4 KiB,
+//                 then the command (same baseline)
+#pragma once
+
+#include "driver.hpp"
+#include "link.hpp"
+#include "options.hpp"
+
+namespace rpcie::bench {
+
+// The device table's columns.
+Columns device_columns();
+
+// Runs the device rows, prints them (text or JSON), ends the target; returns the exit status.
+// Ctrl-C ends the run between rounds (the exporter is stopped, its directory removed).
+int device_bench(Link& link, const Options& options);
+
+}  // namespace rpcie::bench

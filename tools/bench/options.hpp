@@ -1,0 +1,33 @@
+// rpcie-bench's command line, as parsed (main.cc has the flags and their help).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "rpcie/auth.hpp"
+
+namespace rpcie::bench {
+
+struct Options {
+  std::string provider;
+  unsigned rounds = 5;
+  std::string output = "text";  // text or json
+  bool serve = false;
+  std::string listen = "127.0.0.1:0";
+  std::string remote;  // HOST[:PORT]
+  int cpu = -1;
+  bool delivery_complete = false;
+  bool verbose = false;
+  bool target_no_wait_fd = false;
+  std::vector<std::size_t> sizes{8, 4096, 65536, 1u << 20, 4u << 20};  // of the RMA rows
+  bool device = false;
+  std::string exportd;  // programs to start (default: found next to rpcie-bench)
+  bool frontend = false;
+  std::string hostd;
+  std::string psk_file = auth::kDefaultKeyPath;  // --frontend -r: the running exporter's key
+
+  bool json() const noexcept { return output == "json"; }
+};
+
+}  // namespace rpcie::bench

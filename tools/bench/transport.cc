@@ -1,0 +1,196 @@
+#include "transport.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "rpcie/channel.hpp"
+#include "rpcie/log.hpp"
+#include "rpcie/protocol.hpp"
+#include "support.hpp"
+
+namespace rpcie::bench {
+
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+const char* workload_name(rawbench::Workload workload) {
+  switch (workload) {
+    case rawbench::Workload::rma_write:
+      return "rma_write";
+    case rawbench::Workload::rma_read:
+      return "rma_read";
+    case rawbench::Workload::round_trip:
+      return "round_trip";
+  }
+  return "?";
+}
+
+// --- the initiator's side of a round ---
+
+Result<double> raw_round_run(Link& link, rawbench::Workload workload, std::size_t size, std::size_t iterations,
+                             std::uint16_t window) {
+  std::string why;
+  const double seconds = link.raw->run(workload, size, iterations, &why, window);
+  if (seconds < 0) return fail(EIO, "raw loop: " + why);
+  return seconds;
+}
+
+// `iterations` pings, each answered by a pong before the next.
+Result<void> pings_exchange(Channel& channel, std::size_t iterations, Deadline deadline) {
+  std::uint64_t payload = 0x5250434945424e43ULL;  // "RPCIEBNC"
+  const auto bytes = std::span(reinterpret_cast<const std::uint8_t*>(&payload), sizeof payload);
+  for (std::size_t i = 0; i < iterations; ++i) {
+    RPCIE_TRY(channel.message_send(proto::Ping{bytes}, i, deadline));
+    RPCIE_TRY_ASSIGN(const proto::Decoded* reply, channel.message_recv(deadline));
+    if (!std::holds_alternative<proto::Pong>(reply->message)) return fail(EPROTO, "expected pong");
+  }
+  return {};
+}
+
+// `iterations` one-sided transfers of `size` bytes, then a flush: all of them completed.
+Result<void> rma_transfer(Session& session, const RemoteRegion& remote, bool write, std::size_t size,
+                          std::size_t iterations, Deadline deadline) {
+  Channel& channel = session.channel();
+  const MemoryRegion& local = session.region(0);
+  for (std::size_t i = 0; i < iterations; ++i)
+    RPCIE_TRY(write ? channel.rma_write(local, 0, remote, 0, size, deadline)
+                    : channel.rma_read(local, 0, remote, 0, size, deadline));
+  return channel.rma_flush(deadline);
+}
+
+Result<double> rpcie_round_run(Link& link, rawbench::Workload workload, std::size_t size, std::size_t iterations) {
+  const auto deadline = Deadline::after(60s);
+  if (workload == rawbench::Workload::round_trip) {
+    const auto start = Clock::now();
+    RPCIE_TRY(pings_exchange(link.round_trip->channel(), iterations, deadline));
+    return seconds_since(start);
+  }
+  RPCIE_TRY_ASSIGN(const RemoteRegion remote, link.rma->peer_region(0));
+  const auto start = Clock::now();
+  const Result<void> transferred =
+      rma_transfer(*link.rma, remote, workload == rawbench::Workload::rma_write, size, iterations, deadline);
+  const double seconds = seconds_since(start);
+  // The target's progress thread serves the round until this byte, also after a failure.
+  RPCIE_TRY(byte_send(link.control, kEndByte));
+  RPCIE_TRY(transferred);
+  return seconds;
+}
+
+// --- the target's side of a round ---
+
+// `iterations` pongs, each answering a ping.
+Result<void> pongs_send(Channel& channel, std::uint64_t iterations) {
+  for (std::uint64_t i = 0; i < iterations; ++i) {
+    RPCIE_TRY_ASSIGN(const proto::Decoded* request, channel.message_recv(Deadline::after(30s)));
+    const auto* ping = std::get_if<proto::Ping>(&request->message);
+    if (!ping) return fail(EPROTO, "bad message");
+    RPCIE_TRY(channel.message_send(proto::Pong{{ping->data}}, request->header.request_id, Deadline::after(30s)));
+  }
+  return {};
+}
+
+Result<void> round_serve(Link& link, const Command& command) {
+  const auto workload = static_cast<rawbench::Workload>(command.workload);
+  if (command.action == Action::raw) {
+    std::string why;
+    if (!link.raw->serve(workload, command.size, command.iterations, &why)) return fail(EIO, why);
+    return {};
+  }
+  if (workload == rawbench::Workload::round_trip) return pongs_send(link.round_trip->channel(), command.iterations);
+  // Only the target of one-sided RMA: a progress thread drives the CQ, as in a device
+  // server, while this thread waits for the end of the round.
+  ProgressThread progress(link.rma->channel());
+  auto end = byte_recv(link.control);
+  if (!end || *end != kEndByte) return fail(EPROTO, "round did not end cleanly");
+  return {};
+}
+
+// --- the rows ---
+
+// A first guess for the warm-up; the driver sizes the slices from the raw warm-up's speed.
+std::size_t warmup_operations(rawbench::Workload workload, std::size_t size) {
+  if (workload == rawbench::Workload::round_trip) return 2000;
+  return std::clamp<std::size_t>((32u << 20) / size, 16, 4000);
+}
+
+Workload transport_workload(Link& link, rawbench::Workload kind, std::size_t size) {
+  Workload workload;
+  workload.name = workload_name(kind);
+  workload.size = size;
+  workload.unit = kind == rawbench::Workload::round_trip ? Unit::microseconds : Unit::megabytes_per_second;
+  workload.warmup_operations = warmup_operations(kind, size);
+  workload.baseline = slice_run_timed(
+      [&link, kind, size](std::size_t operations) { return round_run(link, Action::raw, kind, size, operations); });
+  workload.subject = slice_run_timed(
+      [&link, kind, size](std::size_t operations) { return round_run(link, Action::rpcie, kind, size, operations); });
+  return workload;
+}
+
+}  // namespace
+
+Result<double> round_run(Link& link, Action action, rawbench::Workload workload, std::size_t size,
+                         std::size_t iterations, std::uint16_t window) {
+  Command command;
+  command.action = action;
+  command.workload = static_cast<std::uint8_t>(workload);
+  command.window = window;
+  command.size = size;
+  command.iterations = iterations;
+  RPCIE_TRY(command_send(link.control, command));
+  auto ready = byte_recv(link.control);
+  if (!ready || *ready != kReadyByte) return fail(EPROTO, "target not ready");
+  RPCIE_TRY_ASSIGN(const double seconds, action == Action::raw ? raw_round_run(link, workload, size, iterations, window)
+                                                               : rpcie_round_run(link, workload, size, iterations));
+  auto done = byte_recv(link.control);
+  if (!done || *done != kRoundOk) return fail(EIO, "target reported a failed round");
+  return seconds;
+}
+
+int target_run(Listener& listener, const LinkOptions& options) {
+  auto link = Link::accept(listener, options);
+  if (!link) return die(link.error().describe());
+  Socket& control = (*link)->control;
+  for (;;) {
+    auto command = command_recv(control);
+    if (!command) return die("control: " + command.error().describe());
+    if (command->action == Action::quit) return 0;
+    if (!byte_send(control, kReadyByte)) return die("control send");
+    auto served = round_serve(**link, *command);
+    if (!served) RPCIE_LOG_ERROR("bench", "target round failed: {}", served.error().describe());
+    if (!byte_send(control, served ? kRoundOk : kRoundFailed)) return die("control send");
+  }
+}
+
+Columns transport_columns() { return Columns{.baseline = "raw", .subject = "rpcie", .name_width = 10}; }
+
+int transport_bench(Link& link, const Options& options) {
+  std::vector<Workload> workloads;
+  for (auto kind : {rawbench::Workload::rma_write, rawbench::Workload::rma_read})
+    for (std::size_t size : options.sizes) workloads.push_back(transport_workload(link, kind, size));
+  workloads.push_back(transport_workload(link, rawbench::Workload::round_trip, 8));
+  // A round is 8 slices of each side, about 0.2 s of raw work per side (shorter rounds on a
+  // noisy 2-core VM are mostly noise): at least 16 operations, at most 2,000,000 per side.
+  const DriverOptions driver{.rounds = options.rounds,
+                             .first = Side::baseline,
+                             .sizing = {.slice_seconds = 0.025, .min_operations = 2, .max_operations = 250000},
+                             .columns = transport_columns(),
+                             .text = !options.json(),
+                             .verbose = options.verbose};
+  auto rows = workloads_run(workloads, driver);
+  if (!rows) return die(rows.error().describe());
+  quit_send(link.control);
+  if (options.json()) results_print(link.provider(), options.rounds, *rows, driver.columns);
+  return 0;
+}
+
+}  // namespace rpcie::bench

@@ -1,0 +1,35 @@
+// The transport rows: raw libfabric against the rpcie core (Session, Channel).
+//   rma_write, rma_read  at each size: one-sided transfers into the target's buffer, a window
+//                        of 64 operations in flight                                    (MB/s)
+//   round_trip           an 8 B message and its reply, one at a time (rpcie: ping/pong) (us)
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "driver.hpp"
+#include "link.hpp"
+#include "options.hpp"
+#include "raw_loop.hpp"
+#include "rpcie/bootstrap.hpp"
+#include "rpcie/result.hpp"
+
+namespace rpcie::bench {
+
+// The initiator's side of one round (action raw or rpcie) of `iterations` operations; returns
+// the seconds they took. `window`: raw RMA only (0: the raw loop's default).
+Result<double> round_run(Link& link, Action action, rawbench::Workload workload, std::size_t size,
+                         std::size_t iterations, std::uint16_t window = 0);
+
+// The target's end: accepts one initiator and serves its rounds until it quits; returns the
+// exit status.
+int target_run(Listener& listener, const LinkOptions& options);
+
+// The transport table's columns.
+Columns transport_columns();
+
+// The initiator's end: runs the transport rows, prints them (text or JSON), ends the target;
+// returns the exit status.
+int transport_bench(Link& link, const Options& options);
+
+}  // namespace rpcie::bench
