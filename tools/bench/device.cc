@@ -112,7 +112,7 @@ SliceRun edu_dma_run(client::Attachment& attachment, bool push) {
 }
 
 // The raw loop's `workload` of `size` bytes on the link, as a baseline.
-SliceRun raw_run(Link& link, rawbench::Workload workload, std::size_t size) {
+SliceRun raw_run(Link& link, raw::Workload workload, std::size_t size) {
   return slice_run_timed([&link, workload, size](std::size_t operations) {
     return round_run(link, Action::raw, workload, size, operations);
   });
@@ -123,9 +123,8 @@ SliceRun raw_run(Link& link, rawbench::Workload workload, std::size_t size) {
 SliceRun raw_dma_run(Link& link) {
   return slice_run_timed([&link](std::size_t operations) -> Result<double> {
     RPCIE_TRY_ASSIGN(const double read,
-                     round_run(link, Action::raw, rawbench::Workload::rma_read, kDmaBytes, operations, 1));
-    RPCIE_TRY_ASSIGN(const double round_trip,
-                     round_run(link, Action::raw, rawbench::Workload::round_trip, 8, operations));
+                     round_run(link, Action::raw, raw::Workload::rma_read, kDmaBytes, operations, 1));
+    RPCIE_TRY_ASSIGN(const double round_trip, round_run(link, Action::raw, raw::Workload::round_trip, 8, operations));
     return read + round_trip / 2;
   });
 }
@@ -137,7 +136,7 @@ std::vector<Workload> device_workloads(Link& link, Devices& devices) {
                        .size = 4,
                        .unit = Unit::microseconds,
                        .warmup_operations = 64,
-                       .baseline = raw_run(link, rawbench::Workload::round_trip, 8),
+                       .baseline = raw_run(link, raw::Workload::round_trip, 8),
                        .subject = slice_run_each([&devices]() -> Result<void> {
                          RPCIE_TRY(devices.edu->mmio_read(0, edu::kRegLiveness, 4, call_deadline()));
                          return {};
@@ -147,14 +146,14 @@ std::vector<Workload> device_workloads(Link& link, Devices& devices) {
        .size = kMiB,
        .unit = Unit::megabytes_per_second,
        .warmup_operations = 64,
-       .baseline = raw_run(link, rawbench::Workload::rma_write, kMiB),
+       .baseline = raw_run(link, raw::Workload::rma_write, kMiB),
        .subject = slice_run_each([&membar] { return membar.bar_write_from_window(0, 0, 0, kMiB, call_deadline()); })});
   workloads.push_back(
       {.name = "bar_read",
        .size = kMiB,
        .unit = Unit::megabytes_per_second,
        .warmup_operations = 64,
-       .baseline = raw_run(link, rawbench::Workload::rma_read, kMiB),
+       .baseline = raw_run(link, raw::Workload::rma_read, kMiB),
        .subject = slice_run_each([&membar] { return membar.bar_read_into_window(0, 0, 0, kMiB, call_deadline()); })});
   workloads.push_back({.name = "edu_dma",
                        .size = kDmaBytes,

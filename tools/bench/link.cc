@@ -24,12 +24,12 @@ Result<LocalRegion> memory_open(Link& link) {
 
 // The raw loop, on the raw socket, with the provider the rpcie handshake settled on.
 Result<void> raw_open(Link& link, bool server) {
-  rawbench::RawConfig config;
+  raw::RawConfig config;
   config.prov_name = link.provider();
   // shm must get no node: a node both ends share is a shared region name.
   if (config.prov_name != "shm") config.node = link.raw_socket.local_address();
   std::string why;
-  link.raw = rawbench::RawPeer::open(config, link.raw_socket.fd(), server, &why);
+  link.raw = raw::RawPeer::open(config, link.raw_socket.fd(), server, &why);
   if (!link.raw) return fail(EIO, "raw loop: " + why);
   return {};
 }

@@ -43,7 +43,7 @@ enum class Action : std::uint8_t { raw = 0, rpcie = 1, quit = 2 };
 // One command on the control socket, initiator -> target (both ends are this program).
 struct Command {
   Action action = Action::quit;
-  std::uint8_t workload = 0;  // rawbench::Workload
+  std::uint8_t workload = 0;  // raw::Workload
   std::uint16_t window = 0;   // raw RMA: operations in flight (0: the raw loop's default)
   std::uint8_t pad[4] = {};
   std::uint64_t size = 0;
@@ -60,7 +60,7 @@ inline constexpr char kRoundFailed = 'F';
 struct Link {
   Socket control;
   Socket raw_socket;
-  std::unique_ptr<rawbench::RawPeer> raw;
+  std::unique_ptr<raw::RawPeer> raw;
   std::optional<HostBuffer> memory;  // kMaxSize, offered on the rma session
   std::unique_ptr<Session> rma;
   std::unique_ptr<Session> round_trip;

@@ -12,7 +12,7 @@
 
 #include "raw_peer.hpp"
 
-namespace rawbench {
+namespace rpcie::bench::raw {
 
 bool RawPeer::Impl::post_rx(OpCtx* c, std::string* err) {
   ssize_t ret = fi_recv(ep, rx_slot(c->slot), slot_size, msg_desc, kAnyAddr, c);
@@ -261,4 +261,4 @@ bool RawPeer::serve(Workload w, std::size_t size, std::size_t iterations, std::s
   }
 }
 
-}  // namespace rawbench
+}  // namespace rpcie::bench::raw

@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-namespace rawbench {
+namespace rpcie::bench::raw {
 
 enum class Workload { rma_write, rma_read, round_trip };
 
@@ -62,4 +62,4 @@ class RawPeer {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace rawbench
+}  // namespace rpcie::bench::raw

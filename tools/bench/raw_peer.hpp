@@ -21,7 +21,7 @@
 
 #include "raw_loop.hpp"
 
-namespace rawbench {
+namespace rpcie::bench::raw {
 
 using Clock = std::chrono::steady_clock;
 
@@ -150,4 +150,4 @@ struct RawPeer::Impl {
   }
 };
 
-}  // namespace rawbench
+}  // namespace rpcie::bench::raw

@@ -11,7 +11,7 @@
 
 #include "raw_peer.hpp"
 
-namespace rawbench {
+namespace rpcie::bench::raw {
 namespace {
 
 constexpr std::uint32_t kMagic = 0x52415742;  // "RAWB"
@@ -406,4 +406,4 @@ std::string RawPeer::describe() const {
   return s;
 }
 
-}  // namespace rawbench
+}  // namespace rpcie::bench::raw

@@ -23,13 +23,13 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
-const char* workload_name(rawbench::Workload workload) {
+const char* workload_name(raw::Workload workload) {
   switch (workload) {
-    case rawbench::Workload::rma_write:
+    case raw::Workload::rma_write:
       return "rma_write";
-    case rawbench::Workload::rma_read:
+    case raw::Workload::rma_read:
       return "rma_read";
-    case rawbench::Workload::round_trip:
+    case raw::Workload::round_trip:
       return "round_trip";
   }
   return "?";
@@ -37,7 +37,7 @@ const char* workload_name(rawbench::Workload workload) {
 
 // --- the initiator's side of a round ---
 
-Result<double> raw_round_run(Link& link, rawbench::Workload workload, std::size_t size, std::size_t iterations,
+Result<double> raw_round_run(Link& link, raw::Workload workload, std::size_t size, std::size_t iterations,
                              std::uint16_t window) {
   std::string why;
   const double seconds = link.raw->run(workload, size, iterations, &why, window);
@@ -68,9 +68,9 @@ Result<void> rma_transfer(Session& session, const RemoteRegion& remote, bool wri
   return channel.rma_flush(deadline);
 }
 
-Result<double> rpcie_round_run(Link& link, rawbench::Workload workload, std::size_t size, std::size_t iterations) {
+Result<double> rpcie_round_run(Link& link, raw::Workload workload, std::size_t size, std::size_t iterations) {
   const auto deadline = Deadline::after(60s);
-  if (workload == rawbench::Workload::round_trip) {
+  if (workload == raw::Workload::round_trip) {
     const auto start = Clock::now();
     RPCIE_TRY(pings_exchange(link.round_trip->channel(), iterations, deadline));
     return seconds_since(start);
@@ -78,7 +78,7 @@ Result<double> rpcie_round_run(Link& link, rawbench::Workload workload, std::siz
   RPCIE_TRY_ASSIGN(const RemoteRegion remote, link.rma->peer_region(0));
   const auto start = Clock::now();
   const Result<void> transferred =
-      rma_transfer(*link.rma, remote, workload == rawbench::Workload::rma_write, size, iterations, deadline);
+      rma_transfer(*link.rma, remote, workload == raw::Workload::rma_write, size, iterations, deadline);
   const double seconds = seconds_since(start);
   // The target's progress thread serves the round until this byte, also after a failure.
   RPCIE_TRY(byte_send(link.control, kEndByte));
@@ -100,13 +100,13 @@ Result<void> pongs_send(Channel& channel, std::uint64_t iterations) {
 }
 
 Result<void> round_serve(Link& link, const Command& command) {
-  const auto workload = static_cast<rawbench::Workload>(command.workload);
+  const auto workload = static_cast<raw::Workload>(command.workload);
   if (command.action == Action::raw) {
     std::string why;
     if (!link.raw->serve(workload, command.size, command.iterations, &why)) return fail(EIO, why);
     return {};
   }
-  if (workload == rawbench::Workload::round_trip) return pongs_send(link.round_trip->channel(), command.iterations);
+  if (workload == raw::Workload::round_trip) return pongs_send(link.round_trip->channel(), command.iterations);
   // Only the target of one-sided RMA: a progress thread drives the CQ, as in a device
   // server, while this thread waits for the end of the round.
   ProgressThread progress(link.rma->channel());
@@ -118,16 +118,16 @@ Result<void> round_serve(Link& link, const Command& command) {
 // --- the rows ---
 
 // A first guess for the warm-up; the driver sizes the slices from the raw warm-up's speed.
-std::size_t warmup_operations(rawbench::Workload workload, std::size_t size) {
-  if (workload == rawbench::Workload::round_trip) return 2000;
+std::size_t warmup_operations(raw::Workload workload, std::size_t size) {
+  if (workload == raw::Workload::round_trip) return 2000;
   return std::clamp<std::size_t>((32u << 20) / size, 16, 4000);
 }
 
-Workload transport_workload(Link& link, rawbench::Workload kind, std::size_t size) {
+Workload transport_workload(Link& link, raw::Workload kind, std::size_t size) {
   Workload workload;
   workload.name = workload_name(kind);
   workload.size = size;
-  workload.unit = kind == rawbench::Workload::round_trip ? Unit::microseconds : Unit::megabytes_per_second;
+  workload.unit = kind == raw::Workload::round_trip ? Unit::microseconds : Unit::megabytes_per_second;
   workload.warmup_operations = warmup_operations(kind, size);
   workload.baseline = slice_run_timed(
       [&link, kind, size](std::size_t operations) { return round_run(link, Action::raw, kind, size, operations); });
@@ -138,8 +138,8 @@ Workload transport_workload(Link& link, rawbench::Workload kind, std::size_t siz
 
 }  // namespace
 
-Result<double> round_run(Link& link, Action action, rawbench::Workload workload, std::size_t size,
-                         std::size_t iterations, std::uint16_t window) {
+Result<double> round_run(Link& link, Action action, raw::Workload workload, std::size_t size, std::size_t iterations,
+                         std::uint16_t window) {
   Command command;
   command.action = action;
   command.workload = static_cast<std::uint8_t>(workload);
@@ -175,9 +175,9 @@ Columns transport_columns() { return Columns{.baseline = "raw", .subject = "rpci
 
 int transport_bench(Link& link, const Options& options) {
   std::vector<Workload> workloads;
-  for (auto kind : {rawbench::Workload::rma_write, rawbench::Workload::rma_read})
+  for (auto kind : {raw::Workload::rma_write, raw::Workload::rma_read})
     for (std::size_t size : options.sizes) workloads.push_back(transport_workload(link, kind, size));
-  workloads.push_back(transport_workload(link, rawbench::Workload::round_trip, 8));
+  workloads.push_back(transport_workload(link, raw::Workload::round_trip, 8));
   // A round is 8 slices of each side, about 0.2 s of raw work per side (shorter rounds on a
   // noisy 2-core VM are mostly noise): at least 16 operations, at most 2,000,000 per side.
   const DriverOptions driver{.rounds = options.rounds,

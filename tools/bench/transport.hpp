@@ -18,8 +18,8 @@ namespace rpcie::bench {
 
 // The initiator's side of one round (action raw or rpcie) of `iterations` operations; returns
 // the seconds they took. `window`: raw RMA only (0: the raw loop's default).
-Result<double> round_run(Link& link, Action action, rawbench::Workload workload, std::size_t size,
-                         std::size_t iterations, std::uint16_t window = 0);
+Result<double> round_run(Link& link, Action action, raw::Workload workload, std::size_t size, std::size_t iterations,
+                         std::uint16_t window = 0);
 
 // The target's end: accepts one initiator and serves its rounds until it quits; returns the
 // exit status.

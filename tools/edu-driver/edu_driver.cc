@@ -12,7 +12,7 @@
 #include <cstring>
 #include <thread>
 
-namespace edu_driver {
+namespace rpcie::edu_driver {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -383,4 +383,4 @@ std::string report_json(const Report& report, std::string_view path) {
   return out;
 }
 
-}  // namespace edu_driver
+}  // namespace rpcie::edu_driver

@@ -19,7 +19,7 @@
 
 #include "rpcie/edu_registers.hpp"
 
-namespace edu_driver {
+namespace rpcie::edu_driver {
 
 // edu's identity and BAR0 register map.
 using namespace ::rpcie::edu;
@@ -99,4 +99,4 @@ std::string report_text(const Report& report, std::string_view path);
 std::string report_json(const Report& report, std::string_view path);
 std::string json_escape(std::string_view text);
 
-}  // namespace edu_driver
+}  // namespace rpcie::edu_driver

@@ -27,28 +27,29 @@ void error_print(const std::string& step, const std::string& text) {
 }
 
 int run(const std::string& path, double timeout_s, bool json) {
-  edu_driver::Options options;
+  rpcie::edu_driver::Options options;
   options.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(timeout_s * 1000.0 + 0.5));
   // Different data each run, so a result left by an earlier run cannot pass for this one.
   options.seed = static_cast<std::uint32_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
                  static_cast<std::uint32_t>(::getpid());
 
-  edu_driver::Report report;
-  std::unique_ptr<edu_driver::PosixDevice> device;
-  if (edu_driver::Error error = edu_driver::PosixDevice::open(path, device)) {
-    edu_driver::StepResult open_step;
+  rpcie::edu_driver::Report report;
+  std::unique_ptr<rpcie::edu_driver::PosixDevice> device;
+  if (rpcie::edu_driver::Error error = rpcie::edu_driver::PosixDevice::open(path, device)) {
+    rpcie::edu_driver::StepResult open_step;
     open_step.step = "open";
-    open_step.outcome = edu_driver::Outcome::fail;
+    open_step.outcome = rpcie::edu_driver::Outcome::fail;
     open_step.detail = error.what + ": " + std::strerror(error.code);
     open_step.error = error;
     report.steps.push_back(std::move(open_step));
   } else {
-    report = edu_driver::steps_run(*device, options);
+    report = rpcie::edu_driver::steps_run(*device, options);
   }
 
-  for (const edu_driver::StepResult& step : report.steps)
-    if (step.outcome == edu_driver::Outcome::fail) error_print(step.step, step.detail);
-  const std::string out = json ? edu_driver::report_json(report, path) : edu_driver::report_text(report, path);
+  for (const rpcie::edu_driver::StepResult& step : report.steps)
+    if (step.outcome == rpcie::edu_driver::Outcome::fail) error_print(step.step, step.detail);
+  const std::string out =
+      json ? rpcie::edu_driver::report_json(report, path) : rpcie::edu_driver::report_text(report, path);
   std::fputs(out.c_str(), stdout);
   if (std::fflush(stdout) != 0) {
     error_print("output", std::strerror(errno));

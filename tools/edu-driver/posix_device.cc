@@ -14,7 +14,7 @@
 #include <cstdio>
 #include <cstring>
 
-namespace edu_driver {
+namespace rpcie::edu_driver {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -214,4 +214,4 @@ Error PosixDevice::events_unmask() {
   }
 }
 
-}  // namespace edu_driver
+}  // namespace rpcie::edu_driver

@@ -7,7 +7,7 @@
 
 #include "edu_driver.hpp"
 
-namespace edu_driver {
+namespace rpcie::edu_driver {
 
 class PosixDevice final : public Device {
  public:
@@ -36,4 +36,4 @@ class PosixDevice final : public Device {
   std::size_t dma_size_ = 0;
 };
 
-}  // namespace edu_driver
+}  // namespace rpcie::edu_driver

@@ -8,6 +8,10 @@
 //   {"op":"status"} -> {"attachments":[{...}]}   (fields in docs/rpcie-hostd.md)
 // A failed request is answered {"error":TEXT,"errno":N}. Lines are at most kMaxLine bytes.
 // Thread-safety: the functions here keep no state.
+//
+// Why in core: it is the contract between two programs of different folders, the CLI
+// (tools/) and hostd (frontend/), and dependencies flow only from those folders into core;
+// neither may include the other's headers.
 #pragma once
 
 #include <string>

@@ -20,10 +20,10 @@
 #include "edu_driver.hpp"
 
 using namespace std::chrono_literals;
-using edu_driver::Device;
-using edu_driver::Error;
-using edu_driver::Outcome;
-using edu_driver::Report;
+using rpcie::edu_driver::Device;
+using rpcie::edu_driver::Error;
+using rpcie::edu_driver::Outcome;
+using rpcie::edu_driver::Report;
 
 namespace {
 
@@ -120,15 +120,15 @@ class Wrapper : public Device {
   BackendDevice inner;
 };
 
-const edu_driver::StepResult& step_of(const Report& report, const std::string& name) {
+const rpcie::edu_driver::StepResult& step_of(const Report& report, const std::string& name) {
   for (const auto& step : report.steps)
     if (step.step == name) return step;
   FAIL("no step " << name);
   return report.steps.front();
 }
 
-edu_driver::Options fast_options() {
-  edu_driver::Options options;
+rpcie::edu_driver::Options fast_options() {
+  rpcie::edu_driver::Options options;
   options.timeout = 2000ms;
   options.seed = 0x1234;
   return options;
@@ -138,7 +138,7 @@ edu_driver::Options fast_options() {
 
 TEST_CASE("the driver's steps all pass against the edu backend") {
   BackendDevice device;
-  const Report report = edu_driver::steps_run(device, fast_options());
+  const Report report = rpcie::edu_driver::steps_run(device, fast_options());
   REQUIRE(report.steps.size() == 4);
   for (const auto& step : report.steps) CHECK_MESSAGE(step.outcome == Outcome::pass, step.step << ": " << step.detail);
   CHECK(report.passed());
@@ -147,17 +147,17 @@ TEST_CASE("the driver's steps all pass against the edu backend") {
 }
 
 TEST_CASE("factorial32 wraps at 32 bits as edu does") {
-  CHECK(edu_driver::factorial32(0) == 1);
-  CHECK(edu_driver::factorial32(12) == 479001600u);
-  CHECK(edu_driver::factorial32(13) == 1932053504u);  // 6227020800 mod 2^32
+  CHECK(rpcie::edu_driver::factorial32(0) == 1);
+  CHECK(rpcie::edu_driver::factorial32(12) == 479001600u);
+  CHECK(rpcie::edu_driver::factorial32(13) == 1932053504u);  // 6227020800 mod 2^32
 }
 
 TEST_CASE("the ID register check takes any minor of major 1 and nothing else") {
-  CHECK(edu_driver::id_compatible(0x010000ed));
-  CHECK(edu_driver::id_compatible(0x010300ed));
-  CHECK_FALSE(edu_driver::id_compatible(0x020000ed));
-  CHECK_FALSE(edu_driver::id_compatible(0x010000ee));
-  CHECK_FALSE(edu_driver::id_compatible(0xffffffff));
+  CHECK(rpcie::edu_driver::id_compatible(0x010000ed));
+  CHECK(rpcie::edu_driver::id_compatible(0x010300ed));
+  CHECK_FALSE(rpcie::edu_driver::id_compatible(0x020000ed));
+  CHECK_FALSE(rpcie::edu_driver::id_compatible(0x010000ee));
+  CHECK_FALSE(rpcie::edu_driver::id_compatible(0xffffffff));
 }
 
 TEST_CASE("a device that is not edu fails identify and skips the other steps") {
@@ -170,7 +170,7 @@ TEST_CASE("a device that is not edu fails identify and skips the other steps") {
       return Wrapper::attr_read(name, text);
     }
   } device;
-  const Report report = edu_driver::steps_run(device, fast_options());
+  const Report report = rpcie::edu_driver::steps_run(device, fast_options());
   CHECK_FALSE(report.passed());
   CHECK(step_of(report, "identify").outcome == Outcome::fail);
   CHECK(step_of(report, "identify").detail.find("not an edu device") != std::string::npos);
@@ -180,14 +180,14 @@ TEST_CASE("a device that is not edu fails identify and skips the other steps") {
 TEST_CASE("a wrong ID register value fails identify") {
   struct BadId : Wrapper {
     Error bar_read(std::uint64_t offset, unsigned width, std::uint64_t& value) override {
-      if (offset == edu_driver::kRegId) {
+      if (offset == rpcie::edu_driver::kRegId) {
         value = 0x020000ed;
         return {};
       }
       return Wrapper::bar_read(offset, width, value);
     }
   } device;
-  const Report report = edu_driver::steps_run(device, fast_options());
+  const Report report = rpcie::edu_driver::steps_run(device, fast_options());
   CHECK(step_of(report, "identify").outcome == Outcome::fail);
   CHECK(step_of(report, "identify").detail.find("0x020000ed") != std::string::npos);
 }
@@ -202,7 +202,7 @@ TEST_CASE("an interrupt that never comes fails factorial and dma within the time
   auto options = fast_options();
   options.timeout = 100ms;
   const auto start = std::chrono::steady_clock::now();
-  const Report report = edu_driver::steps_run(device, options);
+  const Report report = rpcie::edu_driver::steps_run(device, options);
   const auto took = std::chrono::steady_clock::now() - start;
   CHECK(step_of(report, "liveness").outcome == Outcome::pass);
   CHECK(step_of(report, "factorial").outcome == Outcome::fail);
@@ -216,11 +216,11 @@ TEST_CASE("an interrupt that never comes fails factorial and dma within the time
 TEST_CASE("a file error names the step's operation and keeps its errno") {
   struct Broken : Wrapper {
     Error bar_read(std::uint64_t offset, unsigned width, std::uint64_t& value) override {
-      if (offset == edu_driver::kRegLiveness) return {EIO, "pread resource0 at 0x4"};
+      if (offset == rpcie::edu_driver::kRegLiveness) return {EIO, "pread resource0 at 0x4"};
       return Wrapper::bar_read(offset, width, value);
     }
   } device;
-  const Report report = edu_driver::steps_run(device, fast_options());
+  const Report report = rpcie::edu_driver::steps_run(device, fast_options());
   const auto& liveness = step_of(report, "liveness");
   CHECK(liveness.outcome == Outcome::fail);
   CHECK(liveness.error.code == EIO);
@@ -238,12 +238,12 @@ TEST_CASE("a byte the DMA got wrong is found and named") {
       if (!error && count == 3) {
         std::span<std::uint8_t> window;
         REQUIRE_FALSE(inner.dma_map(window));
-        window[edu_driver::kDmaDstIova + 100] ^= 0x01;
+        window[rpcie::edu_driver::kDmaDstIova + 100] ^= 0x01;
       }
       return error;
     }
   } device;
-  const Report report = edu_driver::steps_run(device, fast_options());
+  const Report report = rpcie::edu_driver::steps_run(device, fast_options());
   const auto& dma = step_of(report, "dma");
   CHECK(dma.outcome == Outcome::fail);
   CHECK(dma.detail.find("byte 100 ") != std::string::npos);
@@ -257,7 +257,7 @@ TEST_CASE("a DMA window too small for the test fails the dma step only") {
       return {};
     }
   } device;
-  const Report report = edu_driver::steps_run(device, fast_options());
+  const Report report = rpcie::edu_driver::steps_run(device, fast_options());
   CHECK(step_of(report, "factorial").outcome == Outcome::pass);
   CHECK(step_of(report, "dma").outcome == Outcome::fail);
   CHECK(step_of(report, "dma").detail.find("needs") != std::string::npos);
@@ -265,8 +265,8 @@ TEST_CASE("a DMA window too small for the test fails the dma step only") {
 
 TEST_CASE("the JSON report parses and carries every step") {
   BackendDevice device;
-  const Report report = edu_driver::steps_run(device, fast_options());
-  const auto json = nlohmann::json::parse(edu_driver::report_json(report, "/dev/rpcie0 \"quoted\"\n"));
+  const Report report = rpcie::edu_driver::steps_run(device, fast_options());
+  const auto json = nlohmann::json::parse(rpcie::edu_driver::report_json(report, "/dev/rpcie0 \"quoted\"\n"));
   CHECK(json["device"] == "/dev/rpcie0 \"quoted\"\n");
   CHECK(json["passed"] == true);
   REQUIRE(json["steps"].size() == 4);
