@@ -94,7 +94,7 @@ bool provider_available(const ProviderAdapter& adapter) {
   if (hints == nullptr) return false;
   adapter.hints_fill(*hints);
   fi_info* infos = nullptr;
-  const int rc = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &infos);
+  const int rc = fi_getinfo(kFabricApiVersion, nullptr, nullptr, 0, hints, &infos);
   bool usable = false;
   if (rc == 0) {
     for (const fi_info* info = infos; info != nullptr && !usable; info = info->next) {

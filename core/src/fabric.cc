@@ -12,8 +12,6 @@
 namespace rpcie {
 namespace {
 
-constexpr std::uint32_t kFabricApi = FI_VERSION(1, 17);
-
 struct InfoDeleter {
   void operator()(fi_info* i) const { fi_freeinfo(i); }
 };
@@ -36,11 +34,11 @@ Result<InfoPtr> info_choose(const providers::ProviderAdapter& adapter, const Fab
   }
   if (options.source_check) hints->caps |= FI_SOURCE;
   fi_info* raw_list = nullptr;
-  int rc = fi_getinfo(kFabricApi, node, nullptr, flags, hints.get(), &raw_list);
+  int rc = fi_getinfo(providers::kFabricApiVersion, node, nullptr, flags, hints.get(), &raw_list);
   if (rc == -FI_ENODATA && options.source_check) {
     // No FI_SOURCE here: open without it (source_known() false) rather than not at all.
     hints->caps &= ~FI_SOURCE;
-    rc = fi_getinfo(kFabricApi, node, nullptr, flags, hints.get(), &raw_list);
+    rc = fi_getinfo(providers::kFabricApiVersion, node, nullptr, flags, hints.get(), &raw_list);
   }
   if (rc)
     return fail_fabric(rc, "fi_getinfo for provider " + std::string(adapter.fabric_name()) +

@@ -28,9 +28,6 @@ namespace {
 
 namespace prov = rpcie::providers;
 
-// The API version rpcie's core asks for (core/src/fabric.cc): newer fields stay invisible.
-constexpr std::uint32_t kFabricApi = FI_VERSION(1, 17);
-
 struct Row {
   std::string provider;   // rpcie's name for it ("tcp"), or libfabric's when rpcie has none
   std::string libfabric;  // prov_name as libfabric reports it ("tcp;ofi_rxm")
@@ -116,7 +113,7 @@ Row row_make(const fi_info& info) {
 // fi_getinfo; FI_ENODATA (nothing matches) is an empty list, not an error.
 int infos_get(fi_info* hints, InfoPtr& infos) {
   fi_info* raw = nullptr;
-  const int rc = fi_getinfo(kFabricApi, nullptr, nullptr, 0, hints, &raw);
+  const int rc = fi_getinfo(prov::kFabricApiVersion, nullptr, nullptr, 0, hints, &raw);
   infos.reset(raw);
   return rc == -FI_ENODATA ? 0 : rc;
 }

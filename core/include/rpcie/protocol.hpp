@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "rpcie/pci.hpp"
+#include "rpcie/protocol_layout.hpp"
 #include "rpcie/result.hpp"
 
 namespace rpcie::proto {
@@ -56,6 +57,8 @@ inline constexpr std::uint32_t kRegionBounce = 16;  // exporter: bounce buffer o
 // exporter: mirror of the window (remote write with kAttachWindowPush)
 inline constexpr std::uint32_t kRegionMirror = 18;
 
+// Type numbers on the wire. Each message below names its own (kType); a number that no
+// message of the Message variant names is unknown to the decoder.
 enum class MsgType : std::uint8_t {
   hello = 1,
   hello_ack = 2,
@@ -100,97 +103,224 @@ struct Header {
   std::uint64_t request_id = 0;
 };
 
+// --- The messages -------------------------------------------------------------------------
+// One declaration each (protocol_layout.hpp says how): type number, name, fields in wire
+// order, and the rules that span fields. The codec derives everything else from these and
+// from the Message variant: it has no per-message code.
+
 // A memory region one side offers to the other for one-sided RMA.
 struct RegionDescriptor {
   std::uint32_t id = 0;
   std::uint64_t address = 0;  // what the peer passes as fi_write/fi_read addr for offset 0
   std::uint64_t length = 0;
   std::uint64_t key = 0;
+  static void fields(auto& m, auto&& f) {
+    f("id", m.id);
+    f("address", m.address);
+    f("length", m.length);
+    f("key", m.key);
+  }
 };
 
 // Bootstrap: the client's introduction (hello) and the server's answer (hello_ack).
 struct Hello {
+  static constexpr MsgType kType = MsgType::hello;
+  static constexpr const char* kName = "hello";
   std::string_view provider;  // fabric_name of the adapter in use
   std::string_view host;      // sender's host name (same-host detection)
   std::span<const std::uint8_t> fabric_address;
   std::vector<RegionDescriptor> regions;  // at most kMaxRegions
-  std::span<const std::uint8_t> nonce;    // sender's challenge for mutual authentication
-                                          // (at most kMaxNonce; ignored by peers without it)
+  // Reserved (docs/protocol.md 11.3): rpcie sends it empty and never reads it; peers accept
+  // and ignore up to kMaxNonce bytes. Authentication uses the auth_* messages.
+  std::span<const std::uint8_t> nonce;
+  static void fields(auto& m, auto&& f) {
+    f("provider", m.provider, wire::Len<std::uint8_t, 1, kMaxProviderName>{});
+    f("host", m.host, wire::Len<std::uint8_t, 0, kMaxHostName>{});
+    f("fabric_address", m.fabric_address, wire::Len<std::uint16_t, 1, kMaxFabricAddress>{});
+    f("regions", m.regions, wire::Len<std::uint8_t, 0, kMaxRegions>{});
+    f("nonce", m.nonce, wire::Len<std::uint8_t, 0, kMaxNonce>{});
+  }
 };
-struct HelloAck : Hello {};
+struct HelloAck : Hello {
+  static constexpr MsgType kType = MsgType::hello_ack;
+  static constexpr const char* kName = "hello_ack";
+};
 
 struct ErrorMsg {
+  static constexpr MsgType kType = MsgType::error;
+  static constexpr const char* kName = "error";
   std::int32_t code = 0;  // positive errno value
   std::string_view text;  // at most kMaxErrorText bytes
+  static void fields(auto& m, auto&& f) {
+    f("code", m.code, wire::Range<1, INT32_MAX>{});
+    f("text", m.text, wire::Len<std::uint16_t, 0, kMaxErrorText>{});
+  }
 };
 
 struct Ping {
+  static constexpr MsgType kType = MsgType::ping;
+  static constexpr const char* kName = "ping";
   std::span<const std::uint8_t> data;  // opaque, echoed by Pong
+  static void fields(auto& m, auto&& f) { f("data", m.data, wire::Rest<kMaxPayload>{}); }
 };
-struct Pong : Ping {};
+struct Pong : Ping {
+  static constexpr MsgType kType = MsgType::pong;
+  static constexpr const char* kName = "pong";
+};
 
 struct Heartbeat {
+  static constexpr MsgType kType = MsgType::heartbeat;
+  static constexpr const char* kName = "heartbeat";
   std::uint64_t sequence = 0;
+  static void fields(auto& m, auto&& f) { f("sequence", m.sequence); }
 };
-struct Goodbye {};
+struct Goodbye {
+  static constexpr MsgType kType = MsgType::goodbye;
+  static constexpr const char* kName = "goodbye";
+  static void fields(auto&, auto&&) {}  // no payload
+};
 
 struct ConfigRead {
+  static constexpr MsgType kType = MsgType::config_read;
+  static constexpr const char* kName = "config_read";
   std::uint16_t offset = 0;  // aligned to width, offset + width <= pci::kConfigSpaceSize
   std::uint8_t width = 4;    // 1, 2, 4
+  static void fields(auto& m, auto&& f) {
+    f("offset", m.offset);
+    f("width", m.width);
+  }
+  static constexpr bool valid(const ConfigRead& m) noexcept {
+    return pci::access_valid(m.offset, m.width, pci::kConfigSpaceSize, pci::kConfigWidthMax);
+  }
 };
 struct ConfigWrite {
+  static constexpr MsgType kType = MsgType::config_write;
+  static constexpr const char* kName = "config_write";
   std::uint16_t offset = 0;
   std::uint8_t width = 4;
   std::uint32_t value = 0;  // must fit in width
+  static void fields(auto& m, auto&& f) {
+    f("offset", m.offset);
+    f("width", m.width);
+    f("value", m.value);
+  }
+  static constexpr bool valid(const ConfigWrite& m) noexcept {
+    return pci::access_valid(m.offset, m.width, pci::kConfigSpaceSize, pci::kConfigWidthMax) &&
+           wire::value_fits(m.value, m.width);
+  }
 };
+// The BAR's size is the exporter's to check: the codec checks the BAR number, the width and
+// the alignment.
 struct MmioRead {
+  static constexpr MsgType kType = MsgType::mmio_read;
+  static constexpr const char* kName = "mmio_read";
   std::uint8_t bar = 0;      // 0..5
   std::uint8_t width = 4;    // 1, 2, 4, 8
   std::uint64_t offset = 0;  // aligned to width
+  static void fields(auto& m, auto&& f) {
+    f("bar", m.bar, wire::Range<0, pci::kBarMax>{});
+    f("width", m.width);
+    f("offset", m.offset);
+  }
+  static constexpr bool valid(const MmioRead& m) noexcept { return pci::access_aligned(m.offset, m.width); }
 };
 struct MmioWrite {
+  static constexpr MsgType kType = MsgType::mmio_write;
+  static constexpr const char* kName = "mmio_write";
   std::uint8_t bar = 0;
   std::uint8_t width = 4;
   std::uint64_t offset = 0;
   std::uint64_t value = 0;  // must fit in width
+  static void fields(auto& m, auto&& f) {
+    f("bar", m.bar, wire::Range<0, pci::kBarMax>{});
+    f("width", m.width);
+    f("offset", m.offset);
+    f("value", m.value);
+  }
+  static constexpr bool valid(const MmioWrite& m) noexcept {
+    return pci::access_aligned(m.offset, m.width) && wire::value_fits(m.value, m.width);
+  }
 };
 struct ReadReply {
+  static constexpr MsgType kType = MsgType::read_reply;
+  static constexpr const char* kName = "read_reply";
   std::int32_t status = 0;  // 0 or a positive errno value
   std::uint64_t value = 0;
+  static void fields(auto& m, auto&& f) {
+    f("status", m.status, wire::Range<0, INT32_MAX>{});
+    f("value", m.value);
+  }
 };
 struct WriteAck {
+  static constexpr MsgType kType = MsgType::write_ack;
+  static constexpr const char* kName = "write_ack";
   std::int32_t status = 0;
+  static void fields(auto& m, auto&& f) { f("status", m.status, wire::Range<0, INT32_MAX>{}); }
 };
 struct Interrupt {
+  static constexpr MsgType kType = MsgType::interrupt;
+  static constexpr const char* kName = "interrupt";
   std::uint16_t vector = 0;  // < kMaxVector
   std::uint64_t count = 0;   // total interrupts raised on this vector since attach
+  static void fields(auto& m, auto&& f) {
+    f("vector", m.vector, wire::Range<0, kMaxVector - 1>{});
+    f("count", m.count);
+  }
 };
 // "Bytes [offset, offset+length) of region `region` were written by one-sided RMA and are
 // complete at the target". checksum: FNV-1a 64 of those bytes, 0 when not computed.
+// Only rpcie-selftest sends and answers it (docs/protocol.md 4.23); the exporter refuses it.
 struct RmaNotify {
+  static constexpr MsgType kType = MsgType::rma_notify;
+  static constexpr const char* kName = "rma_notify";
   std::uint32_t region = 0;
   std::uint64_t offset = 0;
   std::uint64_t length = 0;
   std::uint64_t checksum = 0;
+  static void fields(auto& m, auto&& f) {
+    f("region", m.region);
+    f("offset", m.offset);
+    f("length", m.length);
+    f("checksum", m.checksum);
+  }
 };
 
 // --- Authentication (bootstrap; docs/auth.md) ---
 // Client -> server: who I am and my challenge.
 struct AuthHello {
+  static constexpr MsgType kType = MsgType::auth_hello;
+  static constexpr const char* kName = "auth_hello";
   std::string_view client;              // 1..kMaxNameText bytes
   std::span<const std::uint8_t> nonce;  // exactly kAuthBytes
+  static void fields(auto& m, auto&& f) {
+    f("client", m.client, wire::Len<std::uint8_t, 1, kMaxNameText>{});
+    f("nonce", m.nonce, wire::Fixed<kAuthBytes>{});
+  }
 };
 // Server -> client: the server's challenge and its proof of the key for that client.
 struct AuthChallenge {
+  static constexpr MsgType kType = MsgType::auth_challenge;
+  static constexpr const char* kName = "auth_challenge";
   std::span<const std::uint8_t> nonce;  // exactly kAuthBytes
   std::span<const std::uint8_t> proof;  // exactly kAuthBytes
+  static void fields(auto& m, auto&& f) {
+    f("nonce", m.nonce, wire::Fixed<kAuthBytes>{});
+    f("proof", m.proof, wire::Fixed<kAuthBytes>{});
+  }
 };
 // Client -> server: the client's proof.
 struct AuthProof {
+  static constexpr MsgType kType = MsgType::auth_proof;
+  static constexpr const char* kName = "auth_proof";
   std::span<const std::uint8_t> proof;  // exactly kAuthBytes
+  static void fields(auto& m, auto&& f) { f("proof", m.proof, wire::Fixed<kAuthBytes>{}); }
 };
 // Server -> client: accepted; every later frame in both directions carries a MAC.
-struct AuthOk {};
+struct AuthOk {
+  static constexpr MsgType kType = MsgType::auth_ok;
+  static constexpr const char* kName = "auth_ok";
+  static void fields(auto&, auto&&) {}  // no payload
+};
 
 // --- Exports (bootstrap) ---
 using BarKind = pci::BarKind;
@@ -202,7 +332,13 @@ struct BarInfo {
   std::uint8_t bar = 0;  // 0..pci::kBarMax
   BarKind kind = BarKind::registers;
   std::uint8_t flags = 0;
-  std::uint64_t size = 0;
+  std::uint64_t size = 0;  // > 0
+  static void fields(auto& m, auto&& f) {
+    f("bar", m.bar, wire::Range<0, pci::kBarMax>{});
+    f("kind", m.kind, wire::OneOf<BarKind::registers, BarKind::memory, BarKind::io>{});
+    f("flags", m.flags, wire::Flags<kBarFlagsKnown>{});
+    f("size", m.size, wire::Range<1, UINT64_MAX>{});
+  }
 };
 enum class ExportState : std::uint8_t { free = 0, attached = 1 };
 inline constexpr std::uint8_t kExportShared = 1;  // several clients may attach
@@ -222,10 +358,40 @@ struct ExportEntry {
   std::uint8_t flags = 0;
   std::uint16_t vectors = 0;  // <= kMaxVector
   std::vector<BarInfo> bars;  // <= pci::kBarCount, distinct BAR numbers
+  static void fields(auto& m, auto&& f) {
+    f("name", m.name, wire::Len<std::uint8_t, 1, kMaxNameText>{});
+    f("backend", m.backend, wire::Len<std::uint8_t, 1, kMaxBackendName>{});
+    f("holder", m.holder, wire::Len<std::uint8_t, 0, kMaxNameText>{});
+    f("vendor", m.vendor);
+    f("device", m.device);
+    f("class_code", m.class_code, wire::Range<0, 0xffffff>{});
+    f("subsystem_vendor", m.subsystem_vendor);
+    f("subsystem_device", m.subsystem_device);
+    f("revision", m.revision);
+    f("state", m.state, wire::OneOf<ExportState::free, ExportState::attached>{});
+    f("flags", m.flags, wire::Flags<kExportFlagsKnown>{});
+    f("vectors", m.vectors, wire::Range<0, kMaxVector>{});
+    f("bars", m.bars, wire::Len<std::uint8_t, 0, pci::kBarCount>{});
+  }
+  static bool valid(const ExportEntry& e) noexcept {
+    unsigned seen = 0;
+    for (const auto& b : e.bars) {
+      if (b.bar > pci::kBarMax || (seen & (1u << b.bar)) != 0) return false;
+      seen |= 1u << b.bar;
+    }
+    return true;
+  }
 };
-struct ListRequest {};
+struct ListRequest {
+  static constexpr MsgType kType = MsgType::list_request;
+  static constexpr const char* kName = "list_request";
+  static void fields(auto&, auto&&) {}  // no payload
+};
 struct ListReply {
+  static constexpr MsgType kType = MsgType::list_reply;
+  static constexpr const char* kName = "list_reply";
   std::vector<ExportEntry> exports;  // <= kMaxExports
+  static void fields(auto& m, auto&& f) { f("exports", m.exports, wire::Len<std::uint16_t, 0, kMaxExports>{}); }
 };
 // Client -> server: attach this export; my DMA window is this large (0: no window). The
 // Session hello / hello_ack exchange follows on the same connection when it is accepted.
@@ -235,14 +401,28 @@ struct ListReply {
 inline constexpr std::uint8_t kAttachWindowPush = 1;
 inline constexpr std::uint8_t kAttachFlagsKnown = 1;
 struct AttachRequest {
+  static constexpr MsgType kType = MsgType::attach_request;
+  static constexpr const char* kName = "attach_request";
   std::string_view export_name;
   std::uint64_t window_size = 0;
   std::uint8_t flags = 0;
+  static void fields(auto& m, auto&& f) {
+    f("export_name", m.export_name, wire::Len<std::uint8_t, 1, kMaxNameText>{});
+    f("window_size", m.window_size);
+    f("flags", m.flags, wire::Flags<kAttachFlagsKnown>{});
+  }
 };
 struct AttachReply {
+  static constexpr MsgType kType = MsgType::attach_reply;
+  static constexpr const char* kName = "attach_reply";
   ExportEntry info;
   std::uint32_t lease_ms = 0;  // heartbeat at least every lease_ms / 3
   std::uint64_t attachment_id = 0;
+  static void fields(auto& m, auto&& f) {
+    f("info", m.info);
+    f("lease_ms", m.lease_ms);
+    f("attachment_id", m.attachment_id);
+  }
 };
 
 // --- Memory BARs through the device server's bounce buffer (data path) ---
@@ -250,18 +430,35 @@ struct AttachReply {
 // bar_fetch: BAR bytes [offset, +length) go to the bounce buffer at bounce_offset.
 // Both are answered with write_ack once done.
 struct BarCommit {
+  static constexpr MsgType kType = MsgType::bar_commit;
+  static constexpr const char* kName = "bar_commit";
   std::uint8_t bar = 0;
   std::uint64_t offset = 0;
-  std::uint64_t length = 0;
+  std::uint64_t length = 0;  // > 0; neither range wraps
   std::uint64_t bounce_offset = 0;
+  static void fields(auto& m, auto&& f) {
+    f("bar", m.bar, wire::Range<0, pci::kBarMax>{});
+    f("offset", m.offset);
+    f("length", m.length, wire::Range<1, UINT64_MAX>{});
+    f("bounce_offset", m.bounce_offset);
+  }
+  static constexpr bool valid(const BarCommit& c) noexcept {
+    return wire::range_fits(c.offset, c.length) && wire::range_fits(c.bounce_offset, c.length);
+  }
 };
-struct BarFetch : BarCommit {};
+struct BarFetch : BarCommit {
+  static constexpr MsgType kType = MsgType::bar_fetch;
+  static constexpr const char* kName = "bar_fetch";
+};
 
 // Posted MMIO writes, performed in order (the client coalesces writes that follow each other
 // closely into one message: pipelining without a message per write). 1..kMaxBatch entries,
 // each valid as an MmioWrite.
 struct MmioWriteBatch {
+  static constexpr MsgType kType = MsgType::mmio_write_batch;
+  static constexpr const char* kName = "mmio_write_batch";
   std::vector<MmioWrite> writes;
+  static void fields(auto& m, auto&& f) { f("writes", m.writes, wire::Len<std::uint16_t, 1, kMaxBatch>{}); }
 };
 
 // Streaming DMA in mirror mode (client.hpp, Attachment::window_push): 1..kMaxPushBytes bytes
@@ -270,21 +467,36 @@ struct MmioWriteBatch {
 // the device read them: one message where a one-sided write and a send would be two).
 // Answered only when it fails, like posted writes.
 struct WindowPush {
+  static constexpr MsgType kType = MsgType::window_push;
+  static constexpr const char* kName = "window_push";
   std::uint64_t window_offset = 0;
   std::span<const std::uint8_t> data;
   std::vector<MmioWrite> writes;
+  static void fields(auto& m, auto&& f) {
+    f("window_offset", m.window_offset);
+    f("data", m.data, wire::Len<std::uint32_t, 1, kMaxPushBytes>{});
+    f("writes", m.writes, wire::Len<std::uint16_t, 0, kMaxBatch>{});
+  }
+  static constexpr bool valid(const WindowPush& p) noexcept { return wire::range_fits(p.window_offset, p.data.size()); }
 };
 
+// Every message, in no particular order: the codec derives its type table (number -> name,
+// decoder) and message_type() from this list.
 using Message =
     std::variant<Hello, HelloAck, ErrorMsg, Ping, Pong, Heartbeat, Goodbye, ConfigRead, ConfigWrite, MmioRead,
                  MmioWrite, ReadReply, WriteAck, Interrupt, RmaNotify, AuthHello, AuthChallenge, AuthProof, AuthOk,
                  ListRequest, ListReply, AttachRequest, AttachReply, BarCommit, BarFetch, MmioWriteBatch, WindowPush>;
+
+// A type number or a name given twice would make the table ambiguous.
+static_assert(wire::kMessagesUnique<Message>, "two messages share a type number or a name");
 
 struct Decoded {
   Header header;
   Message message;
 };
 
+// The type number of `m` (its kType), and the name of a type number (the message's kName;
+// "unknown" for a number no message has).
 MsgType message_type(const Message& m) noexcept;
 const char* msg_type_name(MsgType t) noexcept;
 

@@ -1,6 +1,7 @@
 // The wire codec: every message type round-trips, every malformed input is rejected with
 // the documented error code (and never crashes), the encoder refuses what the decoder
 // would reject, and FrameReader reassembles length-prefixed frames from a byte stream.
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <cstddef>
@@ -10,6 +11,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -1176,4 +1178,180 @@ TEST_CASE("the worked examples 13.6 and 13.11 of docs/protocol.md are what the e
   auto p = proto::message_encode(proto::WindowPush{0x2000, data, {{0, 8, 0x98, 5}}}, 6 | (std::uint64_t{1} << 63));
   REQUIRE(p);
   CHECK(*p == push);
+}
+
+// --- The message table ------------------------------------------------------------------
+// Each message declares its type number and name once (protocol.hpp); the codec derives
+// its table from the Message variant. These tests hold the table to the declarations.
+
+namespace {
+
+template <class T>
+struct Tag {
+  using type = T;
+};
+template <class F, std::size_t... I>
+void messages_each(F&& f, std::index_sequence<I...>) {
+  (f(Tag<std::variant_alternative_t<I, Message>>{}), ...);
+}
+// Calls f(Tag<T>) for every message type T of the variant.
+template <class F>
+void messages_each(F&& f) {
+  messages_each(f, std::make_index_sequence<std::variant_size_v<Message>>{});
+}
+
+// A message that claims bar_commit's number, and one that claims heartbeat's name.
+struct NumberTwin {
+  static constexpr MsgType kType = MsgType::bar_commit;
+  static constexpr const char* kName = "number_twin";
+};
+struct NameTwin {
+  static constexpr MsgType kType = static_cast<MsgType>(99);
+  static constexpr const char* kName = "heartbeat";
+};
+
+}  // namespace
+
+static_assert(proto::wire::kMessagesUnique<Message>);
+static_assert(!proto::wire::kMessagesUnique<std::variant<proto::Heartbeat, proto::BarCommit, NumberTwin>>,
+              "a type number given twice is caught");
+static_assert(!proto::wire::kMessagesUnique<std::variant<NameTwin, proto::Heartbeat>>, "a name given twice is caught");
+static_assert(proto::wire::kMessagesUnique<std::variant<NameTwin, NumberTwin>>);
+
+TEST_CASE("the type table is the variant's: every message's own kType and kName, and no other number") {
+  std::array<int, 256> claimed{};
+  messages_each([&](auto tag) {
+    using T = typename decltype(tag)::type;
+    CAPTURE(T::kName);
+    ++claimed[static_cast<std::uint8_t>(T::kType)];
+    CHECK(proto::message_type(Message(std::in_place_type<T>)) == T::kType);
+    CHECK(std::string_view(proto::msg_type_name(T::kType)) == T::kName);
+  });
+  std::size_t known = 0;
+  for (unsigned n = 0; n < 256; ++n) {
+    CAPTURE(n);
+    CHECK(claimed[n] <= 1);
+    const bool named = std::string_view(proto::msg_type_name(static_cast<MsgType>(n))) != "unknown";
+    CHECK(named == (claimed[n] == 1));
+    // A known type with an empty payload is decoded (or refused) by its own rules, never as
+    // an unknown type.
+    auto d = proto::message_decode(raw(static_cast<std::uint8_t>(n), Bytes{}));
+    const bool unknown = !d && d.error().message.find("unknown message type") != std::string::npos;
+    CHECK(unknown == (claimed[n] == 0));
+    known += claimed[n];
+  }
+  CHECK(known == std::variant_size_v<Message>);
+}
+
+TEST_CASE("a message decodes as the alternative that declares its type number, for every message") {
+  // An empty payload is valid for the messages without fields; the others, minimally filled.
+  const Bytes auth(proto::kAuthBytes, 3);
+  const Bytes address{9};
+  const std::uint8_t data[] = {1};
+  proto::Hello hello{"p", "", address, {}, {}};
+  proto::HelloAck ack;
+  static_cast<proto::Hello&>(ack) = hello;
+  const Message samples[] = {hello,
+                             ack,
+                             proto::ErrorMsg{EIO, ""},
+                             proto::Ping{},
+                             proto::Pong{},
+                             proto::Heartbeat{},
+                             proto::Goodbye{},
+                             proto::ConfigRead{},
+                             proto::ConfigWrite{},
+                             proto::MmioRead{},
+                             proto::MmioWrite{},
+                             proto::ReadReply{},
+                             proto::WriteAck{},
+                             proto::Interrupt{},
+                             proto::RmaNotify{},
+                             proto::AuthHello{"c", auth},
+                             proto::AuthChallenge{auth, auth},
+                             proto::AuthProof{auth},
+                             proto::AuthOk{},
+                             proto::ListRequest{},
+                             proto::ListReply{},
+                             proto::AttachRequest{"e", 0, 0},
+                             proto::AttachReply{entry_sample("e"), 0, 0},
+                             proto::BarCommit{0, 0, 1, 0},
+                             proto::BarFetch{{0, 0, 1, 0}},
+                             proto::MmioWriteBatch{{proto::MmioWrite{}}},
+                             proto::WindowPush{0, data, {}}};
+  std::array<bool, std::variant_size_v<Message>> seen{};
+  for (const Message& m : samples) {
+    CAPTURE(proto::msg_type_name(proto::message_type(m)));
+    seen[m.index()] = true;
+    Bytes storage;
+    round_trip(m, 5, storage);  // checks the header's type and the decoded alternative
+    CHECK(storage[5] == static_cast<std::uint8_t>(proto::message_type(m)));
+  }
+  for (std::size_t i = 0; i < seen.size(); ++i) {
+    CAPTURE(i);
+    CHECK(seen[i]);
+  }
+}
+
+TEST_CASE("payload sizes, smallest and largest, are those of the type table in docs/protocol.md section 4") {
+  // Each sample is valid: the encoder takes it.
+  auto payload = [](const Message& m) {
+    CHECK(encode_error(m) == 0);
+    return proto::message_encoded_size(m) - proto::kHeaderSize;
+  };
+  const Bytes auth(proto::kAuthBytes, 1);
+  CHECK(payload(proto::Heartbeat{}) == 8);
+  CHECK(payload(proto::Goodbye{}) == 0);
+  CHECK(payload(proto::AuthOk{}) == 0);
+  CHECK(payload(proto::ListRequest{}) == 0);
+  CHECK(payload(proto::ConfigRead{}) == 3);
+  CHECK(payload(proto::ConfigWrite{}) == 7);
+  CHECK(payload(proto::MmioRead{}) == 10);
+  CHECK(payload(proto::MmioWrite{}) == 18);
+  CHECK(payload(proto::ReadReply{}) == 12);
+  CHECK(payload(proto::WriteAck{}) == 4);
+  CHECK(payload(proto::BarCommit{0, 0, 1, 0}) == 25);
+  CHECK(payload(proto::BarFetch{{0, 0, 1, 0}}) == 25);
+  CHECK(payload(proto::Interrupt{}) == 10);
+  CHECK(payload(proto::RmaNotify{}) == 28);
+  CHECK(payload(proto::AuthChallenge{auth, auth}) == 64);
+  CHECK(payload(proto::AuthProof{auth}) == 32);
+
+  const std::string s255(255, 'h'), s64(64, 'n'), s32(32, 'b'), s1024(proto::kMaxErrorText, 'e');
+  const Bytes address_min{1}, address_max(proto::kMaxFabricAddress, 2), nonce_max(proto::kMaxNonce, 3);
+  proto::Hello hello_min{"p", "", address_min, {}, {}};
+  proto::Hello hello_max{s64, s255, address_max, std::vector<proto::RegionDescriptor>(proto::kMaxRegions), nonce_max};
+  CHECK(payload(hello_min) == 8);
+  CHECK(payload(hello_max) == 1093);
+  CHECK(payload(proto::ErrorMsg{EIO, ""}) == 6);
+  CHECK(payload(proto::ErrorMsg{EIO, s1024}) == 1030);
+  const Bytes ping_max(proto::kMaxPayload, 4);
+  CHECK(payload(proto::Ping{}) == 0);
+  CHECK(payload(proto::Pong{{ping_max}}) == 65536);
+  CHECK(payload(proto::AuthHello{"a", auth}) == 34);
+  CHECK(payload(proto::AuthHello{s64, auth}) == 97);
+  CHECK(payload(proto::AttachRequest{"e", 0, 0}) == 11);
+  CHECK(payload(proto::AttachRequest{s64, 0, proto::kAttachWindowPush}) == 74);
+
+  proto::ExportEntry entry_min;
+  entry_min.name = "e";
+  entry_min.backend = "b";
+  proto::ExportEntry entry_max = entry_min;
+  entry_max.name = s64;
+  entry_max.backend = s32;
+  entry_max.holder = s64;
+  for (std::uint8_t b = 0; b < rpcie::pci::kBarCount; ++b)
+    entry_max.bars.push_back({b, proto::BarKind::memory, proto::kBarFlagsKnown, 1});
+  CHECK(payload(proto::AttachReply{entry_min, 0, 0}) == 35);
+  CHECK(payload(proto::AttachReply{entry_max, 0, 0}) == 259);
+  CHECK(payload(proto::ListReply{}) == 2);
+  CHECK(payload(proto::ListReply{std::vector<proto::ExportEntry>(proto::kMaxExports, entry_max)}) == 31618);
+
+  proto::MmioWriteBatch batch_max;
+  batch_max.writes.assign(proto::kMaxBatch, proto::MmioWrite{});
+  CHECK(payload(proto::MmioWriteBatch{{proto::MmioWrite{}}}) == 20);
+  CHECK(payload(batch_max) == 4610);
+  const std::uint8_t one[] = {1};
+  const Bytes push_max(proto::kMaxPushBytes, 5);
+  CHECK(payload(proto::WindowPush{0, one, {}}) == 15);
+  CHECK(payload(proto::WindowPush{0, push_max, batch_max.writes}) == 37390);
 }

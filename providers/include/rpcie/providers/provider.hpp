@@ -25,6 +25,11 @@
 
 namespace rpcie::providers {
 
+// The libfabric API version every rpcie fi_getinfo asks for (core's fabric, the provider
+// registry, the tools): fields newer than 1.17 stay invisible, so rpcie sees the same
+// structures whichever libfabric is installed.
+inline constexpr std::uint32_t kFabricApiVersion = FI_VERSION(1, 17);
+
 // Native one-sided RMA as opposed to emulation (by libfabric, e.g. EFA's emulated read,
 // or by rpcie over messages).
 struct RmaSupport {
