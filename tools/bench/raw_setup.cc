@@ -10,6 +10,7 @@
 #include <random>
 
 #include "raw_peer.hpp"
+#include "rpcie/providers/provider.hpp"
 
 namespace rpcie::bench::raw {
 namespace {
@@ -160,8 +161,7 @@ bool RawPeer::Impl::fabric_open(std::string* err) {
   if (!cfg.prov_name.empty()) hints->fabric_attr->prov_name = ::strdup(cfg.prov_name.c_str());
   const char* node = cfg.node.empty() ? nullptr : cfg.node.c_str();
   const std::uint64_t flags = node ? FI_SOURCE : 0;
-  // TODO(lead): kFabricApiVersion
-  int ret = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), node, nullptr, flags, hints, &info);
+  int ret = fi_getinfo(rpcie::providers::kFabricApiVersion, node, nullptr, flags, hints, &info);
   fi_freeinfo(hints);  // also frees the strdup'ed prov_name
   if (ret) {
     info = nullptr;
