@@ -186,23 +186,13 @@ FabricCommand& fabric_add(CLI::App& parent, std::string& output) {
 
 namespace {
 
-int fabric_list(const FabricCommand& command, bool json) {
-  const prov::ProviderAdapter* only = nullptr;
-  if (!command.provider.empty()) {
-    std::string why;
-    auto choice = prov::provider_parse(command.provider, &why);
-    if (!choice) return error_exit(why, 2);
-    if (!choice->automatic) only = &prov::provider_get(choice->kind);
-  }
-
-  std::vector<Row> rows;
-  std::set<RowKey> seen;
-
-  // Pass 1: what rpcie would open, provider by provider, in `auto` preference order.
+// Pass 1: what rpcie would open, provider by provider, in `auto` preference order. False
+// when fi_allocinfo fails.
+bool rows_of_adapters(const prov::ProviderAdapter* only, std::vector<Row>& rows, std::set<RowKey>& seen) {
   for (const prov::ProviderAdapter* adapter : prov::provider_registry()) {
     if (only != nullptr && adapter != only) continue;
     InfoPtr hints(fi_allocinfo());
-    if (!hints) return error_exit("fi_allocinfo: out of memory", 1);
+    if (!hints) return false;
     adapter->hints_fill(*hints);
     InfoPtr infos;
     if (const int rc = infos_get(hints.get(), infos); rc != 0) {
@@ -225,36 +215,52 @@ int fabric_list(const FabricCommand& command, bool json) {
       rows_add(rows, seen, std::move(row));
     }
   }
+  return true;
+}
 
-  // Pass 2 (--all): every other RDM provider, with hints that accept any mode (as fi_info does), so
-  // that an operator sees e.g. udp;ofi_rxd and learns why rpcie passes it by.
-  if (command.all && only == nullptr) {
-    InfoPtr hints(fi_allocinfo());
-    if (!hints) return error_exit("fi_allocinfo: out of memory", 1);
-    hints->mode = ~0ULL;
-    hints->ep_attr->type = FI_EP_RDM;
-    hints->domain_attr->mode = ~0ULL;
-    hints->domain_attr->mr_mode = ~(FI_MR_BASIC | FI_MR_SCALABLE);
-    InfoPtr infos;
-    if (const int rc = infos_get(hints.get(), infos); rc != 0)
-      return error_exit(std::string("fi_getinfo (FI_EP_RDM): ") + fi_strerror(-rc), 1);
-    for (const fi_info* info = infos.get(); info != nullptr; info = info->next) {
-      Row row = row_make(*info);
-      const prov::ProviderAdapter* adapter = adapter_of(row.libfabric);
-      row.provider = adapter != nullptr ? std::string(adapter->name()) : row.libfabric;
-      if (adapter != nullptr)
-        row.note = "does not grant what rpcie asks for (caps, ordering or mr_mode)";
-      else if (row.libfabric == "tcp" || row.libfabric == "verbs")
-        row.note = "rpcie uses it through ofi_rxm";
-      else
-        row.note = "rpcie has no adapter for it";
-      rows_add(rows, seen, std::move(row));
-    }
+// Pass 2 (--all): every other RDM provider, with hints that accept any mode (as fi_info does), so
+// that an operator sees e.g. udp;ofi_rxd and learns why rpcie passes it by. 0 or an exit status.
+int rows_of_others(std::vector<Row>& rows, std::set<RowKey>& seen) {
+  InfoPtr hints(fi_allocinfo());
+  if (!hints) return error_exit("fi_allocinfo: out of memory", 1);
+  hints->mode = ~0ULL;
+  hints->ep_attr->type = FI_EP_RDM;
+  hints->domain_attr->mode = ~0ULL;
+  hints->domain_attr->mr_mode = ~(FI_MR_BASIC | FI_MR_SCALABLE);
+  InfoPtr infos;
+  if (const int rc = infos_get(hints.get(), infos); rc != 0)
+    return error_exit(std::string("fi_getinfo (FI_EP_RDM): ") + fi_strerror(-rc), 1);
+  for (const fi_info* info = infos.get(); info != nullptr; info = info->next) {
+    Row row = row_make(*info);
+    const prov::ProviderAdapter* adapter = adapter_of(row.libfabric);
+    row.provider = adapter != nullptr ? std::string(adapter->name()) : row.libfabric;
+    if (adapter != nullptr)
+      row.note = "does not grant what rpcie asks for (caps, ordering or mr_mode)";
+    else if (row.libfabric == "tcp" || row.libfabric == "verbs")
+      row.note = "rpcie uses it through ofi_rxm";
+    else
+      row.note = "rpcie has no adapter for it";
+    rows_add(rows, seen, std::move(row));
   }
+  return 0;
+}
 
+int fabric_list(const FabricCommand& command, bool json) {
+  const prov::ProviderAdapter* only = nullptr;
+  if (!command.provider.empty()) {
+    std::string why;
+    auto choice = prov::provider_parse(command.provider, &why);
+    if (!choice) return error_exit(why, 2);
+    if (!choice->automatic) only = &prov::provider_get(choice->kind);
+  }
+  std::vector<Row> rows;
+  std::set<RowKey> seen;
+  if (!rows_of_adapters(only, rows, seen)) return error_exit("fi_allocinfo: out of memory", 1);
+  if (command.all && only == nullptr) {
+    if (const int rc = rows_of_others(rows, seen); rc != 0) return rc;
+  }
   bool any_supported = false;
   for (const Row& row : rows) any_supported = any_supported || row.supported;
-
   if (json) {
     nlohmann::json out = {{"providers", nlohmann::json::array()}};
     for (const Row& row : rows) out["providers"].push_back(row_json(row));
