@@ -6,12 +6,9 @@
 // attachment ends: device detached and reset where supported, memory keys closed, export
 // free again.
 //
-// Per attachment: a Session (fabric endpoint, memory regions offered to the client: the
-// BARs that are plain memory and a bounce buffer) and one data thread that performs the
-// client's requests in order (the ordered queue of ARCHITECTURE.md section 1). The device
-// gets a DmaPort (on-demand: one-sided RMA to the client's window; mirror: a local copy
-// synchronised at the ordering points) and an IrqSink that sends interrupt messages behind
-// the DMA writes before them.
+// Per attachment: a ServedAttachment (served_attachment.hpp) is the data path: the
+// client's requests in order, the device's DMA and interrupts. The exports and their holders
+// are an ExportTable (export_table.hpp); the handshake is rpcie/handshake.hpp's server half.
 //
 // Threading: run() accepts on the calling thread; each connection has a thread; at most
 // kMaxConnections at once (further ones are refused with an error message). stop (the

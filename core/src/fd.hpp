@@ -1,28 +1,12 @@
-// File descriptor helpers internal to core's sources: an owner, and a bounded wait.
+// File descriptor helpers internal to core's sources: an owner (and, from rpcie/fd.hpp, the
+// bounded wait).
 #pragma once
 
-#include <poll.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <string>
-
-#include "rpcie/deadline.hpp"
-#include "rpcie/result.hpp"
+#include "rpcie/fd.hpp"
 
 namespace rpcie {
-
-// Waits until `fd` has `events`, retrying on EINTR. ETIMEDOUT at the deadline; `what` names
-// the wait in errors ("deadline passed receiving on ...").
-inline Result<void> fd_wait(int fd, short events, Deadline deadline, const char* what) {
-  for (;;) {
-    pollfd p{fd, events, 0};
-    const int rc = ::poll(&p, 1, deadline.remaining_ms());
-    if (rc > 0) return {};
-    if (rc == 0) return fail(ETIMEDOUT, std::string("deadline passed ") + what);
-    if (errno != EINTR) return fail(errno, std::string("poll while ") + what);
-  }
-}
 
 class Fd {
  public:

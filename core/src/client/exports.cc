@@ -8,6 +8,7 @@
 #include "rpcie/auth.hpp"
 #include "rpcie/client.hpp"
 #include "rpcie/client_protocol.hpp"
+#include "rpcie/handshake.hpp"
 #include "rpcie/process.hpp"
 
 namespace rpcie::client {
@@ -43,32 +44,10 @@ Result<Socket> exporter_connect(const std::string& host, std::uint16_t port, con
                                 Deadline deadline) {
   if (!options.key) return fail(EINVAL, "no key given");
   const std::string name = options.name.empty() ? host_name() : options.name;
+  // Checked before connecting, so that a bad name costs no connection.
   if (!auth::client_name_valid(name)) return fail(EINVAL, "client name '" + name + "' is not valid");
-  auto sock = Socket::connect(host, port, deadline);
-  if (!sock) return tl::unexpected(sock.error());
-  const auth::Nonce mine = auth::nonce_random();
-  auto sent = sock->message_send(proto::AuthHello{name, mine}, 0, deadline);
-  if (!sent) return tl::unexpected(sent.error());
-  auto challenge_msg = reply_recv(*sock, deadline, "exporter refused");
-  if (!challenge_msg) return tl::unexpected(challenge_msg.error());
-  auto challenge = reply_as<proto::AuthChallenge>(*challenge_msg, "authentication");
-  if (!challenge) return tl::unexpected(challenge.error());
-  auth::Nonce theirs{};
-  std::copy((*challenge)->nonce.begin(), (*challenge)->nonce.end(), theirs.begin());
-  auth::Proof server_proof{};
-  std::copy((*challenge)->proof.begin(), (*challenge)->proof.end(), server_proof.begin());
-  // The exporter proves the key first: a client never hands its proof to an impostor.
-  if (!auth::proof_verify(*options.key, auth::Role::server, name, mine, theirs, server_proof))
-    return fail(EACCES, "authentication failed: " + host + " did not prove the key for client '" + name +
-                            "' (wrong key, or the exporter does not know this client)");
-  auto proof = auth::proof_compute(*options.key, auth::Role::client, name, mine, theirs);
-  sent = sock->message_send(proto::AuthProof{proof}, 0, deadline);
-  if (!sent) return tl::unexpected(sent.error());
-  auto ok = reply_recv(*sock, deadline, "authentication failed");
-  if (!ok) return tl::unexpected(ok.error());
-  auto ok_msg = reply_as<proto::AuthOk>(*ok, "authentication");
-  if (!ok_msg) return tl::unexpected(ok_msg.error());
-  sock->frame_mac_set(auth::FrameMac(auth::session_key_derive(*options.key, name, mine, theirs), auth::Role::client));
+  RPCIE_TRY_ASSIGN(Socket sock, Socket::connect(host, port, deadline));
+  RPCIE_TRY(auth::handshake_client(sock, *options.key, name, host, deadline));
   return sock;
 }
 

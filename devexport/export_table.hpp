@@ -1,0 +1,57 @@
+// The exporter's exports and who holds them: lookup by name, claim and release (the rules
+// of `shared` and `allow`), and the entries of list and attach replies.
+//
+// Contract:
+//  - Exports are added before serving starts (add() is not thread-safe with the rest) and
+//    never move or go away afterwards: an ExportSlot* stays valid for the table's life.
+//  - find(), claim(), release(), entry() and list() may be called from any thread at once:
+//    holders are guarded by one lock inside the table.
+//  - A holder is a client name; one client may hold a shared export more than once (one
+//    claim per attachment, released one at a time).
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "export_slot.hpp"
+#include "rpcie/protocol.hpp"
+#include "rpcie/result.hpp"
+
+namespace rpcie::dev {
+
+class ExportTable {
+ public:
+  ExportTable() = default;
+  ExportTable(const ExportTable&) = delete;
+  ExportTable& operator=(const ExportTable&) = delete;
+
+  void add(ExportConfig config, std::unique_ptr<Backend> backend);
+  std::size_t size() const noexcept { return slots_.size(); }
+
+  // The export of that name, or null.
+  ExportSlot* find(std::string_view name) const noexcept;
+
+  // Claims `slot` for `client`. EACCES when the export's allow list does not name the
+  // client; EBUSY ("busy: attached by NAMES") when a non-shared export is held already.
+  // Returns whether the client is now the only holder (it attaches the device).
+  Result<bool> claim(ExportSlot& slot, const std::string& client);
+  // Releases one claim of `client`; true when no holder is left (the device is detached).
+  bool release(ExportSlot& slot, const std::string& client);
+
+  // The entry describing `slot` now. Its views point into `slot` and into `holder_storage`,
+  // which receives the holder names ("a,b").
+  proto::ExportEntry entry(ExportSlot& slot, std::string& holder_storage);
+  // Every export, at most proto::kMaxExports. The entries point into the table and into
+  // `holder_storage` (one string per entry; cleared first).
+  proto::ListReply list(std::vector<std::string>& holder_storage);
+
+ private:
+  std::vector<std::unique_ptr<ExportSlot>> slots_;
+  std::mutex lock_;  // the holders of every slot
+};
+
+}  // namespace rpcie::dev

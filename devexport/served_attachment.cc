@@ -1,0 +1,351 @@
+// One attachment's data path. See served_attachment.hpp for the contract and ARCHITECTURE.md
+// section 1 for the ordering rules (numbered below) this file enforces.
+#include "served_attachment.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "rpcie/log.hpp"
+#include "rpcie/pci.hpp"
+
+namespace rpcie::dev {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+// Region ids (docs/protocol.md 8.6): BAR n that is plain memory has id n; the ids the client
+// looks up (bounce buffer, mirror, its window) are in protocol.hpp.
+constexpr std::uint32_t kStagingRegion = 17;  // on-demand DMA staging (local only)
+constexpr std::size_t kBounceSize = 1u << 20;
+constexpr std::size_t kStagingSize = 1u << 20;
+constexpr auto kDeviceTimeout = 2s;         // a DMA or interrupt that cannot reach the client in this long fails
+constexpr std::size_t kWarmupBytes = 1024;  // over every provider's inject size
+
+}  // namespace
+
+ServedAttachment::ServedAttachment(ExportSlot& slot, std::uint64_t id, std::uint64_t window_size, bool pushed)
+    : slot_(slot),
+      id_(id),
+      window_size_(window_size),
+      mirror_(slot.config.dma == DmaMode::mirror && window_size > 0),
+      pushed_(mirror_ && pushed),
+      irq_counts_(slot.backend->vector_count(), 0) {}
+
+ServedAttachment::~ServedAttachment() { teardown(false); }
+
+Result<void> ServedAttachment::setup(Socket socket, const SessionOptions& options, bool first, Deadline deadline) {
+  std::vector<LocalRegion> regions;
+  for (const auto& r : slot_.backend->regions()) {
+    if (!bar_direct(*slot_.backend, r)) continue;
+    auto mem = slot_.backend->bar_memory(r.bar);
+    regions.push_back({r.bar, mem.data(), mem.size(), FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE});
+  }
+  RPCIE_TRY_ASSIGN(auto bounce, HostBuffer::create(kBounceSize));
+  bounce_.emplace(std::move(bounce));
+  regions.push_back(
+      {proto::kRegionBounce, bounce_->data(), bounce_->size(), FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE});
+  if (window_size_ > 0) {
+    RPCIE_TRY_ASSIGN(auto local, HostBuffer::create(mirror_ ? window_size_ : kStagingSize));
+    local_.emplace(std::move(local));
+    // A client that pushes writes into the mirror itself (one-sided, Attachment::window_push).
+    regions.push_back({mirror_ ? proto::kRegionMirror : kStagingRegion, local_->data(), local_->size(),
+                       FI_READ | FI_WRITE | (pushed_ ? FI_REMOTE_WRITE : 0)});
+  }
+  RPCIE_TRY_ASSIGN(session_, Session::accept(std::move(socket), options, regions, deadline));
+  // Warms the fabric up now rather than on the first device access (the client answers
+  // this ping with a pong): rxm connects on first use, and its first sends larger than
+  // the inject size allocate its buffer pools (measured: 10-20 ms each on tcp).
+  std::vector<std::uint8_t> warm(kWarmupBytes, 0);
+  RPCIE_TRY(session_->channel().message_send(proto::Ping{warm}, 0, deadline));
+  if (window_size_ > 0) {
+    auto w = session_->peer_region(proto::kRegionWindow);
+    if (!w) return fail(EPROTO, "the client offered no DMA window");
+    if (w->length < window_size_) return fail(EPROTO, "the client's window is smaller than announced");
+    window_ = *w;
+    local_mr_ = &session_->region(regions.size() - 1);
+  }
+  // No initial pull of the mirror: the device reads host memory only after a doorbell, and
+  // every doorbell pulls the window first, or the client pushed what it will read.
+  {
+    // Device work that is due at once runs on this attachment's thread, after the request
+    // that started it (data_run), instead of behind a hand-off to a backend thread.
+    std::lock_guard g(slot_.calls);
+    slot_.backend->work_inline_enable();
+  }
+  if (first) {
+    // A shared export's device outlives any one attachment, so it gets no ports (shared
+    // exports cannot do DMA; Exporter::create refuses that) and its interrupts go nowhere.
+    std::lock_guard g(slot_.calls);
+    const bool own = !slot_.config.shared;
+    const bool dma = own && slot_.backend->uses_dma() && window_size_ > 0;
+    RPCIE_TRY(slot_.backend->attach(dma ? this : nullptr, own ? this : nullptr));
+    slot_.device_attached = true;
+  }
+  data_thread_ = std::thread([this] { data_run(); });
+  return {};
+}
+
+void ServedAttachment::teardown(bool last) {
+  stop_.store(true);
+  if (data_thread_.joinable()) data_thread_.join();
+  if (last) {
+    // detach() returns the device to its power-on state where the backend can (the
+    // contract's reset-on-detach): the next client finds it fresh.
+    std::lock_guard g(slot_.calls);
+    if (std::exchange(slot_.device_attached, false)) slot_.backend->detach();
+  }
+  session_.reset();  // closes the memory regions: the client's keys to them are dead
+}
+
+// --- DmaPort and IrqSink ----------------------------------------------------------------
+
+Result<void> ServedAttachment::dma_read(std::uint64_t iova, std::span<std::uint8_t> into, Deadline deadline) {
+  if (!window_contains(iova, into.size())) return fail(EFAULT, "DMA read outside the window");
+  std::lock_guard g(dma_lock_);
+  if (mirror_) {
+    std::memcpy(into.data(), local_->data() + iova, into.size());
+    return {};
+  }
+  auto& ch = session_->channel();
+  for (std::size_t done = 0; done < into.size();) {
+    const std::size_t n = std::min(into.size() - done, kStagingSize);
+    auto r = ch.rma_read(*local_mr_, 0, window_, iova + done, n, deadline);
+    if (r) r = ch.rma_flush(deadline);
+    if (!r) return fail(EIO, "DMA read from the client's window failed: " + r.error().describe());
+    std::memcpy(into.data() + done, local_->data(), n);
+    done += n;
+  }
+  return {};
+}
+
+Result<void> ServedAttachment::dma_write(std::uint64_t iova, std::span<const std::uint8_t> from, Deadline deadline) {
+  if (!window_contains(iova, from.size())) return fail(EFAULT, "DMA write outside the window");
+  std::lock_guard g(dma_lock_);
+  if (mirror_) {
+    std::memcpy(local_->data() + iova, from.data(), from.size());
+    dirty_.add(iova, from.size());
+    return {};
+  }
+  // Posted RMA writes; the staging buffer is free again once they completed locally. A
+  // later interrupt or read reply is ordered behind them by message_send_after_writes.
+  auto& ch = session_->channel();
+  for (std::size_t done = 0; done < from.size();) {
+    const std::size_t n = std::min(from.size() - done, kStagingSize);
+    std::memcpy(local_->data(), from.data() + done, n);
+    auto w = ch.rma_write(*local_mr_, 0, window_, iova + done, n, deadline);
+    if (w) w = ch.rma_flush(deadline);
+    if (!w) return fail(EIO, "DMA write to the client's window failed: " + w.error().describe());
+    done += n;
+  }
+  return {};
+}
+
+void ServedAttachment::irq_raise(std::uint16_t vector) {
+  if (vector >= irq_counts_.size() || stop_.load()) return;
+  std::lock_guard g(irq_lock_);  // interrupts leave in the order they were raised
+  const std::uint64_t count = ++irq_counts_[vector];
+  auto deadline = Deadline::after(kDeviceTimeout);
+  // Rule 4: what the device wrote before the interrupt reaches the window first.
+  auto pushed = mirror_push(deadline);
+  auto sent =
+      pushed ? session_->channel().message_send_after_writes(proto::Interrupt{vector, count}, 0, deadline) : pushed;
+  if (!sent) {
+    RPCIE_LOG_WARN("exportd", "attachment {}: interrupt {} not delivered: {}", id_, vector, sent.error().describe());
+    failed_.store(true);
+  }
+}
+
+bool ServedAttachment::window_contains(std::uint64_t iova, std::size_t length) const {
+  return window_size_ > 0 && iova <= window_size_ && length <= window_size_ - iova;
+}
+
+// --- The mirror -------------------------------------------------------------------------
+
+// Posts RMA writes of what the device changed in the mirror. The caller then sends with
+// message_send_after_writes, which orders the message behind them.
+Result<void> ServedAttachment::mirror_push(Deadline deadline) {
+  if (!mirror_) return {};
+  std::lock_guard g(dma_lock_);
+  return mirror_push_locked(deadline);
+}
+
+Result<void> ServedAttachment::mirror_push_locked(Deadline deadline) {
+  auto& ch = session_->channel();
+  for (const auto& r : dirty_)
+    RPCIE_TRY(ch.rma_write(*local_mr_, r.begin, window_, r.begin, r.end - r.begin, deadline));
+  dirty_.clear();
+  return {};
+}
+
+// Rule 3: the whole window from the client before a doorbell (nothing finer is known about
+// what the driver wrote), unless the client pushes (then its pushes are ordered before the
+// doorbell on the channel, and they are all the device may read). Device writes not yet
+// pushed go out first, so the pull cannot overwrite them with older bytes.
+Result<void> ServedAttachment::window_pull_locked() {
+  auto deadline = Deadline::after(kDeviceTimeout);
+  auto& ch = session_->channel();
+  RPCIE_TRY(mirror_push_locked(deadline));
+  RPCIE_TRY(ch.rma_flush(deadline));
+  RPCIE_TRY(ch.rma_read(*local_mr_, 0, window_, 0, window_size_, deadline));
+  return ch.rma_flush(deadline);
+}
+
+// Streaming DMA: bytes the client pushed (window_push) for what the device reads next.
+// They replace what the device wrote there and had not yet pushed back: the client's
+// window holds the pushed bytes already.
+Result<void> ServedAttachment::mirror_fill(std::uint64_t iova, std::span<const std::uint8_t> bytes) {
+  if (!pushed_)
+    return fail(EINVAL, "window push: this attachment did not attach to push (no mirror, or no kAttachWindowPush)");
+  if (!window_contains(iova, bytes.size())) return fail(EINVAL, "window push outside the window");
+  std::lock_guard g(dma_lock_);
+  std::memcpy(local_->data() + iova, bytes.data(), bytes.size());
+  dirty_.remove(iova, bytes.size());
+  return {};
+}
+
+// --- Requests ---------------------------------------------------------------------------
+
+Result<void> ServedAttachment::reply_send(const proto::Message& m, std::uint64_t rid) {
+  auto deadline = Deadline::after(kDeviceTimeout);
+  RPCIE_TRY(mirror_push(deadline));  // rule 4 for read completions
+  return session_->channel().message_send_after_writes(m, rid, deadline);
+}
+
+Result<void> ServedAttachment::error_send(int code, const std::string& text, std::uint64_t rid) {
+  return session_->channel().message_send(proto::ErrorMsg{code, std::string_view(text).substr(0, proto::kMaxErrorText)},
+                                          rid, Deadline::after(kDeviceTimeout));
+}
+
+const Region* ServedAttachment::region_find(std::uint8_t bar) const {
+  for (const auto& r : slot_.backend->regions())
+    if (r.bar == bar) return &r;
+  return nullptr;
+}
+
+// Bounce buffer <-> BAR for memory BARs that are not plain memory (or not offered).
+Result<void> ServedAttachment::bar_copy(const proto::BarCommit& c, bool to_bar) {
+  const Region* r = region_find(c.bar);
+  if (!r || r->kind != RegionKind::memory) return fail(EINVAL, "BAR " + std::to_string(c.bar) + " is not a memory BAR");
+  if (c.offset > r->size || c.length > r->size - c.offset) return fail(EINVAL, "range outside the BAR");
+  if (c.bounce_offset > kBounceSize || c.length > kBounceSize - c.bounce_offset)
+    return fail(EINVAL, "range outside the bounce buffer");
+  if (to_bar && r->readonly) return fail(EPERM, "BAR " + std::to_string(c.bar) + " is read-only");
+  std::uint8_t* bounce = bounce_->data() + c.bounce_offset;
+  auto mem = slot_.backend->bar_memory(c.bar);
+  if (mem.size() == r->size) {
+    if (to_bar)
+      std::memcpy(mem.data() + c.offset, bounce, c.length);
+    else
+      std::memcpy(bounce, mem.data() + c.offset, c.length);
+    return {};
+  }
+  // Through MMIO, the widest naturally aligned access at each step.
+  return pci::access_split(c.offset, c.length, pci::kBarWidthMax, [&](std::uint64_t at, unsigned w) -> Result<void> {
+    std::uint8_t* byte = bounce + (at - c.offset);
+    if (to_bar) {
+      std::uint64_t v = 0;
+      std::memcpy(&v, byte, w);
+      return slot_.backend->mmio_write(c.bar, at, w, v);
+    }
+    RPCIE_TRY_ASSIGN(const std::uint64_t v, slot_.backend->mmio_read(c.bar, at, w));
+    std::memcpy(byte, &v, w);
+    return {};
+  });
+}
+
+Result<void> ServedAttachment::posted_write(const proto::MmioWrite& m) {
+  if (mirror_ && !pushed_ && slot_.backend->mmio_write_is_doorbell(m.bar, m.offset)) {
+    std::lock_guard g(dma_lock_);  // rule 3: the driver's memory before the doorbell
+    auto pulled = window_pull_locked();
+    if (!pulled) return fail(EIO, "window pull before a doorbell failed: " + pulled.error().describe());
+  }
+  return slot_.backend->mmio_write(m.bar, m.offset, m.width, m.value);
+}
+
+void ServedAttachment::request_handle(const proto::Decoded& d) {
+  const auto rid = d.header.request_id;
+  Result<void> sent{};
+  std::visit(
+      [&](const auto& m) {
+        using M = std::decay_t<decltype(m)>;
+        std::unique_lock calls(slot_.calls);
+        if constexpr (std::is_same_v<M, proto::ConfigRead>) {
+          auto v = slot_.backend->config_read(m.offset, m.width);
+          calls.unlock();
+          sent = reply_send(proto::ReadReply{v ? 0 : v.error().to_errno(), v ? *v : 0}, rid);
+        } else if constexpr (std::is_same_v<M, proto::ConfigWrite>) {
+          auto r = slot_.backend->config_write(m.offset, m.width, m.value);
+          calls.unlock();
+          sent = reply_send(proto::WriteAck{r ? 0 : r.error().to_errno()}, rid);
+        } else if constexpr (std::is_same_v<M, proto::MmioRead>) {
+          auto v = slot_.backend->mmio_read(m.bar, m.offset, m.width);
+          calls.unlock();
+          sent = reply_send(proto::ReadReply{v ? 0 : v.error().to_errno(), v ? *v : 0}, rid);
+        } else if constexpr (std::is_same_v<M, proto::MmioWrite>) {
+          auto r = posted_write(m);
+          calls.unlock();
+          // Posted: only a failure is answered (the client reports it on its next call).
+          if (!r) sent = error_send(r.error().to_errno(), r.error().message, rid);
+        } else if constexpr (std::is_same_v<M, proto::MmioWriteBatch> || std::is_same_v<M, proto::WindowPush>) {
+          // Each step is performed, in order, whatever became of the one before (as
+          // posted writes on PCIe); the first failure is reported.
+          Result<void> first_failure{};
+          if constexpr (std::is_same_v<M, proto::WindowPush>) first_failure = mirror_fill(m.window_offset, m.data);
+          for (const auto& w : m.writes) {
+            auto r = posted_write(w);
+            if (!r && first_failure) first_failure = r;
+          }
+          calls.unlock();
+          if (!first_failure) sent = error_send(first_failure.error().to_errno(), first_failure.error().message, rid);
+        } else if constexpr (std::is_same_v<M, proto::BarFetch>) {
+          auto r = bar_copy(m, false);
+          calls.unlock();
+          sent = reply_send(proto::WriteAck{r ? 0 : r.error().to_errno()}, rid);
+        } else if constexpr (std::is_same_v<M, proto::BarCommit>) {
+          auto r = bar_copy(m, true);
+          calls.unlock();
+          sent = reply_send(proto::WriteAck{r ? 0 : r.error().to_errno()}, rid);
+        } else if constexpr (std::is_same_v<M, proto::Pong>) {
+          calls.unlock();  // the answer to the warm-up ping of setup()
+        } else {
+          calls.unlock();
+          RPCIE_LOG_ONCE(LogLevel::warn, "exportd", "unexpected {} on the data path",
+                         proto::msg_type_name(d.header.type));
+          sent = error_send(EPROTO, std::string("unexpected ") + proto::msg_type_name(d.header.type), rid);
+        }
+      },
+      d.message);
+  if (!sent) {
+    RPCIE_LOG_WARN("exportd", "attachment {}: reply failed: {}", id_, sent.error().describe());
+    failed_.store(true);
+  }
+}
+
+void ServedAttachment::data_run() {
+  auto& ch = session_->channel();
+  while (!stop_.load()) {
+    auto ready = ch.message_wait(Deadline::after(100ms), [this] { return stop_.load(std::memory_order_relaxed); });
+    if (!ready) {
+      RPCIE_LOG_WARN("exportd", "attachment {}: fabric failed: {}", id_, ready.error().describe());
+      failed_.store(true);
+      return;
+    }
+    if (!*ready) continue;
+    auto m = ch.message_recv(Deadline::after(10ms));
+    if (!m) {
+      if (m.error().code == EPROTO) continue;  // malformed: dropped and counted by the channel
+      if (m.error().code == ETIMEDOUT) continue;
+      failed_.store(true);
+      return;
+    }
+    request_handle(**m);
+    // The request has been performed (a posted write that started device work included):
+    // now the work that is due, here, with no thread hand-off (Backend::work_run).
+    std::lock_guard g(slot_.calls);
+    slot_.backend->work_run();
+  }
+}
+
+}  // namespace rpcie::dev

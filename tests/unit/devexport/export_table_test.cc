@@ -1,0 +1,152 @@
+// ExportTable: which client may claim which export (allow lists, exclusive and shared
+// exports), release, and the entries of list and attach replies.
+#include "export_table.hpp"
+
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+using namespace rpcie;
+using namespace rpcie::dev;
+
+namespace {
+
+ExportConfig export_config(const std::string& name, bool shared = false, std::vector<std::string> allow = {},
+                           DmaMode dma = DmaMode::on_demand) {
+  ExportConfig c;
+  c.spec.name = name;
+  c.spec.backend = "membar";
+  c.spec.params["size"] = "1M";
+  c.shared = shared;
+  c.allow = std::move(allow);
+  c.dma = dma;
+  return c;
+}
+
+void export_add(ExportTable& t, ExportConfig c) {
+  auto b = backend_create(c.spec);
+  REQUIRE_MESSAGE(b, (b ? "" : b.error().message));
+  t.add(std::move(c), std::move(*b));
+}
+
+ExportSlot& slot_of(ExportTable& t, const std::string& name) {
+  ExportSlot* s = t.find(name);
+  REQUIRE(s != nullptr);
+  return *s;
+}
+
+}  // namespace
+
+TEST_CASE("find returns the export of that name, or null") {
+  ExportTable t;
+  export_add(t, export_config("a"));
+  export_add(t, export_config("b"));
+  CHECK(t.size() == 2);
+  CHECK(t.find("a") == &slot_of(t, "a"));
+  CHECK(t.find("b")->config.spec.name == "b");
+  CHECK(t.find("c") == nullptr);
+  CHECK(t.find("") == nullptr);
+}
+
+TEST_CASE("an exclusive export takes one holder; another client gets EBUSY naming the holder") {
+  ExportTable t;
+  export_add(t, export_config("a"));
+  ExportSlot& a = slot_of(t, "a");
+  auto first = t.claim(a, "alice");
+  REQUIRE(first);
+  CHECK(*first);
+  auto second = t.claim(a, "bob");
+  REQUIRE_FALSE(second);
+  CHECK(second.error().code == EBUSY);
+  CHECK(second.error().message == "busy: attached by alice");
+  CHECK(a.holders == std::vector<std::string>{"alice"});
+}
+
+TEST_CASE("after release the export is free and the next claim is first again") {
+  ExportTable t;
+  export_add(t, export_config("a"));
+  ExportSlot& a = slot_of(t, "a");
+  REQUIRE(t.claim(a, "alice"));
+  CHECK(t.release(a, "alice"));
+  auto again = t.claim(a, "bob");
+  REQUIRE(again);
+  CHECK(*again);
+}
+
+TEST_CASE("a shared export takes several holders; only the first attaches, only the last detaches") {
+  ExportTable t;
+  export_add(t, export_config("s", true));
+  ExportSlot& s = slot_of(t, "s");
+  auto alice = t.claim(s, "alice");
+  auto bob = t.claim(s, "bob");
+  auto alice2 = t.claim(s, "alice");
+  REQUIRE(alice);
+  REQUIRE(bob);
+  REQUIRE(alice2);
+  CHECK(*alice);
+  CHECK_FALSE(*bob);
+  CHECK_FALSE(*alice2);
+  CHECK_FALSE(t.release(s, "alice"));
+  CHECK_FALSE(t.release(s, "bob"));
+  CHECK(t.release(s, "alice"));
+}
+
+TEST_CASE("an allow list refuses other clients with EACCES and holds nothing for them") {
+  ExportTable t;
+  export_add(t, export_config("a", false, {"alice", "carol"}));
+  ExportSlot& a = slot_of(t, "a");
+  auto bob = t.claim(a, "bob");
+  REQUIRE_FALSE(bob);
+  CHECK(bob.error().code == EACCES);
+  CHECK(bob.error().message == "client 'bob' is not allowed to attach 'a'");
+  CHECK(a.holders.empty());
+  CHECK(t.claim(a, "carol"));
+}
+
+TEST_CASE("releasing a client that holds nothing changes nothing") {
+  ExportTable t;
+  export_add(t, export_config("a"));
+  ExportSlot& a = slot_of(t, "a");
+  REQUIRE(t.claim(a, "alice"));
+  CHECK_FALSE(t.release(a, "bob"));
+  CHECK(a.holders == std::vector<std::string>{"alice"});
+}
+
+TEST_CASE("list gives every export with its state, holders and flags") {
+  ExportTable t;
+  export_add(t, export_config("a"));
+  export_add(t, export_config("s", true, {}, DmaMode::mirror));
+  REQUIRE(t.claim(slot_of(t, "s"), "alice"));
+  REQUIRE(t.claim(slot_of(t, "s"), "bob"));
+  std::vector<std::string> storage;
+  const proto::ListReply l = t.list(storage);
+  REQUIRE(l.exports.size() == 2);
+  CHECK(l.exports[0].name == "a");
+  CHECK(l.exports[0].backend == "membar");
+  CHECK(l.exports[0].state == proto::ExportState::free);
+  CHECK(l.exports[0].holder.empty());
+  CHECK(l.exports[0].flags == 0);
+  CHECK(l.exports[1].name == "s");
+  CHECK(l.exports[1].state == proto::ExportState::attached);
+  CHECK(l.exports[1].holder == "alice,bob");
+  CHECK(l.exports[1].flags == (proto::kExportShared | proto::kExportMirror));
+  // membar's BAR 0 is plain writable memory: offered direct.
+  REQUIRE(l.exports[0].bars.size() == 1);
+  CHECK(l.exports[0].bars[0].bar == 0);
+  CHECK(l.exports[0].bars[0].size == (1u << 20));
+  CHECK(l.exports[0].bars[0].kind == pci::BarKind::memory);
+  CHECK((l.exports[0].bars[0].flags & proto::kBarFlagDirect) != 0);
+}
+
+TEST_CASE("entry describes one export with its current holders") {
+  ExportTable t;
+  export_add(t, export_config("a"));
+  ExportSlot& a = slot_of(t, "a");
+  REQUIRE(t.claim(a, "alice"));
+  std::string holder;
+  const proto::ExportEntry e = t.entry(a, holder);
+  CHECK(e.name == "a");
+  CHECK(e.holder == "alice");
+  CHECK(e.state == proto::ExportState::attached);
+}
