@@ -50,7 +50,7 @@ TEST_CASE("device directory: files listed are the files that exist, BARs and eve
   auto named = [&](const std::string& n) {
     return std::find_if(files.begin(), files.end(), [&](const auto& f) { return f.first == n; }) != files.end();
   };
-  for (const auto& [name, id] : files) CHECK_MESSAGE(file_exists(d, id), name);
+  for (const auto& file : files) CHECK_MESSAGE(file_exists(d, file.second), file.first);
   CHECK(named("config"));
   CHECK(named("resource0"));
   CHECK(named("resource2"));
