@@ -1,6 +1,5 @@
 #include "rpcie/memory.hpp"
 
-
 #include <cerrno>
 #include <mutex>
 #include <unordered_set>

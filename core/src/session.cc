@@ -1,10 +1,10 @@
-#include "rpcie/process.hpp"
 #include "rpcie/session.hpp"
 
 #include <cerrno>
 #include <string>
 
 #include "rpcie/log.hpp"
+#include "rpcie/process.hpp"
 
 namespace rpcie {
 namespace {

@@ -22,9 +22,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
-#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
