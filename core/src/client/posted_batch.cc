@@ -11,27 +11,20 @@ std::size_t PostedBatch::writes_max_for(std::size_t inject_size) {
   return std::min(proto::kMaxBatch, (inject_size - kFixed) / kEntry);
 }
 
-PostedBatch::Added PostedBatch::write_add(const proto::MmioWrite& write, Clock::time_point now,
-                                          Clock::time_point waited) {
-  Added out;
-  std::lock_guard g(lock_);
-  writes_.push_back(write);
-  // The first write after pushed window bytes sends them too (the doorbell, typically).
-  if (writes_.size() == 1) {
-    // A driver that rings a doorbell every few microseconds and waits for each must find
-    // every doorbell eager, not every fifth: a call that waited starts a new window.
-    if (now - eager_since_ > kBatchDelay || waited > eager_since_) {
-      eager_since_ = now;
-      eager_sent_ = 0;
-    }
-    since_ = now;
-    pending_.store(true, std::memory_order_relaxed);
-    // Sent by the caller through the batch, so that a write another thread queued meanwhile
-    // leaves with it, in order.
-    out.send_now = eager_sent_++ < kEagerWrites;
-    out.wake = !out.send_now;
+PostedBatch::Added PostedBatch::batch_start_locked(Clock::time_point now, Clock::time_point waited) {
+  // A driver that rings a doorbell every few microseconds and waits for each must find every
+  // doorbell eager, not every fifth: a call that waited starts a new window.
+  if (now - eager_since_ > kBatchDelay || waited > eager_since_) {
+    eager_since_ = now;
+    eager_sent_ = 0;
   }
-  out.send_now = out.send_now || writes_.size() >= writes_max_;
+  since_ = now;
+  pending_.store(true, std::memory_order_relaxed);
+  // Sent by the caller through the batch, so that a write another thread queued meanwhile
+  // leaves with it, in order.
+  Added out;
+  out.send_now = eager_sent_++ < kEagerWrites;
+  out.wake = !out.send_now;
   return out;
 }
 

@@ -49,8 +49,18 @@ class PostedBatch {
     bool send_now = false;  // the writer sends the batch itself (eager, or the batch is full)
     bool wake = false;      // a new batch that waits: the dispatcher must come to send it
   };
-  // Queues one write. `waited`: when the last call that waited ended (it ends the burst).
-  Added write_add(const proto::MmioWrite& write, Clock::time_point now, Clock::time_point waited);
+  // Queues one write. `now()` and `waited()` (when the last call that waited ended: it ends
+  // the burst) are asked only for the first write of a batch, keeping clock reads off the
+  // path of the writes that join a batch.
+  template <class Now, class Waited>
+  Added write_add(const proto::MmioWrite& write, Now&& now, Waited&& waited) {
+    std::lock_guard g(lock_);
+    writes_.push_back(write);
+    Added out;
+    if (writes_.size() == 1) out = batch_start_locked(now(), waited());
+    out.send_now = out.send_now || writes_.size() >= writes_max_;
+    return out;
+  }
 
   // Takes a copy of `bytes` for window offset `at` when the batch is empty (true); false
   // when writes or bytes wait already (send them first: the push is ordered after them).
@@ -70,6 +80,8 @@ class PostedBatch {
   bool pending() const noexcept { return pending_.load(std::memory_order_relaxed); }
 
  private:
+  // The first write after pushed window bytes starts the batch too (the doorbell, typically).
+  Added batch_start_locked(Clock::time_point now, Clock::time_point waited);
   bool empty_locked() const { return writes_.empty() && push_.empty(); }
 
   const std::size_t writes_max_;

@@ -10,10 +10,12 @@
 #include <deque>
 #include <mutex>
 #include <thread>
+#include "../../support/eventually.hpp"
 
 using namespace rpcie;
 using namespace rpcie::client;
 using namespace std::chrono_literals;
+using rpcie::test::eventually;
 
 namespace {
 
@@ -69,16 +71,6 @@ class FakeInbox final : public Inbox {
 
 Dispatcher::Batch no_batch() {
   return {[] { return std::optional<Dispatcher::Clock::time_point>(); }, [] { return false; }};
-}
-
-template <class Pred>
-bool eventually(Pred&& p, std::chrono::milliseconds limit = 5000ms) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  while (!p()) {
-    if (std::chrono::steady_clock::now() > end) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
 }
 
 }  // namespace

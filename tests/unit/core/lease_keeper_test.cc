@@ -11,11 +11,13 @@
 #include <chrono>
 #include <thread>
 
+#include "../../support/eventually.hpp"
 #include "rpcie/process.hpp"
 
 using namespace rpcie;
 using namespace rpcie::client;
 using namespace std::chrono_literals;
+using rpcie::test::eventually;
 
 namespace {
 
@@ -29,16 +31,6 @@ struct Pair {
   }
   Socket client, exporter;
 };
-
-template <class Pred>
-bool eventually(Pred&& p, std::chrono::milliseconds limit = 5000ms) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  while (!p()) {
-    if (std::chrono::steady_clock::now() > end) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
 
 }  // namespace
 

@@ -15,21 +15,25 @@ namespace {
 proto::MmioWrite write_at(std::uint64_t offset) { return proto::MmioWrite{0, 4, offset, offset}; }
 const Clock::time_point t0 = Clock::time_point{} + 1h;  // a start well clear of the epoch
 const Clock::time_point never{};                        // "no call has waited yet"
+PostedBatch::Added add(PostedBatch& b, const proto::MmioWrite& w, Clock::time_point now, Clock::time_point waited) {
+  return b.write_add(
+      w, [now] { return now; }, [waited] { return waited; });
+}
 }  // namespace
 
 TEST_CASE("posted batch: the first four writes of a burst leave at once, the fifth waits for the dispatcher") {
   PostedBatch b;
   for (int i = 0; i < PostedBatch::kEagerWrites; ++i) {
-    auto a = b.write_add(write_at(i * 4), t0 + std::chrono::microseconds(i), never);
+    auto a = add(b, write_at(i * 4), t0 + std::chrono::microseconds(i), never);
     CHECK(a.send_now);
     CHECK_FALSE(a.wake);
     REQUIRE(b.take(t0 + std::chrono::microseconds(i)));  // the writer sent it
   }
-  auto fifth = b.write_add(write_at(16), t0 + 5us, never);
+  auto fifth = add(b, write_at(16), t0 + 5us, never);
   CHECK_FALSE(fifth.send_now);
   CHECK(fifth.wake);
   // Later writes join the waiting batch without waking anyone again.
-  auto sixth = b.write_add(write_at(20), t0 + 6us, never);
+  auto sixth = add(b, write_at(20), t0 + 6us, never);
   CHECK_FALSE(sixth.send_now);
   CHECK_FALSE(sixth.wake);
 }
@@ -37,43 +41,43 @@ TEST_CASE("posted batch: the first four writes of a burst leave at once, the fif
 TEST_CASE("posted batch: a call that waited ends the burst, and so does a quiet spell of 20 us") {
   PostedBatch b;
   for (int i = 0; i < PostedBatch::kEagerWrites; ++i) {
-    REQUIRE(b.write_add(write_at(0), t0, never).send_now);
+    REQUIRE(add(b, write_at(0), t0, never).send_now);
     REQUIRE(b.take(t0));
   }
   // A read (a call that waits) ended after the window began: the next doorbell is eager.
-  CHECK(b.write_add(write_at(0), t0 + 3us, t0 + 2us).send_now);
+  CHECK(add(b, write_at(0), t0 + 3us, t0 + 2us).send_now);
   REQUIRE(b.take(t0 + 3us));
   PostedBatch quiet;
   for (int i = 0; i < PostedBatch::kEagerWrites; ++i) {
-    REQUIRE(quiet.write_add(write_at(0), t0, never).send_now);
+    REQUIRE(add(quiet, write_at(0), t0, never).send_now);
     REQUIRE(quiet.take(t0));
   }
-  CHECK_FALSE(quiet.write_add(write_at(0), t0 + PostedBatch::kBatchDelay, never).send_now);
+  CHECK_FALSE(add(quiet, write_at(0), t0 + PostedBatch::kBatchDelay, never).send_now);
   REQUIRE(quiet.take(t0 + PostedBatch::kBatchDelay));
-  CHECK(quiet.write_add(write_at(0), t0 + PostedBatch::kBatchDelay + 21us, never).send_now);
+  CHECK(add(quiet, write_at(0), t0 + PostedBatch::kBatchDelay + 21us, never).send_now);
 }
 
 TEST_CASE("posted batch: a full batch is sent by the writer that filled it") {
   PostedBatch b(3);
   for (int i = 0; i < PostedBatch::kEagerWrites; ++i) {  // use up the eager window
-    REQUIRE(b.write_add(write_at(0), t0, never).send_now);
+    REQUIRE(add(b, write_at(0), t0, never).send_now);
     REQUIRE(b.take(t0));
   }
-  CHECK_FALSE(b.write_add(write_at(0), t0, never).send_now);
-  CHECK_FALSE(b.write_add(write_at(4), t0, never).send_now);
-  CHECK(b.write_add(write_at(8), t0, never).send_now);
+  CHECK_FALSE(add(b, write_at(0), t0, never).send_now);
+  CHECK_FALSE(add(b, write_at(4), t0, never).send_now);
+  CHECK(add(b, write_at(8), t0, never).send_now);
 }
 
 TEST_CASE("posted batch: take returns writes in order, and only once due when asked so") {
   PostedBatch b;
   for (int i = 0; i < PostedBatch::kEagerWrites; ++i) {
-    REQUIRE(b.write_add(write_at(0), t0, never).send_now);
+    REQUIRE(add(b, write_at(0), t0, never).send_now);
     REQUIRE(b.take(t0));
   }
   CHECK_FALSE(b.pending());
   CHECK_FALSE(b.due());
-  (void)b.write_add(write_at(100), t0 + 1us, never);
-  (void)b.write_add(write_at(200), t0 + 2us, never);
+  (void)add(b, write_at(100), t0 + 1us, never);
+  (void)add(b, write_at(200), t0 + 2us, never);
   CHECK(b.pending());
   REQUIRE(b.due());
   CHECK(*b.due() == t0 + 1us + PostedBatch::kBatchDelay);
@@ -94,7 +98,7 @@ TEST_CASE("posted batch: pushed bytes wait for an empty batch and leave ahead of
   CHECK(b.push_set(bytes, 0x1000, t0));
   CHECK(b.pending());
   CHECK_FALSE(b.push_set(bytes, 0x2000, t0));  // something waits: the caller sends it first
-  auto doorbell = b.write_add(write_at(0x98), t0 + 1us, never);
+  auto doorbell = add(b, write_at(0x98), t0 + 1us, never);
   CHECK(doorbell.send_now);  // the doorbell is the first write of this batch: eager
   auto taken = b.take(t0 + 1us);
   REQUIRE(taken);
@@ -117,4 +121,22 @@ TEST_CASE("posted batch: as many writes as fit in one inject where that is large
       CHECK(proto::message_encoded_size(over) > inject);
     }
   }
+}
+
+TEST_CASE("posted batch: a write that joins a waiting batch reads no clock") {
+  PostedBatch b;
+  int clock_reads = 0;
+  auto now = [&] {
+    ++clock_reads;
+    return t0;
+  };
+  auto waited = [&] {
+    ++clock_reads;
+    return never;
+  };
+  (void)b.write_add(write_at(0), now, waited);
+  CHECK(clock_reads == 2);
+  (void)b.write_add(write_at(4), now, waited);
+  (void)b.write_add(write_at(8), now, waited);
+  CHECK(clock_reads == 2);
 }

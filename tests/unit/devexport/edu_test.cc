@@ -17,12 +17,14 @@
 #include <thread>
 #include <vector>
 
+#include "../../support/eventually.hpp"
 #include "../../support/fake_device_ports.hpp"
 #include "rpcie/deadline.hpp"
 
 using namespace std::chrono_literals;
 using rpcie::Deadline;
 using rpcie::dev::Backend;
+using rpcie::test::eventually;
 using rpcie::test::FakeDmaPort;
 using rpcie::test::FakeIrqSink;
 
@@ -83,16 +85,6 @@ void cfg_wr(Backend& dev, std::uint32_t offset, std::uint32_t value, unsigned wi
 }
 
 // Polls `done` every millisecond until it holds or `timeout` passes; the last poll's answer.
-template <class Pred>
-bool eventually(Pred done, std::chrono::milliseconds timeout = 5s) {
-  const auto deadline = Deadline::after(timeout);
-  while (!done()) {
-    if (deadline.expired()) return done();
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
-
 std::uint32_t factorial_run(Backend& dev, std::uint32_t n) {
   wr(dev, kFactorial, n);
   REQUIRE(eventually([&] { return (rd(dev, kStatus) & kStatusComputing) == 0; }));
