@@ -92,12 +92,8 @@ Result<ReplyRouter::Reply> Attachment::State::request(const proto::Message& m, D
     return tl::unexpected(sent.error());
   }
   RPCIE_TRY(dispatcher->await([&] { return router->reply_arrived(rid); }, deadline));
-  auto reply = router->reply_take(rid);
   posted_unconfirmed.store(false);
-  // An error for a posted write sent before this request arrived before its reply: the
-  // posted write failed, and this call is "the next access" that reports it.
-  if (auto e = router->posted_error_take()) return tl::unexpected(*e);
-  return std::move(*reply);
+  return router->reply_collect(rid);
 }
 
 void Attachment::State::threads_stop() {

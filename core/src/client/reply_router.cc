@@ -67,6 +67,16 @@ std::optional<ReplyRouter::Reply> ReplyRouter::reply_take(std::uint64_t rid) {
   return r;
 }
 
+Result<ReplyRouter::Reply> ReplyRouter::reply_collect(std::uint64_t rid) {
+  std::lock_guard g(lock_);
+  auto it = replies_.find(rid);
+  if (it == replies_.end()) return rpcie::fail(EPROTO, "no reply filed for request " + std::to_string(rid));
+  Reply r = std::move(it->second);
+  replies_.erase(it);
+  if (posted_error_) return tl::unexpected(*std::exchange(posted_error_, std::nullopt));
+  return r;
+}
+
 bool ReplyRouter::reply_arrived(std::uint64_t rid) const {
   std::lock_guard g(lock_);
   return replies_.count(rid) != 0;
@@ -94,11 +104,6 @@ std::optional<Error> ReplyRouter::error_pending() {
   if (failed_) return failed_;
   if (posted_error_) return std::exchange(posted_error_, std::nullopt);
   return std::nullopt;
-}
-
-std::optional<Error> ReplyRouter::posted_error_take() {
-  std::lock_guard g(lock_);
-  return std::exchange(posted_error_, std::nullopt);
 }
 
 std::uint64_t ReplyRouter::interrupt_count(std::uint16_t vector) const {

@@ -50,6 +50,10 @@ class ReplyRouter {
   void message_file(const proto::Decoded& d);
   // The reply for `rid` if it has arrived (then it is removed), else nullopt.
   std::optional<Reply> reply_take(std::uint64_t rid);
+  // Collects the reply of a request that has arrived: an error for a posted write sent before
+  // it (which arrived first) is reported instead, once, since this request is "the next
+  // operation". EPROTO if no reply for `rid` was filed.
+  Result<Reply> reply_collect(std::uint64_t rid);
   bool reply_arrived(std::uint64_t rid) const;
 
   // Makes `e` the sticky failure (the first one wins; later ones are ignored), wakes every
@@ -59,9 +63,6 @@ class ReplyRouter {
   std::optional<Error> failure() const;
   // The failure, else a posted write's error (reported once), else nothing.
   std::optional<Error> error_pending();
-  // The posted write's error alone (a request's reply arrived after it: that request is the
-  // next operation that reports it).
-  std::optional<Error> posted_error_take();
 
   std::uint64_t interrupt_count(std::uint16_t vector) const;
   std::uint64_t interrupts_received() const;

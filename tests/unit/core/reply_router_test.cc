@@ -108,3 +108,18 @@ TEST_CASE("reply router: a sleeper wakes when something is filed") {
   sleeper.join();
   CHECK(std::chrono::steady_clock::now() - start < 5s);
 }
+
+TEST_CASE("reply router: collecting a reply reports a posted write's earlier error instead, once") {
+  ReplyRouter r(1, "test");
+  CHECK(r.reply_collect(3).error().code == EPROTO);  // nothing filed for it
+  r.message_file(decoded(proto::ErrorMsg{EPERM, "read-only BAR"}, 2 | kPostedBit));
+  r.message_file(decoded(proto::ReadReply{0, 7}, 3));
+  auto first = r.reply_collect(3);
+  REQUIRE_FALSE(first);
+  CHECK(first.error().code == EPERM);
+  r.message_file(decoded(proto::ReadReply{0, 8}, 4));
+  auto second = r.reply_collect(4);
+  REQUIRE(second);
+  CHECK(second->value == 8);
+  CHECK_FALSE(r.error_pending());
+}
