@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <span>
+#include <string_view>
 
 #include <rdma/fabric.h>
 
@@ -70,11 +72,31 @@ inline std::size_t inject_size_capped(const fi_info& info, std::size_t cap) noex
   return info.tx_attr == nullptr ? 0 : std::min(info.tx_attr->inject_size, cap);
 }
 
-// What most adapters share: every mr_mode bit the core honours, the common info filter,
-// injects capped at kInjectSizeMax, one-sided RMA native wherever FI_RMA is granted, and
-// nothing to set before fi_enable. An adapter overrides what differs.
+// What names an adapter and what it asks of fi_getinfo beyond the common hints.
+struct AdapterSpec {
+  ProviderKind kind;
+  std::string_view name;
+  std::string_view fabric_name;
+  bool ask_saw;             // request FI_ORDER_SAW (see hints_fill_common)
+  bool node_binds_address;  // see ProviderAdapter::node_binds_address
+  std::span<const EnvVar> env_vars;
+};
+
+// What most adapters share: names and hints from an AdapterSpec, every mr_mode bit the core
+// honours, the common info filter, injects capped at kInjectSizeMax, one-sided RMA native
+// wherever FI_RMA is granted, and nothing to set before fi_enable. An adapter that differs
+// derives and overrides; one that does not is an RdmAdapter with its spec.
 class RdmAdapter : public ProviderAdapter {
  public:
+  constexpr explicit RdmAdapter(const AdapterSpec& spec) noexcept : spec_(spec) {}
+
+  ProviderKind kind() const noexcept override { return spec_.kind; }
+  std::string_view name() const noexcept override { return spec_.name; }
+  std::string_view fabric_name() const noexcept override { return spec_.fabric_name; }
+  void hints_fill(fi_info& hints) const override { hints_fill_common(hints, *this, spec_.ask_saw); }
+  bool node_binds_address() const noexcept override { return spec_.node_binds_address; }
+  std::span<const EnvVar> env_vars() const noexcept override { return spec_.env_vars; }
+
   std::uint64_t mr_mode_accepted() const noexcept override { return kMrModeAll; }
   bool info_accept(const fi_info& info) const noexcept override { return info_accept_common(info); }
   std::size_t inject_size(const fi_info& info) const noexcept override {
@@ -85,6 +107,9 @@ class RdmAdapter : public ProviderAdapter {
     return {.read_native = rma, .write_native = rma};
   }
   int endpoint_configure(fid_ep& /*ep*/, const fi_info& /*info*/) const noexcept override { return 0; }
+
+ private:
+  AdapterSpec spec_;
 };
 
 }  // namespace rpcie::providers::detail

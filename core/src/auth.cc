@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <utility>
 
@@ -320,6 +321,23 @@ bool client_name_valid(std::string_view name) noexcept {
 
 // --- Challenge-response ----------------------------------------------------------------------
 
+namespace {
+
+// A value bound to one handshake (docs/auth.md): labels saying what it is for, then the
+// client's name and both challenges.
+void handshake_mac(const Key& key, std::initializer_list<std::string_view> labels, std::string_view client_name,
+                   const Nonce& client_nonce, const Nonce& server_nonce,
+                   std::span<std::uint8_t, kMacBytes> out) noexcept {
+  Transcript t(key.bytes());
+  for (const std::string_view label : labels) t.field(label);
+  t.field(client_name);
+  t.field(client_nonce);
+  t.field(server_nonce);
+  t.final(out);
+}
+
+}  // namespace
+
 Nonce nonce_random() noexcept {
   sodium_ready();
   Nonce nonce;
@@ -329,14 +347,8 @@ Nonce nonce_random() noexcept {
 
 Proof proof_compute(const Key& key, Role who_proves, std::string_view client_name, const Nonce& client_nonce,
                     const Nonce& server_nonce) noexcept {
-  Transcript t(key.bytes());
-  t.field("proof");
-  t.field(role_label(who_proves));
-  t.field(client_name);
-  t.field(client_nonce);
-  t.field(server_nonce);
   Proof proof;
-  t.final(proof);
+  handshake_mac(key, {"proof", role_label(who_proves)}, client_name, client_nonce, server_nonce, proof);
   return proof;
 }
 
@@ -364,13 +376,8 @@ SessionKey::~SessionKey() { sodium_memzero(bytes_.data(), bytes_.size()); }
 
 SessionKey session_key_derive(const Key& key, std::string_view client_name, const Nonce& client_nonce,
                               const Nonce& server_nonce) noexcept {
-  Transcript t(key.bytes());
-  t.field("session-key");
-  t.field(client_name);
-  t.field(client_nonce);
-  t.field(server_nonce);
   SessionKey session;
-  t.final(session.bytes_);
+  handshake_mac(key, {"session-key"}, client_name, client_nonce, server_nonce, session.bytes_);
   return session;
 }
 

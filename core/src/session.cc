@@ -69,9 +69,8 @@ Result<std::unique_ptr<Session>> Session::connect(const std::string& host, std::
                                                   const SessionOptions& options, std::span<const LocalRegion> regions,
                                                   Deadline deadline) {
   if (regions.size() > proto::kMaxRegions) return fail(EINVAL, "too many regions for one session");
-  auto sock = Socket::connect(host, port, deadline);
-  if (!sock) return tl::unexpected(sock.error());
-  auto s = connect_over(std::move(*sock), options, regions, deadline);
+  RPCIE_TRY_ASSIGN(Socket socket, Socket::connect(host, port, deadline));
+  auto s = connect_over(std::move(socket), options, regions, deadline);
   if (s) RPCIE_LOG_INFO("session", "connected to {}:{} over {}", host, port, (*s)->peer_.provider);
   return s;
 }
@@ -81,31 +80,25 @@ Result<std::unique_ptr<Session>> Session::connect_over(Socket socket, const Sess
   if (regions.size() > proto::kMaxRegions) return fail(EINVAL, "too many regions for one session");
   std::unique_ptr<Session> s(new Session());
   s->socket_ = std::move(socket);
-  auto adapter = provider_pick_client(options.provider, address_is_loopback(s->socket_.peer_address()));
-  if (!adapter) return tl::unexpected(adapter.error());
-  auto setup = s->fabric_setup(**adapter, regions, options);
-  if (!setup) return tl::unexpected(setup.error());
+  RPCIE_TRY_ASSIGN(const auto* adapter,
+                   provider_pick_client(options.provider, address_is_loopback(s->socket_.peer_address())));
+  RPCIE_TRY(s->fabric_setup(*adapter, regions, options));
 
   PeerHello local = s->hello_local();
-  auto sent = s->socket_.message_send(hello_view(local), 0, deadline);
-  if (!sent) return tl::unexpected(sent.error());
-  auto reply = s->socket_.message_recv(deadline);
-  if (!reply) return tl::unexpected(reply.error());
-  if (auto* e = std::get_if<proto::ErrorMsg>(&reply->decoded.message))
+  RPCIE_TRY(s->socket_.message_send(hello_view(local), 0, deadline));
+  RPCIE_TRY_ASSIGN(const auto reply, s->socket_.message_recv(deadline));
+  if (auto* e = std::get_if<proto::ErrorMsg>(&reply.decoded.message))
     return fail(e->code > 0 ? e->code : EPROTO, "peer refused: " + std::string(e->text));
-  auto* ack = std::get_if<proto::HelloAck>(&reply->decoded.message);
+  auto* ack = std::get_if<proto::HelloAck>(&reply.decoded.message);
   if (!ack)
-    return fail(EPROTO, std::string("expected hello_ack, got ") + proto::msg_type_name(reply->decoded.header.type));
+    return fail(EPROTO, std::string("expected hello_ack, got ") + proto::msg_type_name(reply.decoded.header.type));
   if (ack->provider != local.provider)
     return fail(EPROTO,
                 "provider mismatch: this side uses " + local.provider + ", peer uses " + std::string(ack->provider));
   s->peer_ = hello_copy(*ack);
 
-  auto peer = s->pending_fabric_->peer_insert(s->peer_.fabric_address);
-  if (!peer) return tl::unexpected(peer.error());
-  auto ch = Channel::create(std::move(s->pending_fabric_), *peer, options.channel);
-  if (!ch) return tl::unexpected(ch.error());
-  s->channel_ = std::move(*ch);
+  RPCIE_TRY_ASSIGN(const auto peer, s->pending_fabric_->peer_insert(s->peer_.fabric_address));
+  RPCIE_TRY_ASSIGN(s->channel_, Channel::create(std::move(s->pending_fabric_), peer, options.channel));
   return s;
 }
 

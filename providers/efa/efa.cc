@@ -61,16 +61,19 @@ std::optional<RnrRetry> rnr_retry_resolve() noexcept {
 
 class EfaAdapter final : public detail::RdmAdapter {
  public:
-  ProviderKind kind() const noexcept override { return ProviderKind::efa; }
-  std::string_view name() const noexcept override { return "efa"; }
-  std::string_view fabric_name() const noexcept override { return "efa"; }
-
   // No FI_ORDER_SAW: SRD is unordered and the RDM protocol restores only send-after-send
   // (its msg_order is FI_ORDER_SAS plus atomic orders). Asking for SAW makes fi_getinfo
   // return -FI_ENODATA, as it does for any order bit a provider lacks (checked on tcp with
   // FI_ORDER_WAR). The core sees SAW missing from the granted order and waits for the RMA
   // completion before sending what depends on it.
-  void hints_fill(fi_info& hints) const override { detail::hints_fill_common(hints, *this, false); }
+  // EFA addresses are GID+QPN, not IPs; the device is chosen by domain.
+  constexpr EfaAdapter() noexcept
+      : RdmAdapter({.kind = ProviderKind::efa,
+                    .name = "efa",
+                    .fabric_name = "efa",
+                    .ask_saw = false,
+                    .node_binds_address = false,
+                    .env_vars = kEfaEnvVars}) {}
 
   // EFA's device path needs FI_MR_LOCAL and provider keys with virtual addresses; the RDM
   // endpoint drops FI_MR_LOCAL. No FI_MR_ENDPOINT (EFA never asks for it) and no FI_MR_HMEM:
@@ -78,9 +81,6 @@ class EfaAdapter final : public detail::RdmAdapter {
   std::uint64_t mr_mode_accepted() const noexcept override {
     return FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
   }
-
-  // EFA addresses are GID+QPN, not IPs; the device is chosen by domain.
-  bool node_binds_address() const noexcept override { return false; }
 
   bool info_accept(const fi_info& info) const noexcept override {
     if (!detail::info_accept_common(info)) return false;
@@ -110,8 +110,6 @@ class EfaAdapter final : public detail::RdmAdapter {
     if (rc == -FI_ENOSYS && !retry->from_env) return 0;
     return rc;
   }
-
-  std::span<const EnvVar> env_vars() const noexcept override { return kEfaEnvVars; }
 };
 
 }  // namespace

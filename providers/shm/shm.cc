@@ -24,20 +24,18 @@ constexpr EnvVar kShmEnvVars[] = {
 // the shared region).
 class ShmAdapter final : public detail::RdmAdapter {
  public:
-  ProviderKind kind() const noexcept override { return ProviderKind::shm; }
-  std::string_view name() const noexcept override { return "shm"; }
-  std::string_view fabric_name() const noexcept override { return "shm"; }
-
   // shm 1.17 would grant FI_ORDER_SAW, at a price: asking for any order beyond
   // send-after-send switches off its "fast RMA" (single-copy) path. Measured with
   // rpcie-bench, RMA reads then ran at 25-50 % of the raw loop's. So SAS only: the core
   // orders write-then-message by delivery-complete writes instead. See README.md.
-  void hints_fill(fi_info& hints) const override { detail::hints_fill_common(hints, *this, false); }
-
   // shm addresses are names (fi_shm://<pid>), not IPs.
-  bool node_binds_address() const noexcept override { return false; }
-
-  std::span<const EnvVar> env_vars() const noexcept override { return kShmEnvVars; }
+  constexpr ShmAdapter() noexcept
+      : RdmAdapter({.kind = ProviderKind::shm,
+                    .name = "shm",
+                    .fabric_name = "shm",
+                    .ask_saw = false,
+                    .node_binds_address = false,
+                    .env_vars = kShmEnvVars}) {}
 
   // shm names each endpoint's region /dev/shm/<pid>:<n>:<n>, and refuses to reuse a file of
   // that name when the PID written in it is alive — which it is when that PID is now ours

@@ -23,29 +23,22 @@ constexpr EnvVar kTcpEnvVars[] = {
     {"FI_OFI_RXM_DEF_TCP_WAIT_OBJ", "wait object rxm uses over tcp (fd or pollfd)"},
 };
 
+}  // namespace
+
 // RdmAdapter's defaults hold: the tcp provider carries RMA in its own protocol (one-sided
 // from rpcie's point of view), and tcp;ofi_rxm returns mr_mode 0 on 1.17 (accepting more is
 // harmless and keeps newer versions usable should they start to require some of the bits).
-class TcpAdapter final : public detail::RdmAdapter {
- public:
-  ProviderKind kind() const noexcept override { return ProviderKind::tcp; }
-  std::string_view name() const noexcept override { return "tcp"; }
-  std::string_view fabric_name() const noexcept override { return "tcp;ofi_rxm"; }
-
-  // rxm over tcp grants FI_ORDER_SAW on 1.17 (checked with fi_getinfo), so ask for it.
-  void hints_fill(fi_info& hints) const override { detail::hints_fill_common(hints, *this, true); }
-
-  // Several interfaces give several infos; the bootstrap socket's address picks the one
-  // the peer can reach.
-  bool node_binds_address() const noexcept override { return true; }
-
-  std::span<const EnvVar> env_vars() const noexcept override { return kTcpEnvVars; }
-};
-
-}  // namespace
-
 const ProviderAdapter& detail::tcp_adapter() noexcept {
-  static constinit const TcpAdapter adapter;
+  static constinit const detail::RdmAdapter adapter({
+      .kind = ProviderKind::tcp,
+      .name = "tcp",
+      .fabric_name = "tcp;ofi_rxm",
+      .ask_saw = true,  // rxm over tcp grants FI_ORDER_SAW on 1.17 (checked with fi_getinfo)
+      // Several interfaces give several infos; the bootstrap socket's address picks the one
+      // the peer can reach.
+      .node_binds_address = true,
+      .env_vars = kTcpEnvVars,
+  });
   return adapter;
 }
 

@@ -24,27 +24,21 @@ constexpr EnvVar kVerbsEnvVars[] = {
     {"FI_OFI_RXM_RX_SIZE", "rxm receive context size (default 2048)"},
 };
 
-// RdmAdapter's defaults hold: RDMA read and write are the hardware's own operations, and
-// verbs needs local registration and hands out its own keys (rxm passes that through).
-class VerbsAdapter final : public detail::RdmAdapter {
- public:
-  ProviderKind kind() const noexcept override { return ProviderKind::verbs; }
-  std::string_view name() const noexcept override { return "verbs"; }
-  std::string_view fabric_name() const noexcept override { return "verbs;ofi_rxm"; }
-
-  void hints_fill(fi_info& hints) const override { detail::hints_fill_common(hints, *this, true); }
-
-  // verbs devices are found by their IPoIB (or RoCE netdev) address: the bootstrap
-  // socket's local address selects the HCA that reaches the peer.
-  bool node_binds_address() const noexcept override { return true; }
-
-  std::span<const EnvVar> env_vars() const noexcept override { return kVerbsEnvVars; }
-};
-
 }  // namespace
 
+// RdmAdapter's defaults hold: RDMA read and write are the hardware's own operations, and
+// verbs needs local registration and hands out its own keys (rxm passes that through).
 const ProviderAdapter& detail::verbs_adapter() noexcept {
-  static constinit const VerbsAdapter adapter;
+  static constinit const detail::RdmAdapter adapter({
+      .kind = ProviderKind::verbs,
+      .name = "verbs",
+      .fabric_name = "verbs;ofi_rxm",
+      .ask_saw = true,
+      // verbs devices are found by their IPoIB (or RoCE netdev) address: the bootstrap
+      // socket's local address selects the HCA that reaches the peer.
+      .node_binds_address = true,
+      .env_vars = kVerbsEnvVars,
+  });
   return adapter;
 }
 
