@@ -16,7 +16,7 @@
 
 #include <fmt/format.h>
 
-#include "fd.hpp"
+#include "rpcie/fd.hpp"
 #include "rpcie/log.hpp"
 
 namespace rpcie::auth {

@@ -16,7 +16,7 @@
 #include <optional>
 #include <utility>
 
-#include "fd.hpp"
+#include "rpcie/fd.hpp"
 #include "rpcie/log.hpp"
 
 namespace rpcie {

@@ -1,6 +1,6 @@
 #include "rpcie/control.hpp"
 
-#include "fd.hpp"
+#include "rpcie/fd.hpp"
 
 #include <cerrno>
 #include <cstdlib>

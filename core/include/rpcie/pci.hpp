@@ -95,4 +95,21 @@ Result<void> access_split(std::uint64_t offset, std::uint64_t length, unsigned w
   return {};
 }
 
+// Calls `typed(T{})` with the unsigned integer T of `width` bytes (1, 2 or 4; 8 for any other
+// width, which access_valid has already refused), so that one access of exactly that width
+// is written once: `width_visit(w, [&]<class T>(T) { return load<T>(at); })`.
+template <class Typed>
+decltype(auto) width_visit(unsigned width, Typed&& typed) {
+  switch (width) {
+    case 1:
+      return typed(std::uint8_t{});
+    case 2:
+      return typed(std::uint16_t{});
+    case 4:
+      return typed(std::uint32_t{});
+    default:
+      return typed(std::uint64_t{});
+  }
+}
+
 }  // namespace rpcie::pci

@@ -16,17 +16,10 @@ Dispatcher::Dispatcher(Inbox& inbox, ReplyRouter& router, Batch batch, std::chro
 Dispatcher::~Dispatcher() { stop(); }
 
 void Dispatcher::start() {
-  thread_ = std::thread([this] { run(); });
+  worker_.start([this] { run(); });
 }
 
-void Dispatcher::stop() {
-  {
-    std::lock_guard g(lock_);
-    stop_.store(true);
-    cv_.notify_all();
-  }
-  if (thread_.joinable()) thread_.join();
-}
+void Dispatcher::stop() { worker_.stop(); }
 
 Dispatcher::Call::Call(Dispatcher& d, bool posted) : d_(d), posted_(posted) {
   d_.busy_.fetch_add(1, std::memory_order_relaxed);
@@ -44,13 +37,13 @@ Dispatcher::Call::~Call() {
   // every call would cost a context switch per MMIO read.
   if (d_.busy_.fetch_sub(1, std::memory_order_acq_rel) == 1 && posted_ && d_.parked_.load(std::memory_order_acquire) &&
       !d_.app_active()) {
-    std::lock_guard g(d_.lock_);  // the dispatcher checks its predicate under it: no lost wake-up
-    d_.cv_.notify_one();
+    std::lock_guard g(d_.worker_.lock());  // the dispatcher checks its predicate under it: no lost wake-up
+    d_.worker_.cv().notify_one();
   }
 }
 
 void Dispatcher::batch_waiting() {
-  cv_.notify_one();
+  worker_.cv().notify_one();
   if (on_fd_.load(std::memory_order_relaxed)) inbox_.wake();
 }
 
@@ -78,14 +71,15 @@ bool Dispatcher::app_active() const {
 
 void Dispatcher::run() {
   ::prctl(PR_SET_TIMERSLACK, 1000UL);  // wake within ~1 us of a batch's due time, not 50 us
-  while (!stop_.load()) {
+  while (!worker_.stopping()) {
     std::optional<Clock::time_point> batch_due;
     if (batch_.pending()) batch_due = batch_.send_due();
     if (app_active() || batch_due) {
-      std::unique_lock g(lock_);
+      std::unique_lock g(worker_.lock());
       parked_.store(true, std::memory_order_release);
-      cv_.wait_until(g, std::min(batch_due.value_or(Clock::time_point::max()), Clock::now() + quiet_),
-                     [&] { return stop_.load() || (!batch_due && batch_.pending()) || (!batch_due && !app_active()); });
+      worker_.cv().wait_until(g, std::min(batch_due.value_or(Clock::time_point::max()), Clock::now() + quiet_), [&] {
+        return worker_.stopping() || (!batch_due && batch_.pending()) || (!batch_due && !app_active());
+      });
       parked_.store(false, std::memory_order_relaxed);
       continue;
     }
@@ -97,8 +91,8 @@ void Dispatcher::run() {
     on_fd_.store(false, std::memory_order_relaxed);
     if (!ready) {
       router_.fail(link_lost(ready.error()));
-      std::unique_lock g(lock_);
-      cv_.wait_for(g, std::chrono::milliseconds(50), [&] { return stop_.load(); });
+      std::unique_lock g(worker_.lock());
+      worker_.cv().wait_for(g, std::chrono::milliseconds(50), [&] { return worker_.stopping(); });
       continue;
     }
     if (*ready) drain();

@@ -14,15 +14,14 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <mutex>
-#include <thread>
 
 #include "reply_router.hpp"
 #include "rpcie/deadline.hpp"
 #include "rpcie/protocol.hpp"
 #include "rpcie/result.hpp"
+#include "worker.hpp"
 
 namespace rpcie::client {
 
@@ -107,12 +106,9 @@ class Dispatcher {
   std::mutex receiver_;  // the receive role
   std::atomic<int> busy_{0};
   std::atomic<Clock::rep> last_call_{0};
-  std::atomic<bool> stop_{false};
   std::atomic<bool> on_fd_{false};   // inside message_wait()
   std::atomic<bool> parked_{false};  // waits for the application to go quiet
-  std::mutex lock_;                  // for cv_: the predicate is checked under it
-  std::condition_variable cv_;
-  std::thread thread_;
+  Worker worker_;                    // declared last: stopped (joined) before the members above go
 };
 
 }  // namespace rpcie::client

@@ -11,29 +11,22 @@ std::chrono::milliseconds LeaseKeeper::interval(std::chrono::milliseconds lease)
 }
 
 void LeaseKeeper::start() {
-  thread_ = std::thread([this] { run(); });
+  worker_.start([this] { run(); });
 }
 
-void LeaseKeeper::stop() {
-  {
-    std::lock_guard g(lock_);
-    stop_.store(true);
-    cv_.notify_all();
-  }
-  if (thread_.joinable()) thread_.join();
-}
+void LeaseKeeper::stop() { worker_.stop(); }
 
 void LeaseKeeper::run() {
   std::uint64_t seq = 0;
   const auto every = interval(lease_);
-  while (!stop_.load()) {
+  while (!worker_.stopping()) {
     {
-      std::unique_lock g(lock_);
-      cv_.wait_for(g, every, [&] { return stop_.load(); });
+      std::unique_lock g(worker_.lock());
+      worker_.cv().wait_for(g, every, [&] { return worker_.stopping(); });
     }
-    if (stop_.load() || router_.failure()) return;
+    if (worker_.stopping() || router_.failure()) return;
     std::lock_guard sg(socket_lock_);
-    if (stop_.load()) return;
+    if (worker_.stopping()) return;
     auto deadline = Deadline::after(lease_);
     auto sent = socket_.message_send(proto::Heartbeat{++seq}, 0, deadline);
     auto echo = sent ? socket_.message_recv(deadline) : Result<OwnedMessage>(tl::unexpected(sent.error()));

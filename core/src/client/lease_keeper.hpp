@@ -10,13 +10,12 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <mutex>
-#include <thread>
 
 #include "reply_router.hpp"
 #include "rpcie/bootstrap.hpp"
+#include "worker.hpp"
 
 namespace rpcie::client {
 
@@ -43,11 +42,8 @@ class LeaseKeeper {
   const std::chrono::milliseconds lease_;
   ReplyRouter& router_;
   std::mutex socket_lock_;
-  std::mutex lock_;  // for cv_ (stop)
-  std::condition_variable cv_;
-  std::atomic<bool> stop_{false};
   std::atomic<std::uint64_t> heartbeats_{0};
-  std::thread thread_;
+  Worker worker_;  // declared last: stopped (joined) before the members above go
 };
 
 }  // namespace rpcie::client

@@ -69,36 +69,14 @@ class Membar final : public Backend {
     if (bar != 0 || !pci::access_valid(offset, width, region_.size))
       return fail(EINVAL, access_text("read", bar, offset, width));
     std::uint8_t* at = memory_.data() + offset;
-    switch (width) {
-      case 1:
-        return load<std::uint8_t>(at);
-      case 2:
-        return load<std::uint16_t>(at);
-      case 4:
-        return load<std::uint32_t>(at);
-      default:
-        return load<std::uint64_t>(at);
-    }
+    return pci::width_visit(width, [&]<class T>(T) { return load<T>(at); });
   }
 
   Result<void> mmio_write(std::uint8_t bar, std::uint64_t offset, unsigned width, std::uint64_t value) override {
     if (bar != 0 || !pci::access_valid(offset, width, region_.size))
       return fail(EINVAL, access_text("write", bar, offset, width));
     std::uint8_t* at = memory_.data() + offset;
-    switch (width) {
-      case 1:
-        store<std::uint8_t>(at, value);
-        break;
-      case 2:
-        store<std::uint16_t>(at, value);
-        break;
-      case 4:
-        store<std::uint32_t>(at, value);
-        break;
-      default:
-        store<std::uint64_t>(at, value);
-        break;
-    }
+    pci::width_visit(width, [&]<class T>(T) { store<T>(at, value); });
     return {};
   }
 

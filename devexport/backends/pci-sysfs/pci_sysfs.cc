@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "rpcie/log.hpp"
+#include "rpcie/mapping.hpp"
 #include "sysfs_files.hpp"
 
 namespace rpcie::dev {
@@ -100,8 +101,8 @@ bool config_places_function(std::uint8_t header_type, std::uint32_t offset, unsi
 }
 
 struct BarAccess {
-  sysfs::Fd fd;
-  sysfs::Mapping map;  // empty where the file cannot be mapped: pread/pwrite on fd instead
+  Fd fd;
+  Mapping map;  // empty where the file cannot be mapped: pread/pwrite on fd instead
 };
 
 class PciSysfs final : public Backend {
@@ -152,16 +153,7 @@ class PciSysfs final : public Backend {
     BarAccess& a = bars_[bar];
     if (a.map) {
       const std::uint8_t* at = a.map.data() + offset;
-      switch (width) {
-        case 1:
-          return mmio_load<std::uint8_t>(at);
-        case 2:
-          return mmio_load<std::uint16_t>(at);
-        case 4:
-          return mmio_load<std::uint32_t>(at);
-        default:
-          return mmio_load<std::uint64_t>(at);
-      }
+      return pci::width_visit(width, [&]<class T>(T) { return mmio_load<T>(at); });
     }
     std::uint64_t value = 0;
     ssize_t n;
@@ -178,20 +170,7 @@ class PciSysfs final : public Backend {
     BarAccess& a = bars_[bar];
     if (a.map) {
       std::uint8_t* at = a.map.data() + offset;
-      switch (width) {
-        case 1:
-          mmio_store<std::uint8_t>(at, value);
-          break;
-        case 2:
-          mmio_store<std::uint16_t>(at, value);
-          break;
-        case 4:
-          mmio_store<std::uint32_t>(at, value);
-          break;
-        default:
-          mmio_store<std::uint64_t>(at, value);
-          break;
-      }
+      pci::width_visit(width, [&]<class T>(T) { mmio_store<T>(at, value); });
       return {};
     }
     ssize_t n;
@@ -251,7 +230,7 @@ class PciSysfs final : public Backend {
   bool config_write_ = false;
   Identity identity_;
   std::vector<Region> regions_;
-  sysfs::Fd config_fd_;
+  Fd config_fd_;
   std::uint64_t config_file_size_ = 0;
   std::uint8_t header_type_ = 0;
   std::array<BarAccess, pci::kBarCount> bars_;
@@ -322,7 +301,7 @@ Result<std::unique_ptr<Backend>> PciSysfs::open(const Params& p) {
     if (!fd) return fail(fd.error().code, b->where() + fd.error().message);
     BarAccess& a = b->bars_[r.bar];
     a.fd = std::move(*fd);
-    if (auto map = sysfs::Mapping::map(a.fd.get(), r.size))
+    if (auto map = Mapping::shared(a.fd.get(), r.size))
       a.map = std::move(*map);
     else
       RPCIE_LOG_WARN("pci-sysfs", "{}: {} cannot be mapped ({}); BAR{} goes through pread/pwrite", p.bdf, path,

@@ -6,48 +6,9 @@
 
 #include <fcntl.h>
 #include <limits.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 namespace rpcie::dev::sysfs {
-
-Fd& Fd::operator=(Fd&& other) noexcept {
-  if (this != &other) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = std::exchange(other.fd_, -1);
-  }
-  return *this;
-}
-
-Fd::~Fd() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
-Result<Mapping> Mapping::map(int fd, std::size_t length) {
-  // A BAR smaller than a page still maps one whole page (the kernel allows it for
-  // resourceN); accesses stay inside the BAR because the caller checks them.
-  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
-  const std::size_t rounded = (length + page - 1) / page * page;
-  void* p = ::mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (p == MAP_FAILED) return fail(errno, "mmap");
-  Mapping m;
-  m.base_ = static_cast<std::uint8_t*>(p);
-  m.length_ = rounded;
-  return m;
-}
-
-Mapping& Mapping::operator=(Mapping&& other) noexcept {
-  if (this != &other) {
-    if (base_) ::munmap(base_, length_);
-    base_ = std::exchange(other.base_, nullptr);
-    length_ = std::exchange(other.length_, 0);
-  }
-  return *this;
-}
-
-Mapping::~Mapping() {
-  if (base_) ::munmap(base_, length_);
-}
 
 Result<Fd> file_open(const std::string& path, int flags) {
   const int fd = ::open(path.c_str(), flags | O_CLOEXEC);

@@ -1,5 +1,7 @@
 // Memory registration against a fake MrOps (every mr_mode bit, key handling, ownership),
-// HostBuffer, and the process-wide key allocator.
+// HostBuffer, Mapping, Fd, and the process-wide key allocator.
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +20,8 @@
 #include <rdma/fi_domain.h>
 #include <rdma/fi_errno.h>
 
+#include "rpcie/fd.hpp"
+#include "rpcie/mapping.hpp"
 #include "rpcie/memory.hpp"
 #include "rpcie/result.hpp"
 
@@ -478,6 +482,68 @@ TEST_CASE("a moved HostBuffer leaves the source empty") {
   CHECK(moved.size() == 4096);
   CHECK(hb->data() == nullptr);
   CHECK(hb->size() == 0);
+}
+
+// --- Mapping and Fd -----------------------------------------------------------------------
+
+TEST_CASE("Mapping::shared maps whole pages of a file, both ways, and refuses an empty one") {
+  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  rpcie::Fd file(::memfd_create("rpcie-mapping-test", MFD_CLOEXEC));
+  REQUIRE(file);
+  REQUIRE(::ftruncate(file.get(), 100) == 0);
+  auto map = rpcie::Mapping::shared(file.get(), 100);
+  REQUIRE(map.has_value());
+  CHECK(map->size() == page);  // a 100-byte file still maps one page
+  map->data()[7] = 0x5a;       // shared: the file sees the store...
+  std::uint8_t byte = 0;
+  REQUIRE(::pread(file.get(), &byte, 1, 7) == 1);
+  CHECK(byte == 0x5a);
+  const std::uint8_t other = 0xc3;  // ...and the mapping sees the file's writes
+  REQUIRE(::pwrite(file.get(), &other, 1, 9) == 1);
+  CHECK(map->data()[9] == 0xc3);
+
+  auto empty = rpcie::Mapping::shared(file.get(), 0);
+  REQUIRE_FALSE(empty.has_value());
+  CHECK(empty.error().code == EINVAL);
+  auto bad = rpcie::Mapping::shared(-1, 100);
+  REQUIRE_FALSE(bad.has_value());
+  CHECK(bad.error().code == EBADF);
+}
+
+TEST_CASE("a move-assigned Mapping unmaps what it held and takes the other's pages") {
+  auto a = rpcie::Mapping::anonymous(4096);
+  auto b = rpcie::Mapping::anonymous(8192);
+  REQUIRE(a.has_value());
+  REQUIRE(b.has_value());
+  std::uint8_t* const old = a->data();
+  std::uint8_t* const taken = b->data();
+  *a = std::move(*b);
+  CHECK(a->data() == taken);
+  CHECK(a->size() == 8192);
+  CHECK_FALSE(*b);
+  // The old pages are gone: mincore reports ENOMEM for an unmapped range.
+  unsigned char residency = 0;
+  CHECK(::mincore(old, 4096, &residency) == -1);
+  CHECK(errno == ENOMEM);
+}
+
+TEST_CASE("Fd closes on destruction and on move-assignment, once") {
+  int raw[2];
+  REQUIRE(::pipe2(raw, O_CLOEXEC) == 0);
+  {
+    rpcie::Fd read_end(raw[0]);
+    rpcie::Fd holder(raw[1]);
+    rpcie::Fd moved(std::move(holder));
+    CHECK_FALSE(holder);
+    CHECK(moved.get() == raw[1]);
+    moved = rpcie::Fd();  // closes the write end now
+    CHECK(::fcntl(raw[1], F_GETFD) == -1);
+    CHECK(errno == EBADF);
+    char c = 0;
+    CHECK(::read(read_end.get(), &c, 1) == 0);  // end of file: no writer is left
+  }
+  CHECK(::fcntl(raw[0], F_GETFD) == -1);
+  CHECK(errno == EBADF);
 }
 
 // --- mr_key_random ------------------------------------------------------------------------

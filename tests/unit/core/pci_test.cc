@@ -1,10 +1,11 @@
 // rpcie/pci.hpp: the access rule (naturally aligned 1/2/4/8-byte accesses inside a space)
-// and the split of a range into the widest such accesses.
+// the split of a range into the widest such accesses, and the typed call of one width.
 #include "rpcie/pci.hpp"
 
 #include <doctest/doctest.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <utility>
 #include <vector>
 
@@ -64,4 +65,15 @@ TEST_CASE("access_split: the first error ends the walk and is returned") {
   REQUIRE_FALSE(r);
   CHECK(r.error().code == EIO);
   CHECK(calls == 3);
+}
+
+TEST_CASE("width_visit: one typed call of exactly the access width") {
+  const auto size_of = [](unsigned width) { return pci::width_visit(width, []<class T>(T) { return sizeof(T); }); };
+  CHECK(size_of(1) == 1);
+  CHECK(size_of(2) == 2);
+  CHECK(size_of(4) == 4);
+  CHECK(size_of(8) == 8);
+  std::uint64_t stored = 0;
+  pci::width_visit(2, [&]<class T>(T) { stored = static_cast<T>(0x12345678u); });
+  CHECK(stored == 0x5678);  // truncated to the 2-byte type
 }
