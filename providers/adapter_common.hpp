@@ -73,12 +73,14 @@ inline std::size_t inject_size_capped(const fi_info& info, std::size_t cap) noex
 }
 
 // What names an adapter and what it asks of fi_getinfo beyond the common hints.
+enum class SawOrder { ask, skip };          // whether to request FI_ORDER_SAW (see hints_fill_common)
+enum class NodeAddress { binds, ignored };  // see ProviderAdapter::node_binds_address
 struct AdapterSpec {
   ProviderKind kind;
   std::string_view name;
   std::string_view fabric_name;
-  bool ask_saw;             // request FI_ORDER_SAW (see hints_fill_common)
-  bool node_binds_address;  // see ProviderAdapter::node_binds_address
+  SawOrder saw;
+  NodeAddress node;
   std::span<const EnvVar> env_vars;
 };
 
@@ -93,8 +95,8 @@ class RdmAdapter : public ProviderAdapter {
   ProviderKind kind() const noexcept override { return spec_.kind; }
   std::string_view name() const noexcept override { return spec_.name; }
   std::string_view fabric_name() const noexcept override { return spec_.fabric_name; }
-  void hints_fill(fi_info& hints) const override { hints_fill_common(hints, *this, spec_.ask_saw); }
-  bool node_binds_address() const noexcept override { return spec_.node_binds_address; }
+  void hints_fill(fi_info& hints) const override { hints_fill_common(hints, *this, spec_.saw == SawOrder::ask); }
+  bool node_binds_address() const noexcept override { return spec_.node == NodeAddress::binds; }
   std::span<const EnvVar> env_vars() const noexcept override { return spec_.env_vars; }
 
   std::uint64_t mr_mode_accepted() const noexcept override { return kMrModeAll; }

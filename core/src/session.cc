@@ -65,6 +65,13 @@ PeerHello Session::hello_local() const {
   return h;
 }
 
+Result<std::unique_ptr<Session>> Session::socket_adopt(Socket socket, std::span<const LocalRegion> regions) {
+  if (regions.size() > proto::kMaxRegions) return fail(EINVAL, "too many regions for one session");
+  std::unique_ptr<Session> s(new Session());
+  s->socket_ = std::move(socket);
+  return s;
+}
+
 Result<std::unique_ptr<Session>> Session::connect(const std::string& host, std::uint16_t port,
                                                   const SessionOptions& options, std::span<const LocalRegion> regions,
                                                   Deadline deadline) {
@@ -77,9 +84,7 @@ Result<std::unique_ptr<Session>> Session::connect(const std::string& host, std::
 
 Result<std::unique_ptr<Session>> Session::connect_over(Socket socket, const SessionOptions& options,
                                                        std::span<const LocalRegion> regions, Deadline deadline) {
-  if (regions.size() > proto::kMaxRegions) return fail(EINVAL, "too many regions for one session");
-  std::unique_ptr<Session> s(new Session());
-  s->socket_ = std::move(socket);
+  RPCIE_TRY_ASSIGN(std::unique_ptr<Session> s, socket_adopt(std::move(socket), regions));
   RPCIE_TRY_ASSIGN(const auto* adapter,
                    provider_pick_client(options.provider, address_is_loopback(s->socket_.peer_address())));
   RPCIE_TRY(s->fabric_setup(*adapter, regions, options));
@@ -104,9 +109,7 @@ Result<std::unique_ptr<Session>> Session::connect_over(Socket socket, const Sess
 
 Result<std::unique_ptr<Session>> Session::accept(Socket socket, const SessionOptions& options,
                                                  std::span<const LocalRegion> regions, Deadline deadline) {
-  if (regions.size() > proto::kMaxRegions) return fail(EINVAL, "too many regions for one session");
-  std::unique_ptr<Session> s(new Session());
-  s->socket_ = std::move(socket);
+  RPCIE_TRY_ASSIGN(std::unique_ptr<Session> s, socket_adopt(std::move(socket), regions));
   auto first = s->socket_.message_recv(deadline);
   if (!first) {
     // Tell a peer that speaks another version or sends garbage why, if it still listens.

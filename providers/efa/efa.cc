@@ -68,12 +68,8 @@ class EfaAdapter final : public detail::RdmAdapter {
   // completion before sending what depends on it.
   // EFA addresses are GID+QPN, not IPs; the device is chosen by domain.
   constexpr EfaAdapter() noexcept
-      : RdmAdapter({.kind = ProviderKind::efa,
-                    .name = "efa",
-                    .fabric_name = "efa",
-                    .ask_saw = false,
-                    .node_binds_address = false,
-                    .env_vars = kEfaEnvVars}) {}
+      : RdmAdapter(
+            {ProviderKind::efa, "efa", "efa", detail::SawOrder::skip, detail::NodeAddress::ignored, kEfaEnvVars}) {}
 
   // EFA's device path needs FI_MR_LOCAL and provider keys with virtual addresses; the RDM
   // endpoint drops FI_MR_LOCAL. No FI_MR_ENDPOINT (EFA never asks for it) and no FI_MR_HMEM:

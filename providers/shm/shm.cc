@@ -30,12 +30,8 @@ class ShmAdapter final : public detail::RdmAdapter {
   // orders write-then-message by delivery-complete writes instead. See README.md.
   // shm addresses are names (fi_shm://<pid>), not IPs.
   constexpr ShmAdapter() noexcept
-      : RdmAdapter({.kind = ProviderKind::shm,
-                    .name = "shm",
-                    .fabric_name = "shm",
-                    .ask_saw = false,
-                    .node_binds_address = false,
-                    .env_vars = kShmEnvVars}) {}
+      : RdmAdapter(
+            {ProviderKind::shm, "shm", "shm", detail::SawOrder::skip, detail::NodeAddress::ignored, kShmEnvVars}) {}
 
   // shm names each endpoint's region /dev/shm/<pid>:<n>:<n>, and refuses to reuse a file of
   // that name when the PID written in it is alive — which it is when that PID is now ours

@@ -28,17 +28,12 @@ constexpr EnvVar kTcpEnvVars[] = {
 // RdmAdapter's defaults hold: the tcp provider carries RMA in its own protocol (one-sided
 // from rpcie's point of view), and tcp;ofi_rxm returns mr_mode 0 on 1.17 (accepting more is
 // harmless and keeps newer versions usable should they start to require some of the bits).
+// rxm over tcp grants FI_ORDER_SAW on 1.17 (checked with fi_getinfo), so it is asked for.
+// Several interfaces give several infos; the bootstrap socket's address picks the one the
+// peer can reach.
 const ProviderAdapter& detail::tcp_adapter() noexcept {
-  static constinit const detail::RdmAdapter adapter({
-      .kind = ProviderKind::tcp,
-      .name = "tcp",
-      .fabric_name = "tcp;ofi_rxm",
-      .ask_saw = true,  // rxm over tcp grants FI_ORDER_SAW on 1.17 (checked with fi_getinfo)
-      // Several interfaces give several infos; the bootstrap socket's address picks the one
-      // the peer can reach.
-      .node_binds_address = true,
-      .env_vars = kTcpEnvVars,
-  });
+  static constinit const detail::RdmAdapter adapter(
+      {ProviderKind::tcp, "tcp", "tcp;ofi_rxm", detail::SawOrder::ask, detail::NodeAddress::binds, kTcpEnvVars});
   return adapter;
 }
 

@@ -28,17 +28,11 @@ constexpr EnvVar kVerbsEnvVars[] = {
 
 // RdmAdapter's defaults hold: RDMA read and write are the hardware's own operations, and
 // verbs needs local registration and hands out its own keys (rxm passes that through).
+// verbs devices are found by their IPoIB (or RoCE netdev) address: the bootstrap socket's
+// local address selects the HCA that reaches the peer.
 const ProviderAdapter& detail::verbs_adapter() noexcept {
-  static constinit const detail::RdmAdapter adapter({
-      .kind = ProviderKind::verbs,
-      .name = "verbs",
-      .fabric_name = "verbs;ofi_rxm",
-      .ask_saw = true,
-      // verbs devices are found by their IPoIB (or RoCE netdev) address: the bootstrap
-      // socket's local address selects the HCA that reaches the peer.
-      .node_binds_address = true,
-      .env_vars = kVerbsEnvVars,
-  });
+  static constinit const detail::RdmAdapter adapter({ProviderKind::verbs, "verbs", "verbs;ofi_rxm",
+                                                     detail::SawOrder::ask, detail::NodeAddress::binds, kVerbsEnvVars});
   return adapter;
 }
 

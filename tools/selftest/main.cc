@@ -96,19 +96,32 @@ bool session_serve(Socket socket, const ServeOptions& o, providers::ProviderChoi
   }
 }
 
-int serve(const ServeOptions& o) {
+// The provider and the address named on the command line; a usage error is printed, and
+// gives nullopt.
+struct Peer {
+  providers::ProviderChoice choice;
+  std::pair<std::string, std::uint16_t> address;
+};
+std::optional<Peer> peer_resolve(const std::string& provider, const std::string& address, std::uint16_t default_port) {
   std::string why;
-  auto choice = providers::provider_choice_resolve(o.provider, &why);
+  auto choice = providers::provider_choice_resolve(provider, &why);
   if (!choice) {
     std::fprintf(stderr, "rpcie-selftest: error: %s\n", why.c_str());
-    return 2;
+    return std::nullopt;
   }
-  auto addr = address_parse(o.listen, 0);
-  if (!addr) {
-    std::fprintf(stderr, "rpcie-selftest: error: %s\n", addr.error().describe().c_str());
-    return 2;
+  auto parsed = address_parse(address, default_port);
+  if (!parsed) {
+    std::fprintf(stderr, "rpcie-selftest: error: %s\n", parsed.error().describe().c_str());
+    return std::nullopt;
   }
-  auto listener = Listener::open(addr->first == "0.0.0.0" ? "" : addr->first, addr->second);
+  return Peer{*choice, std::move(*parsed)};
+}
+
+int serve(const ServeOptions& o) {
+  const std::optional<Peer> peer = peer_resolve(o.provider, o.listen, 0);
+  if (!peer) return 2;
+  const auto& addr = peer->address;
+  auto listener = Listener::open(addr.first == "0.0.0.0" ? "" : addr.first, addr.second);
   if (!listener) {
     std::fprintf(stderr, "rpcie-selftest: error: %s\n", listener.error().describe().c_str());
     return 1;
@@ -133,7 +146,7 @@ int serve(const ServeOptions& o) {
     }
     ++accepted;
     peers.emplace_back([&, sock = std::move(*s)]() mutable {
-      if (session_serve(std::move(sock), o, *choice)) ++ok;
+      if (session_serve(std::move(sock), o, peer->choice)) ++ok;
       ++ended;
     });
   }
@@ -268,17 +281,9 @@ void report_print(const std::vector<Check>& checks, Session& session, const Chan
 }
 
 int connect(const ConnectOptions& o) {
-  std::string why;
-  auto choice = providers::provider_choice_resolve(o.provider, &why);
-  if (!choice) {
-    std::fprintf(stderr, "rpcie-selftest: error: %s\n", why.c_str());
-    return 2;
-  }
-  auto addr = address_parse(o.remote, kDefaultPort);
-  if (!addr) {
-    std::fprintf(stderr, "rpcie-selftest: error: %s\n", addr.error().describe().c_str());
-    return 2;
-  }
+  const std::optional<Peer> peer = peer_resolve(o.provider, o.remote, kDefaultPort);
+  if (!peer) return 2;
+  const auto& addr = peer->address;
   auto memory = HostBuffer::create(o.size);
   if (!memory) {
     std::fprintf(stderr, "rpcie-selftest: error: %s\n", memory.error().describe().c_str());
@@ -286,10 +291,10 @@ int connect(const ConnectOptions& o) {
   }
   LocalRegion region{kRegionId, memory->data(), memory->size()};
   SessionOptions so;
-  so.provider = *choice;
+  so.provider = peer->choice;
   so.channel.max_transfer = o.max_transfer;
   so.channel.delivery_complete_force = o.no_saw;
-  auto session = Session::connect(addr->first, addr->second, so, std::span(&region, 1), Deadline::after(10s));
+  auto session = Session::connect(addr.first, addr.second, so, std::span(&region, 1), Deadline::after(10s));
   if (!session) {
     std::fprintf(stderr, "rpcie-selftest: error: %s\n", session.error().describe().c_str());
     return 1;

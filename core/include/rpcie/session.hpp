@@ -67,6 +67,8 @@ class Session {
 
  private:
   Session() = default;
+  // A session on `socket`, before any message: EINVAL for more than kMaxRegions regions.
+  static Result<std::unique_ptr<Session>> socket_adopt(Socket socket, std::span<const LocalRegion> regions);
   Result<void> fabric_setup(const providers::ProviderAdapter& adapter, std::span<const LocalRegion> regions,
                             const SessionOptions& options);
   PeerHello hello_local() const;
