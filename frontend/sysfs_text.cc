@@ -1,6 +1,7 @@
 #include "sysfs_text.hpp"
 
 #include <cstdio>
+#include <tuple>
 
 namespace rpcie::hostd {
 
@@ -62,19 +63,18 @@ std::string sysfs_remote_text(const AttachParams& p, const RemoteDevice::Status&
 
 std::string sysfs_text(const Node& n, unsigned id) {
   const auto& d = n.dev->desc();
+  // The identity attributes: value and digits, as the kernel prints them.
+  const std::tuple<unsigned, unsigned, int> hex_attributes[] = {
+      {kVendor, d.vendor, 4},
+      {kDevice, d.device, 4},
+      {kClass, d.class_code, 6},
+      {kRevision, d.revision, 2},
+      {kSubsysVendor, d.subsystem_vendor, 4},
+      {kSubsysDevice, d.subsystem_device, 4},
+  };
+  for (const auto& [attribute, value, digits] : hex_attributes)
+    if (attribute == id) return sysfs_hex_line(value, digits);
   switch (id) {
-    case kVendor:
-      return sysfs_hex_line(d.vendor, 4);
-    case kDevice:
-      return sysfs_hex_line(d.device, 4);
-    case kClass:
-      return sysfs_hex_line(d.class_code, 6);
-    case kRevision:
-      return sysfs_hex_line(d.revision, 2);
-    case kSubsysVendor:
-      return sysfs_hex_line(d.subsystem_vendor, 4);
-    case kSubsysDevice:
-      return sysfs_hex_line(d.subsystem_device, 4);
     case kIrq:
       return "0\n";
     case kResource: {

@@ -108,11 +108,10 @@ class EfaAdapter final : public detail::RdmAdapter {
   }
 };
 
+constinit const EfaAdapter kEfa;
+
 }  // namespace
 
-const ProviderAdapter& detail::efa_adapter() noexcept {
-  static constinit const EfaAdapter adapter;
-  return adapter;
-}
+const ProviderAdapter& detail::efa_adapter() noexcept { return kEfa; }
 
 }  // namespace rpcie::providers

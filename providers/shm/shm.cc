@@ -59,11 +59,10 @@ class ShmAdapter final : public detail::RdmAdapter {
   }
 };
 
+constinit const ShmAdapter kShm;
+
 }  // namespace
 
-const ProviderAdapter& detail::shm_adapter() noexcept {
-  static constinit const ShmAdapter adapter;
-  return adapter;
-}
+const ProviderAdapter& detail::shm_adapter() noexcept { return kShm; }
 
 }  // namespace rpcie::providers

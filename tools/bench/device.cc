@@ -141,34 +141,26 @@ std::vector<Workload> device_workloads(Link& link, Devices& devices) {
                          RPCIE_TRY(devices.edu->mmio_read(0, edu::kRegLiveness, 4, call_deadline()));
                          return {};
                        })});
-  workloads.push_back(
-      {.name = "bar_write",
-       .size = kMiB,
-       .unit = Unit::megabytes_per_second,
-       .warmup_operations = 64,
-       .baseline = raw_run(link, raw::Workload::rma_write, kMiB),
-       .subject = slice_run_each([&membar] { return membar.bar_write_from_window(0, 0, 0, kMiB, call_deadline()); })});
-  workloads.push_back(
-      {.name = "bar_read",
-       .size = kMiB,
-       .unit = Unit::megabytes_per_second,
-       .warmup_operations = 64,
-       .baseline = raw_run(link, raw::Workload::rma_read, kMiB),
-       .subject = slice_run_each([&membar] { return membar.bar_read_into_window(0, 0, 0, kMiB, call_deadline()); })});
-  workloads.push_back({.name = "edu_dma",
-                       .size = kDmaBytes,
-                       .unit = Unit::microseconds,
-                       .warmup_operations = 64,
-                       .baseline = raw_dma_run(link),
-                       .subject = edu_dma_run(*devices.edu, false),
-                       .whole_reported = true});
-  workloads.push_back({.name = "edu_dma_push",
-                       .size = kDmaBytes,
-                       .unit = Unit::microseconds,
-                       .warmup_operations = 64,
-                       .baseline = raw_dma_run(link),
-                       .subject = edu_dma_run(*devices.edu_push, true),
-                       .whole_reported = true});
+  // membar's BAR moved through the window, each way, against raw RMA of the same size.
+  for (const bool write : {true, false})
+    workloads.push_back({.name = write ? "bar_write" : "bar_read",
+                         .size = kMiB,
+                         .unit = Unit::megabytes_per_second,
+                         .warmup_operations = 64,
+                         .baseline = raw_run(link, write ? raw::Workload::rma_write : raw::Workload::rma_read, kMiB),
+                         .subject = slice_run_each([&membar, write] {
+                           return write ? membar.bar_write_from_window(0, 0, 0, kMiB, call_deadline())
+                                        : membar.bar_read_into_window(0, 0, 0, kMiB, call_deadline());
+                         })});
+  // edu's DMA, its completion seen by polling and by interrupt push.
+  for (const bool push : {false, true})
+    workloads.push_back({.name = push ? "edu_dma_push" : "edu_dma",
+                         .size = kDmaBytes,
+                         .unit = Unit::microseconds,
+                         .warmup_operations = 64,
+                         .baseline = raw_dma_run(link),
+                         .subject = edu_dma_run(push ? *devices.edu_push : *devices.edu, push),
+                         .whole_reported = true});
   return workloads;
 }
 

@@ -146,119 +146,118 @@ bool RawPeer::Impl::drain_tx(Wait* w, bool* peer_failed, std::string* err) {
     if (step(w, false, peer_failed, err) == Step::fail) return false;
   return true;
 }
-double RawPeer::run(Workload w, std::size_t size, std::size_t iterations, std::string* err, std::size_t window) {
-  std::string local_err;
-  if (!err) err = &local_err;
-  Impl& m = *impl_;
-  bool peer_failed = false;
-  auto fail = [&]() {
-    if (!peer_failed) m.send_abort();
+double RawPeer::Impl::round_trip_run(Call& c, std::size_t len, std::size_t iterations) {
+  if (len > slot_size) {
+    *c.err = "round_trip: size exceeds max_size";
     return -1.0;
-  };
-  Impl::Wait wait = m.start_wait();
-
-  if (w == Workload::round_trip) {
-    const std::size_t len = size ? size : 8;
-    if (len > m.slot_size) {
-      *err = "round_trip: size exceeds max_size";
-      return fail();
-    }
-    const auto t0 = Clock::now();
-    for (std::size_t i = 0; i < iterations; ++i) {
-      if (!m.post_send(len, &wait, &peer_failed, err)) return fail();
-      while (m.rx_ready == 0)
-        if (m.step(&wait, false, &peer_failed, err) == Impl::Step::fail) {
-          *err +=
-              " (round_trip: waiting for reply " + std::to_string(i + 1) + " of " + std::to_string(iterations) + ")";
-          return fail();
-        }
-      --m.rx_ready;
-    }
-    const auto t1 = Clock::now();
-    if (!m.drain_tx(&wait, &peer_failed, err)) return fail();
-    return std::chrono::duration<double>(t1 - t0).count();
   }
-
-  if (size == 0 || size > m.cfg.max_size || size > m.peer_len) {
-    *err = "rma: size must be in [1, max_size]";
-    return fail();
-  }
-  const bool is_write = w == Workload::rma_write;
-  void* local = m.rma_buf.get();
-  const std::uint64_t tx_base = m.tx_done;
-  std::size_t posted = 0;
   const auto t0 = Clock::now();
-  while (m.tx_done - tx_base < iterations) {
-    // Top the window up; -FI_EAGAIN means the provider queue is full, so fall
-    // through to polling (which frees resources) and retry.
-    while (posted < iterations && !m.tx_free.empty() && (window == 0 || posted - (m.tx_done - tx_base) < window)) {
-      OpCtx* c = m.tx_free.back();
-      ssize_t ret = is_write ? fi_write(m.ep, local, size, m.rma_desc, m.peer, m.peer_base, m.peer_key, c)
-                             : fi_read(m.ep, local, size, m.rma_desc, m.peer, m.peer_base, m.peer_key, c);
-      if (ret == -FI_EAGAIN) break;
-      if (ret) {
-        *err = fi_error(is_write ? "fi_write" : "fi_read", ret);
-        return fail();
+  for (std::size_t i = 0; i < iterations; ++i) {
+    if (!post_send(len, &c.wait, &c.peer_failed, c.err)) return -1.0;
+    while (rx_ready == 0)
+      if (step(&c.wait, false, &c.peer_failed, c.err) == Step::fail) {
+        *c.err +=
+            " (round_trip: waiting for reply " + std::to_string(i + 1) + " of " + std::to_string(iterations) + ")";
+        return -1.0;
       }
-      m.tx_free.pop_back();
-      ++posted;
-    }
-    if (m.step(&wait, false, &peer_failed, err) == Impl::Step::fail) {
-      *err += " (rma: " + std::to_string(m.tx_done - tx_base) + " of " + std::to_string(iterations) + " completed, " +
-              std::to_string(posted) + " posted)";
-      return fail();
-    }
+    --rx_ready;
   }
   const auto t1 = Clock::now();
-  // All initiator completions are in, so the target no longer needs to drive progress.
-  char b = kEndByte;
-  if (!write_all(m.fd, &b, 1, wait.deadline, err)) return -1.0;
+  if (!drain_tx(&c.wait, &c.peer_failed, c.err)) return -1.0;
   return std::chrono::duration<double>(t1 - t0).count();
 }
 
-bool RawPeer::serve(Workload w, std::size_t size, std::size_t iterations, std::string* err) {
-  std::string local_err;
-  if (!err) err = &local_err;
+double RawPeer::Impl::rma_run(Call& c, bool is_write, std::size_t size, std::size_t iterations, std::size_t window) {
+  if (size == 0 || size > cfg.max_size || size > peer_len) {
+    *c.err = "rma: size must be in [1, max_size]";
+    return -1.0;
+  }
+  void* local = rma_buf.get();
+  const std::uint64_t tx_base = tx_done;
+  std::size_t posted = 0;
+  const auto t0 = Clock::now();
+  while (tx_done - tx_base < iterations) {
+    // Top the window up; -FI_EAGAIN means the provider queue is full, so fall
+    // through to polling (which frees resources) and retry.
+    while (posted < iterations && !tx_free.empty() && (window == 0 || posted - (tx_done - tx_base) < window)) {
+      OpCtx* op = tx_free.back();
+      ssize_t ret = is_write ? fi_write(ep, local, size, rma_desc, peer, peer_base, peer_key, op)
+                             : fi_read(ep, local, size, rma_desc, peer, peer_base, peer_key, op);
+      if (ret == -FI_EAGAIN) break;
+      if (ret) {
+        *c.err = fi_error(is_write ? "fi_write" : "fi_read", ret);
+        return -1.0;
+      }
+      tx_free.pop_back();
+      ++posted;
+    }
+    if (step(&c.wait, false, &c.peer_failed, c.err) == Step::fail) {
+      *c.err += " (rma: " + std::to_string(tx_done - tx_base) + " of " + std::to_string(iterations) + " completed, " +
+                std::to_string(posted) + " posted)";
+      return -1.0;
+    }
+  }
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+double RawPeer::run(Workload w, std::size_t size, std::size_t iterations, std::string* err, std::size_t window) {
   Impl& m = *impl_;
-  bool peer_failed = false;
-  auto fail = [&]() {
-    if (!peer_failed) m.send_abort();
-    return false;
-  };
-  Impl::Wait wait = m.start_wait();
-
+  Impl::Call c(m, err);
   if (w == Workload::round_trip) {
-    const std::size_t len = size ? size : 8;
-    if (len > m.slot_size) {
-      *err = "round_trip: size exceeds max_size";
-      return fail();
-    }
-    for (std::size_t i = 0; i < iterations; ++i) {
-      while (m.rx_ready == 0)
-        if (m.step(&wait, false, &peer_failed, err) == Impl::Step::fail) {
-          *err +=
-              " (round_trip: waiting for message " + std::to_string(i + 1) + " of " + std::to_string(iterations) + ")";
-          return fail();
-        }
-      --m.rx_ready;
-      if (!m.post_send(len, &wait, &peer_failed, err)) return fail();
-    }
-    if (!m.drain_tx(&wait, &peer_failed, err)) return fail();
-    return true;
+    const double seconds = m.round_trip_run(c, size ? size : 8, iterations);
+    if (seconds < 0) m.call_abort(c);
+    return seconds;
   }
+  const double seconds = m.rma_run(c, w == Workload::rma_write, size, iterations, window);
+  if (seconds < 0) {
+    m.call_abort(c);
+    return -1.0;
+  }
+  // All initiator completions are in, so the target no longer needs to drive progress.
+  char b = kEndByte;
+  if (!write_all(m.fd, &b, 1, c.wait.deadline, c.err)) return -1.0;
+  return seconds;
+}
 
-  // RMA target: nothing to post, but manual progress means our CQ polls are
-  // what move the data; keep polling until the initiator says it is done.
+bool RawPeer::Impl::round_trip_serve(Call& c, std::size_t len, std::size_t iterations) {
+  if (len > slot_size) {
+    *c.err = "round_trip: size exceeds max_size";
+    return false;
+  }
+  for (std::size_t i = 0; i < iterations; ++i) {
+    while (rx_ready == 0)
+      if (step(&c.wait, false, &c.peer_failed, c.err) == Step::fail) {
+        *c.err +=
+            " (round_trip: waiting for message " + std::to_string(i + 1) + " of " + std::to_string(iterations) + ")";
+        return false;
+      }
+    --rx_ready;
+    if (!post_send(len, &c.wait, &c.peer_failed, c.err)) return false;
+  }
+  return drain_tx(&c.wait, &c.peer_failed, c.err);
+}
+
+// RMA target: nothing to post, but manual progress means our CQ polls are what move the
+// data; keep polling until the initiator says it is done.
+bool RawPeer::Impl::rma_serve(Call& c) {
   for (;;) {
-    switch (m.step(&wait, true, &peer_failed, err)) {
-      case Impl::Step::go:
+    switch (step(&c.wait, true, &c.peer_failed, c.err)) {
+      case Step::go:
         break;
-      case Impl::Step::end_of_round:
+      case Step::end_of_round:
         return true;
-      case Impl::Step::fail:
-        return fail();
+      case Step::fail:
+        return false;
     }
   }
+}
+
+bool RawPeer::serve(Workload w, std::size_t size, std::size_t iterations, std::string* err) {
+  Impl& m = *impl_;
+  Impl::Call c(m, err);
+  const bool served = w == Workload::round_trip ? m.round_trip_serve(c, size ? size : 8, iterations) : m.rma_serve(c);
+  if (!served) m.call_abort(c);
+  return served;
 }
 
 }  // namespace rpcie::bench::raw

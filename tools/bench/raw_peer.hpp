@@ -148,6 +148,27 @@ struct RawPeer::Impl {
     char b = kAbortByte;
     (void)::send(fd, &b, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
   }
+
+  // One run() or serve(): where its error goes, whether the peer is the side that failed,
+  // and its bounded wait.
+  struct Call {
+    Call(const Impl& m, std::string* sink) : err(sink != nullptr ? sink : &own), wait(m.start_wait()) {}
+    Call(const Call&) = delete;
+    Call& operator=(const Call&) = delete;
+    std::string own;  // the sink when the caller passed none
+    std::string* err;
+    bool peer_failed = false;
+    Wait wait;
+  };
+  // After a failed call: tells the peer to stop waiting, unless it is the side that failed.
+  void call_abort(const Call& c) const {
+    if (!c.peer_failed) send_abort();
+  }
+  // The workloads' two halves: seconds (< 0 on failure) for the initiator, success for the target.
+  double round_trip_run(Call& c, std::size_t len, std::size_t iterations);
+  double rma_run(Call& c, bool is_write, std::size_t size, std::size_t iterations, std::size_t window);
+  bool round_trip_serve(Call& c, std::size_t len, std::size_t iterations);
+  bool rma_serve(Call& c);
 };
 
 }  // namespace rpcie::bench::raw

@@ -103,14 +103,24 @@ std::string fi_error(const char* what, long ret) {
 
 std::string sys_error(const char* what, int e) { return std::string(what) + ": " + std::strerror(e); }
 
-bool write_all(int fd, const void* data, std::size_t len, Clock::time_point deadline, std::string* err) {
-  const auto* p = static_cast<const unsigned char*>(data);
+namespace {
+
+enum class Way { send, recv };
+
+// All `len` bytes one way over the control socket, within the deadline. `p` is only read
+// when sending.
+bool transfer_all(int fd, Way way, unsigned char* p, std::size_t len, Clock::time_point deadline, std::string* err) {
+  const bool sending = way == Way::send;
   while (len > 0) {
-    if (!wait_fd(fd, POLLOUT, deadline, err)) return false;
-    ssize_t n = ::send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (!wait_fd(fd, sending ? POLLOUT : POLLIN, deadline, err)) return false;
+    const ssize_t n = sending ? ::send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT) : ::recv(fd, p, len, MSG_DONTWAIT);
+    if (n == 0 && !sending) {
+      *err = "control socket: peer hung up";
+      return false;
+    }
     if (n < 0) {
       if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
-      *err = sys_error("control socket send", errno);
+      *err = sys_error(sending ? "control socket send" : "control socket recv", errno);
       return false;
     }
     p += n;
@@ -119,24 +129,15 @@ bool write_all(int fd, const void* data, std::size_t len, Clock::time_point dead
   return true;
 }
 
+}  // namespace
+
+bool write_all(int fd, const void* data, std::size_t len, Clock::time_point deadline, std::string* err) {
+  auto* bytes = const_cast<unsigned char*>(static_cast<const unsigned char*>(data));  // only read
+  return transfer_all(fd, Way::send, bytes, len, deadline, err);
+}
+
 bool read_all(int fd, void* data, std::size_t len, Clock::time_point deadline, std::string* err) {
-  auto* p = static_cast<unsigned char*>(data);
-  while (len > 0) {
-    if (!wait_fd(fd, POLLIN, deadline, err)) return false;
-    ssize_t n = ::recv(fd, p, len, MSG_DONTWAIT);
-    if (n == 0) {
-      *err = "control socket: peer hung up";
-      return false;
-    }
-    if (n < 0) {
-      if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
-      *err = sys_error("control socket recv", errno);
-      return false;
-    }
-    p += n;
-    len -= static_cast<std::size_t>(n);
-  }
-  return true;
+  return transfer_all(fd, Way::recv, static_cast<unsigned char*>(data), len, deadline, err);
 }
 
 bool RawPeer::Impl::setup(std::string* err) {

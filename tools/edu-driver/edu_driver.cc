@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <thread>
 
 namespace rpcie::edu_driver {
@@ -254,17 +255,11 @@ StepResult dma(Device& device, const Options& options) {
                    hex(kDmaBufferAddress) + " -> IOVA " + hex(kDmaDstIova) + ", checksum " + hex(sum_dst, 16));
 }
 
-const char* outcome_text(Outcome outcome) {
-  switch (outcome) {
-    case Outcome::pass:
-      return "pass";
-    case Outcome::fail:
-      return "fail";
-    case Outcome::skipped:
-      return "skipped";
-  }
-  return "fail";
-}
+// Indexed by Outcome, in its order.
+constexpr const char* kOutcomeText[] = {"pass", "fail", "skipped"};
+static_assert(std::size(kOutcomeText) == static_cast<std::size_t>(Outcome::skipped) + 1);
+
+const char* outcome_text(Outcome outcome) { return kOutcomeText[static_cast<std::size_t>(outcome)]; }
 
 }  // namespace
 
