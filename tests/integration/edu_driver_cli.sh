@@ -62,3 +62,26 @@ expect_rc 1 "plain files via a link" "$DRIVER" --timeout 0.2 "$TMP/rpcie0"
 grep -q '^identify *pass ' "$TMP/out" || die "via a link: $(cat "$TMP/out")"
 grep -q '^result: FAIL' "$TMP/out" || die "via a link: no result line: $(cat "$TMP/out")"
 pass "the directory may be reached through a symbolic link"
+
+# --mmap: the registers through a mapping of resource0. A plain file maps, so identify reads
+# the ID by a load and liveness fails as above (the file keeps what the store wrote); the
+# store is seen in the file at the liveness register's offset (0x04), so it was one store
+# of the value, not a pwrite.
+expect_rc 1 "plain files, --mmap" "$DRIVER" --mmap --json --timeout 0.2 "$dev"
+grep -q '"step":"identify","result":"pass"' "$TMP/out" || die "--mmap: identify did not pass: $(cat "$TMP/out")"
+grep -q '^rpcie-edu-driver: error: liveness: wrote 0x' "$TMP/err" || die "--mmap: stderr is '$(cat "$TMP/err")'"
+written=$(sed -n 's/^rpcie-edu-driver: error: liveness: wrote \(0x[0-9a-f]*\).*/\1/p' "$TMP/err")
+stored=0x$(od -An -tx4 -j4 -N4 "$dev/resource0" | tr -d ' ')
+[ $((written)) -eq $((stored)) ] || die "--mmap: liveness wrote $written but the file holds $stored"
+pass "--mmap: loads and stores on the mapping (identify by a load, the liveness store in the file)"
+
+# A resource0 that cannot be mapped (a FIFO has no size): a clear error, no crash.
+fifo_dev=$TMP/fifo-dev
+mkdir "$fifo_dev"
+cp "$dev/vendor" "$dev/device" "$dev/config" "$dev/events" "$fifo_dev/"
+mkfifo "$fifo_dev/resource0"
+exec 9<>"$fifo_dev/resource0"  # keeps the FIFO's O_RDWR open from blocking
+expect_rc 1 "--mmap on an unmappable resource0" "$DRIVER" --mmap --timeout 0.2 "$fifo_dev"
+exec 9>&-
+grep -q '^rpcie-edu-driver: error: open: resource0 has no size' "$TMP/err" || die "--mmap unmappable: stderr is '$(cat "$TMP/err")'"
+pass "--mmap on a file that cannot be mapped fails with a clear error"

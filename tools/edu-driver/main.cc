@@ -26,7 +26,7 @@ void error_print(const std::string& step, const std::string& text) {
   std::fprintf(stderr, "%s: error: %s: %s\n", kProgram, step.c_str(), text.c_str());
 }
 
-int run(const std::string& path, double timeout_s, bool json) {
+int run(const std::string& path, rpcie::edu_driver::BarAccess access, double timeout_s, bool json) {
   rpcie::edu_driver::Options options;
   options.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(timeout_s * 1000.0 + 0.5));
   // Different data each run, so a result left by an earlier run cannot pass for this one.
@@ -35,7 +35,7 @@ int run(const std::string& path, double timeout_s, bool json) {
 
   rpcie::edu_driver::Report report;
   std::unique_ptr<rpcie::edu_driver::PosixDevice> device;
-  if (rpcie::edu_driver::Error error = rpcie::edu_driver::PosixDevice::open(path, device)) {
+  if (rpcie::edu_driver::Error error = rpcie::edu_driver::PosixDevice::open(path, access, device)) {
     rpcie::edu_driver::StepResult open_step;
     open_step.step = "open";
     open_step.outcome = rpcie::edu_driver::Outcome::fail;
@@ -67,7 +67,11 @@ int main(int argc, char** argv) {
   double timeout_s = 5.0;
   app.add_option("device", path, "device directory, e.g. /dev/rpcie0 or /run/rpcie/pci/devices/10000:00:00.0")
       ->required();
+  bool mapped = false;
   app.add_flag("--json", json, "print the result as one JSON object");
+  app.add_flag("--mmap", mapped,
+               "reach BAR0's registers by loads and stores on a mapping of resource0 (run under `rpcie run`) "
+               "instead of pread/pwrite");
   app.add_option("--timeout", timeout_s, "seconds each wait may take (default 5)")->check(CLI::Range(0.001, 3600.0));
   try {
     app.parse(argc, argv);
@@ -83,7 +87,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    return run(path, timeout_s, json);
+    return run(path, mapped ? rpcie::edu_driver::BarAccess::mapped : rpcie::edu_driver::BarAccess::file, timeout_s,
+               json);
   } catch (const std::exception& e) {  // std::bad_alloc and friends: report, never abort
     error_print("internal", e.what());
     return 1;

@@ -2,6 +2,8 @@
 // laid out like it), using only open/pread/pwrite/mmap/read/write/poll/close.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -9,11 +11,17 @@
 
 namespace rpcie::edu_driver {
 
+// How BAR0's registers are reached: one pread/pwrite per access, or loads and stores on a
+// mapping of resource0 (a register BAR maps only in a program run under `rpcie run`, which
+// turns each load and store into one MMIO access; elsewhere mmap answers ENODEV).
+enum class BarAccess { file, mapped };
+
 class PosixDevice final : public Device {
  public:
-  // Opens the directory and its config, resource0 and events files. events is opened here,
-  // before any step, because an open file counts interrupts from the moment it was opened.
-  static Error open(const std::string& path, std::unique_ptr<PosixDevice>& device);
+  // Opens the directory and its config, resource0 and events files (and maps resource0 for
+  // BarAccess::mapped). events is opened here, before any step, because an open file counts
+  // interrupts from the moment it was opened.
+  static Error open(const std::string& path, BarAccess access, std::unique_ptr<PosixDevice>& device);
   ~PosixDevice() override;
   PosixDevice(const PosixDevice&) = delete;
   PosixDevice& operator=(const PosixDevice&) = delete;
@@ -28,10 +36,15 @@ class PosixDevice final : public Device {
 
  private:
   PosixDevice() = default;
+  Error bar_map();
+  Error bar_load(std::uint64_t offset, unsigned width, std::uint64_t& value) const;
+  Error bar_store(std::uint64_t offset, unsigned width, std::uint64_t value) const;
   int dir_fd_ = -1;
   int config_fd_ = -1;
   int bar_fd_ = -1;
   int events_fd_ = -1;
+  volatile std::uint8_t* bar_ = nullptr;  // BarAccess::mapped: resource0, bar_size_ bytes
+  std::size_t bar_size_ = 0;
   void* dma_ = nullptr;
   std::size_t dma_size_ = 0;
 };
