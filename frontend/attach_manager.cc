@@ -2,6 +2,8 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -37,8 +39,59 @@ Result<AttachParams> attach_request_parse(const json& r, std::size_t window_defa
   return p;
 }
 
+bool peer_may_use(const ucred& peer, gid_t group, mode_t mode) {
+  if (peer.uid == 0 || (mode & 0006) == 0006) return true;
+  if ((mode & 0060) != 0060) return false;
+  if (peer.gid == group) return true;
+  std::ifstream status("/proc/" + std::to_string(peer.pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("Groups:", 0) != 0) continue;
+    std::istringstream groups(line.substr(7));
+    for (gid_t g; groups >> g;)
+      if (g == group) return true;
+  }
+  return false;
+}
+
 AttachManager::AttachManager(const AttachContext& context, std::size_t window_default, Tree& tree)
     : context_(context), window_default_(window_default), tree_(tree) {}
+
+AttachManager::~AttachManager() {
+  std::lock_guard g(rings_lock_);
+  for (auto& ring : rings_) ring->stop();
+}
+
+ControlServer::Reply AttachManager::request(const json& r, const ucred& peer) {
+  if (r["op"].get<std::string>() == "mmio_ring") return mmio_ring(r, peer);
+  return ControlServer::Reply{.answer = handle(r)};
+}
+
+ControlServer::Reply AttachManager::mmio_ring(const json& r, const ucred& peer) {
+  const auto refuse = [](int code, const std::string& why) {
+    return ControlServer::Reply{.answer = {{"error", why}, {"errno", code}}};
+  };
+  if (!r.contains("bdf") || !r["bdf"].is_string() || !r.contains("bar") || !r["bar"].is_number_unsigned())
+    return refuse(EINVAL, "mmio_ring needs \"bdf\" and \"bar\"");
+  const auto bdf = r["bdf"].get<std::string>();
+  const auto bar = r["bar"].get<unsigned>();
+  if (!peer_may_use(peer, context_.group, context_.mode))
+    return refuse(EACCES, "the requesting process may not use the device's files");
+  std::shared_ptr<RemoteDevice> device;
+  for (const auto& v : tree_.devices())
+    if (v.sysfs.size() > bdf.size() && v.sysfs.ends_with("/" + bdf)) device = v.device;
+  if (!device) return refuse(ENOENT, "no attached device " + bdf);
+  if (bar >= pci::kBarCount) return refuse(EINVAL, "BAR " + std::to_string(bar) + " out of range");
+  auto ring = MmioRingServer::create(device, static_cast<std::uint8_t>(bar), context_.timeout);
+  if (!ring) return ControlServer::Reply{.answer = control::error_answer(ring.error())};
+  MmioRingServer* server = ring->get();
+  std::lock_guard g(rings_lock_);
+  std::erase_if(rings_, [](const auto& s) { return s->done(); });
+  rings_.push_back(std::move(*ring));
+  return ControlServer::Reply{.answer = {{"ring_bytes", server->bytes()}, {"timeout_ms", context_.timeout.count()}},
+                              .fds = {server->memfd()},
+                              .keep = [server](Fd connection) { server->serve(std::move(connection)); }};
+}
 
 json AttachManager::handle(const json& r) {
   const auto op = r["op"].get<std::string>();

@@ -43,6 +43,13 @@ Result<std::unique_ptr<ControlServer>> ControlServer::start(const std::string& p
   return s;
 }
 
+Result<std::unique_ptr<ControlServer>> ControlServer::start(const std::string& path, gid_t group, mode_t mode,
+                                                            AnswerHandler handler) {
+  return start(path, group, mode, [handler = std::move(handler)](const nlohmann::json& request, const ucred&) {
+    return Reply{.answer = handler(request)};
+  });
+}
+
 ControlServer::~ControlServer() {
   stop_ = true;
   if (acceptor_.joinable()) acceptor_.join();
@@ -69,28 +76,64 @@ void ControlServer::accept_run() {
     }
     clients_.fetch_add(1);
     std::thread([this, c] {
-      serve(c);
-      ::close(c);
+      (void)serve(Fd(c));
       clients_.fetch_sub(1);
     }).detach();
   }
 }
 
-void ControlServer::serve(int fd) {
+namespace {
+
+// The answer line with `fds` attached to its first byte (SCM_RIGHTS), then the rest of it.
+Result<void> answer_send(int fd, const std::string& line, const std::vector<int>& fds, Deadline deadline) {
+  if (fds.empty()) return control::line_write(fd, line, deadline);
+  const std::string framed = line + "\n";
+  iovec iov{const_cast<char*>(framed.data()), 1};
+  std::vector<char> control_bytes(CMSG_SPACE(sizeof(int) * fds.size()));
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control_bytes.data();
+  msg.msg_controllen = control_bytes.size();
+  cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
+  cmsg->cmsg_level = SOL_SOCKET;
+  cmsg->cmsg_type = SCM_RIGHTS;
+  cmsg->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+  std::memcpy(CMSG_DATA(cmsg), fds.data(), sizeof(int) * fds.size());
+  RPCIE_TRY(fd_wait(fd, POLLOUT, deadline, "sending a control answer"));
+  ssize_t n;
+  do n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+  while (n < 0 && errno == EINTR);
+  if (n != 1) return fail(n < 0 ? errno : EIO, "send control answer");
+  return control::line_write(fd, std::string_view(line).substr(1), deadline);
+}
+
+}  // namespace
+
+Fd ControlServer::serve(Fd connection) {
+  const int fd = connection.get();
   auto line = control::line_read(fd, Deadline::after(std::chrono::seconds(5)));
-  if (!line) return;
-  nlohmann::json answer;
+  if (!line) return connection;
+  ucred peer{};
+  socklen_t peer_size = sizeof peer;
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &peer_size) != 0) return connection;
+  Reply reply;
   auto request = nlohmann::json::parse(*line, nullptr, false);
   if (request.is_discarded() || !request.is_object() || !request.contains("op") || !request["op"].is_string()) {
-    answer = {{"error", "malformed request: expected a JSON object with \"op\""}, {"errno", EINVAL}};
+    reply.answer = {{"error", "malformed request: expected a JSON object with \"op\""}, {"errno", EINVAL}};
   } else {
     try {
-      answer = handler_(request);
+      reply = handler_(request, peer);
     } catch (const std::exception& e) {  // a JSON type error in the request
-      answer = {{"error", std::string("malformed request: ") + e.what()}, {"errno", EINVAL}};
+      reply = Reply{.answer = {{"error", std::string("malformed request: ") + e.what()}, {"errno", EINVAL}}};
     }
   }
-  (void)control::line_write(fd, answer.dump(), Deadline::after(std::chrono::seconds(5)));
+  auto sent = answer_send(fd, reply.answer.dump(), reply.fds, Deadline::after(std::chrono::seconds(5)));
+  if (sent && reply.keep) {
+    reply.keep(std::move(connection));
+    return Fd();
+  }
+  return connection;
 }
 
 }  // namespace rpcie::hostd

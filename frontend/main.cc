@@ -174,8 +174,9 @@ int main(int argc, char** argv) {
   auto tree = hostd::Tree::mount(o.tree);
   if (!tree) return error_exit(tree.error().describe());
   hostd::AttachManager manager(o.context, o.window_default, **tree);
-  auto control = hostd::ControlServer::start(o.control_path, o.tree.group, o.tree.mode,
-                                             [&manager](const json& r) { return manager.handle(r); });
+  auto control =
+      hostd::ControlServer::start(o.control_path, o.tree.group, o.tree.mode,
+                                  [&manager](const json& r, const ucred& peer) { return manager.request(r, peer); });
   if (!control) return error_exit(control.error().describe());
   std::fprintf(stderr, "rpcie-hostd: mounted %s, control %s\n", o.tree.mount.c_str(), o.control_path.c_str());
   background_ready(ready_fd);

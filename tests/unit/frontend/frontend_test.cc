@@ -9,11 +9,15 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
+#include <cstring>
+#include <future>
 #include <string>
 #include <thread>
 
 #include "../../support/temp_dir.hpp"
+#include "attach_manager.hpp"
 #include "control_server.hpp"
 #include "dma_window.hpp"
 #include "rpcie/control.hpp"
@@ -238,4 +242,73 @@ TEST_CASE("control server: a stale socket file is replaced, anything else at the
   REQUIRE_FALSE(no.has_value());
   CHECK(no.error().code == EEXIST);
   CHECK(access(file.c_str(), F_OK) == 0);
+}
+
+TEST_CASE("control server: an answer may carry a file descriptor and keep its connection; the peer is known") {
+  TempDir d;
+  const std::string path = d.path + "/fds.sock";
+  rpcie::Fd memfd(memfd_create("control-test", MFD_CLOEXEC));
+  REQUIRE(memfd);
+  REQUIRE(pwrite(memfd.get(), "ring", 4, 0) == 4);
+  std::atomic<pid_t> peer_pid{0};
+  std::promise<rpcie::Fd> kept;
+  auto server = hostd::ControlServer::start(
+      path, getgid(), 0660, [&](const json& r, const ucred& peer) -> hostd::ControlServer::Reply {
+        peer_pid = peer.pid;
+        if (r["op"] != "ring") return {.answer = {{"plain", true}}};
+        return {.answer = {{"ring_bytes", 4}}, .fds = {memfd.get()}, .keep = [&kept](rpcie::Fd connection) {
+                  kept.set_value(std::move(connection));
+                }};
+      });
+  REQUIRE(server.has_value());
+  CHECK(control::call(path, {{"op", "status"}}, soon()).has_value());  // answers alone still work
+
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  auto a = unix_address(path);
+  REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  REQUIRE(control::line_write(fd, R"({"op":"ring"})", soon()).has_value());
+  char first = 0;
+  iovec iov{&first, 1};
+  alignas(cmsghdr) char control_bytes[CMSG_SPACE(sizeof(int))];
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control_bytes;
+  msg.msg_controllen = sizeof control_bytes;
+  REQUIRE(recvmsg(fd, &msg, MSG_CMSG_CLOEXEC) == 1);
+  CHECK(first == '{');
+  cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
+  REQUIRE(cmsg != nullptr);
+  REQUIRE(cmsg->cmsg_type == SCM_RIGHTS);
+  int passed = -1;
+  std::memcpy(&passed, CMSG_DATA(cmsg), sizeof passed);
+  char bytes[4] = {};
+  CHECK(pread(passed, bytes, 4, 0) == 4);  // the very file the handler passed
+  CHECK(std::string(bytes, 4) == "ring");
+  close(passed);
+  auto rest = control::line_read(fd, soon());
+  REQUIRE(rest.has_value());
+  CHECK(json::parse("{" + *rest)["ring_bytes"] == 4);
+  CHECK(peer_pid.load() == getpid());
+
+  // The kept connection is the program's: what it sends there arrives here.
+  auto connection = kept.get_future();
+  REQUIRE(connection.wait_for(std::chrono::seconds(5)) == std::future_status::ready);
+  rpcie::Fd ours = connection.get();
+  REQUIRE(write(fd, "x", 1) == 1);
+  char got = 0;
+  CHECK(read(ours.get(), &got, 1) == 1);
+  CHECK(got == 'x');
+  close(fd);
+}
+
+TEST_CASE("peer_may_use: root, the other bits, or the group bits with the group among the peer's") {
+  const ucred root{getpid(), 0, 0};
+  CHECK(hostd::peer_may_use(root, 1234, 0600));
+  const ucred user{getpid(), 1000, 1234};
+  CHECK(hostd::peer_may_use(user, 1234, 0660));        // primary group
+  CHECK_FALSE(hostd::peer_may_use(user, 1234, 0640));  // group may read only
+  CHECK_FALSE(hostd::peer_may_use(user, 4321, 0660));  // not in the group (this process's groups lack 4321)
+  CHECK(hostd::peer_may_use(user, 4321, 0666));
+  CHECK_FALSE(hostd::peer_may_use(user, 4321, 0600));
 }

@@ -1,0 +1,73 @@
+// The hostd end of one MMIO ring (frontend/mmio/ring): a program run under `rpcie run` that
+// maps a register BAR asks for a ring over the control socket ({"op":"mmio_ring"}); hostd
+// creates it in a memfd, passes the memfd with the answer, and keeps the connection. A
+// drainer thread then serves the ring in order into the device's attachment: stores as
+// posted MMIO writes, loads as MMIO reads (which do not pass earlier posted writes).
+//
+// Lifetime: the server ends when the program closes the connection (exit, crash, munmap of
+// its last mapping of the BAR), when the device is detached (its link answers ENOTCONN), or
+// when it is stopped. Ending closes the ring: the program's accesses then fail at once
+// (loads read all ones), never hang.
+//
+// Errors: an access outside the BAR, or of a width it refuses, fails like any refused access
+// (a load reads all ones, a store is counted in the ring's store_failures); a lost link fails
+// accesses until the device reconnects.
+//
+// Thread-safety: stop() and done() from any thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <thread>
+
+#include "remote_device.hpp"
+#include "ring.hpp"
+#include "rpcie/fd.hpp"
+#include "rpcie/mapping.hpp"
+#include "rpcie/result.hpp"
+
+namespace rpcie::hostd {
+
+class MmioRingServer {
+ public:
+  static constexpr std::uint32_t kCapacity = 1024;  // entries: ~1000 stores posted before a wait
+
+  // A ring for `bar` (a register BAR of `device`) with its memfd, not yet served.
+  static Result<std::unique_ptr<MmioRingServer>> create(std::shared_ptr<RemoteDevice> device, std::uint8_t bar,
+                                                        std::chrono::milliseconds timeout);
+  ~MmioRingServer();  // stops
+  MmioRingServer(const MmioRingServer&) = delete;
+  MmioRingServer& operator=(const MmioRingServer&) = delete;
+
+  // The memfd to pass to the program (owned by the server; dup it to keep it).
+  int memfd() const noexcept { return memfd_.get(); }
+  std::size_t bytes() const noexcept { return memory_.size(); }
+
+  // Starts the drainer; `connection` is the program's control connection, watched for its end.
+  void serve(Fd connection);
+  void stop();
+  bool done() const noexcept { return done_.load(); }
+
+ private:
+  MmioRingServer() = default;
+  void drain_run();
+  // Performs one request on the device; false when it failed.
+  bool request_perform(const mmio::RingRequest& request, std::uint64_t& value);
+  bool connection_ended() const;
+
+  std::shared_ptr<RemoteDevice> device_;
+  std::uint8_t bar_ = 0;
+  std::uint64_t bar_size_ = 0;
+  std::chrono::milliseconds timeout_{5000};
+  Fd memfd_;
+  Mapping memory_;
+  mmio::RingConsumer consumer_;
+  Fd connection_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> done_{false};
+  std::thread drainer_;
+};
+
+}  // namespace rpcie::hostd
