@@ -1,7 +1,7 @@
 // rpcie — the command-line tool (nvme-cli / usbip shape): `list` talks to an exporter
 // directly; `attach`, `detach` and `status` ask rpcie-hostd over its control socket
 // (--control, $RPCIE_CONTROL, /run/rpcie.sock); `fabric` shows the usable providers;
-// `keygen` writes a key file. Errors go to stderr as "rpcie: error: ..."; exit 0 on
+// `keygen` writes a key file; `run` execs a program with librpcie-mmio.so preloaded. Errors go to stderr as "rpcie: error: ..."; exit 0 on
 // success, 1 on failure (a refused key included), 2 on usage errors.
 #include <cstdio>
 #include <string>
@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fabric.hpp"
+#include "run.hpp"
 #include "rpcie/auth.hpp"
 #include "rpcie/bootstrap.hpp"
 #include "rpcie/client.hpp"
@@ -245,12 +246,14 @@ int list_run(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  rpcie::cli::run_signals_save();  // before signals_init: `run` hands PROGRAM the original SIGPIPE
   rpcie::signals_init();
   CLI::App app{"rpcie: use PCIe devices of another server over libfabric"};
   app.require_subcommand(1);
   Options o;
   const Commands c = commands_add(app, o);
   auto& fabric = rpcie::cli::fabric_add(app, o.output);
+  auto& run = rpcie::cli::run_add(app);
   try {
     app.parse(argc, argv);
     if (*c.detach && o.device.empty() && !o.all) throw CLI::RequiredError("detach needs -d rpcieN or --all");
@@ -260,6 +263,11 @@ int main(int argc, char** argv) {
       return 0;
     }
     return error_exit(e.what(), 2);
+  }
+  if (*run.app) {
+    auto argv_program = run.app->remaining();
+    if (!argv_program.empty() && argv_program.front() == "--") argv_program.erase(argv_program.begin());
+    return rpcie::cli::run_exec(run, argv_program);
   }
   if (*fabric.app) return rpcie::cli::fabric_run(fabric, o.json());
   if (*c.keygen) return keygen_run(o);
