@@ -49,7 +49,7 @@ ATTR=/sys/devices/system/cpu/online
 [ -r "$ATTR" ] || skip "no $ATTR"
 mkdir "$TMP/dev" && : >"$TMP/dev/remote" && : >"$TMP/dev/resource0"
 unshare -m bash -c "mount --bind $ATTR $TMP/dev/resource0 && \"$CHECK\" bar $TMP/dev" >"$TMP/out" 2>"$TMP/err"
-[ $? = 1 ] && grep -q "mmap of the register BAR (errno 19" "$TMP/err" || die "without the library: $(cat "$TMP/err")"
+[ $? = 1 ] && grep -q "beyond the BAR: got 0xffffffffffffffff errno 19," "$TMP/err" || die "without the library: $(cat "$TMP/err")"
 unshare -m bash -c "mount --bind $ATTR $TMP/dev/resource0 && \"$RPCIE\" run \"$CHECK\" bar $TMP/dev" >"$TMP/out" 2>"$TMP/err" ||
   die "register BAR under rpcie run: $(cat "$TMP/out" "$TMP/err")"
 pass "register BAR stand-in: $(cat "$TMP/out")"

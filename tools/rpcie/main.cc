@@ -254,6 +254,8 @@ int main(int argc, char** argv) {
   const Commands c = commands_add(app, o);
   auto& fabric = rpcie::cli::fabric_add(app, o.output);
   auto& run = rpcie::cli::run_add(app);
+  if (const int at = rpcie::cli::run_position(argc, argv); at > 0)
+    return rpcie::cli::run_main(std::vector<std::string>(argv + at + 1, argv + argc), run.app->help());
   try {
     app.parse(argc, argv);
     if (*c.detach && o.device.empty() && !o.all) throw CLI::RequiredError("detach needs -d rpcieN or --all");
@@ -263,11 +265,6 @@ int main(int argc, char** argv) {
       return 0;
     }
     return error_exit(e.what(), 2);
-  }
-  if (*run.app) {
-    auto argv_program = run.app->remaining();
-    if (!argv_program.empty() && argv_program.front() == "--") argv_program.erase(argv_program.begin());
-    return rpcie::cli::run_exec(run, argv_program);
   }
   if (*fabric.app) return rpcie::cli::fabric_run(fabric, o.json());
   if (*c.keygen) return keygen_run(o);

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -42,8 +43,35 @@ RunCommand& run_add(CLI::App& parent) {
   static RunCommand command;
   command.app = parent.add_subcommand("run", "run PROGRAM with librpcie-mmio.so preloaded (register BARs mappable)");
   command.app->add_flag("--sysfs-env", command.sysfs_env, "accepted; SYSFS_PCI_DEVICES is not set yet");
-  command.app->prefix_command();  // PROGRAM and everything after it belong to PROGRAM
+  command.app->add_option("PROGRAM", "PROGRAM [ARGS...]: what to run (after --sysfs-env and an optional --)");
   return command;
+}
+
+int run_position(int argc, char** argv) {
+  int at = 1;
+  if (at < argc && (std::strcmp(argv[at], "-o") == 0 || std::strcmp(argv[at], "--output") == 0)) at += 2;
+  else if (at < argc && std::strncmp(argv[at], "--output=", 9) == 0) at += 1;
+  return at < argc && std::strcmp(argv[at], "run") == 0 ? at : 0;
+}
+
+int run_main(const std::vector<std::string>& args, const std::string& help) {
+  RunCommand command;
+  std::size_t at = 0;
+  for (; at < args.size() && !args[at].empty() && args[at][0] == '-'; ++at) {
+    if (args[at] == "--") {
+      ++at;
+      break;
+    }
+    if (args[at] == "--sysfs-env") {
+      command.sysfs_env = true;
+    } else if (args[at] == "-h" || args[at] == "--help") {
+      std::fputs(help.c_str(), stdout);
+      return 0;
+    } else {
+      return error_exit("run: unknown option " + args[at] + " (rpcie run [--sysfs-env] [--] PROGRAM [ARGS...])", 2);
+    }
+  }
+  return run_exec(command, std::vector<std::string>(args.begin() + static_cast<std::ptrdiff_t>(at), args.end()));
 }
 
 void run_signals_save() noexcept { pipe_saved = ::sigaction(SIGPIPE, nullptr, &pipe_at_start) == 0; }

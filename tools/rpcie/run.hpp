@@ -19,8 +19,17 @@ struct RunCommand {
   bool sysfs_env = false;   // --sysfs-env: accepted; SYSFS_PCI_DEVICES comes with the /sys paths step
 };
 
-// Adds `run` to `parent`. Everything after PROGRAM is PROGRAM's (app->remaining()).
+// Adds `run` to `parent`, for --help only: CLI11 would parse PROGRAM's own options, so main
+// hands `run` to run_main before CLI11 sees it.
 RunCommand& run_add(CLI::App& parent);
+
+// The index of "run" when it is the command (after an optional -o/--output VALUE), else 0.
+int run_position(int argc, char** argv);
+
+// `run`'s arguments after the word "run": [--sysfs-env] [-h|--help] [--] PROGRAM [ARGS...];
+// anything after PROGRAM is PROGRAM's. Execs, or returns the exit code (2: usage; `help`
+// printed for -h).
+int run_main(const std::vector<std::string>& args, const std::string& help);
 
 // Remembers the SIGPIPE disposition rpcie was started with (before signals_init ignores it),
 // so PROGRAM inherits what it would have without rpcie in between.

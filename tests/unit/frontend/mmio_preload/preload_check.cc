@@ -22,12 +22,12 @@ volatile sig_atomic_t caught = 0;
 void* volatile caught_address = nullptr;
 
 void on_segv_info(int, siginfo_t* info, void*) {
-  ++caught;
+  caught = caught + 1;
   caught_address = info->si_addr;
   siglongjmp(jump, 1);
 }
 void on_segv(int) {
-  ++caught;
+  caught = caught + 1;
   siglongjmp(jump, 1);
 }
 
@@ -164,7 +164,7 @@ int register_bar(const char* dir) {
   // After mprotect(PROT_NONE) a load faults to the program too.
   if (mprotect(bar, 4096, PROT_NONE) != 0) return fail("mprotect PROT_NONE");
   if (sigsetjmp(jump, 1) == 0) {
-    static_cast<void>(*static_cast<volatile int*>(static_cast<char*>(bar) + 8));
+    static_cast<void>(*reinterpret_cast<volatile int*>(static_cast<char*>(bar) + 8));
     return fail("load from a PROT_NONE BAR range returned");
   }
   if (caught != 2 || caught_address != static_cast<char*>(bar) + 8) return fail("load fault not delivered");
