@@ -26,9 +26,9 @@ struct DeviceKey {
 };
 
 struct BarFile {
-  unsigned bar = 0;         // N of resourceN
-  std::uint64_t size = 0;   // the file's size: the BAR's size
-  bool writable = false;    // the descriptor was opened for writing
+  unsigned bar = 0;        // N of resourceN
+  std::uint64_t size = 0;  // the file's size: the BAR's size
+  bool writable = false;   // the descriptor was opened for writing
   DeviceKey device;
 };
 

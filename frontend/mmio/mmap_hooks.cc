@@ -98,8 +98,8 @@ void memory_bar_note(void* p, std::size_t length, int flags, int fd, off_t offse
   BarFile file;
   if (!bar_probe(fd, file)) return;
   TrapEntry entry;
-  entry.range = TrapRange{reinterpret_cast<std::uintptr_t>(p), pages_round(length), static_cast<std::uint64_t>(offset),
-                          nullptr};
+  entry.range =
+      TrapRange{reinterpret_cast<std::uintptr_t>(p), pages_round(length), static_cast<std::uint64_t>(offset), nullptr};
   entry.kind = EntryKind::memory;
   entry.device = file.device;
   WriterLock lock;
@@ -202,16 +202,15 @@ void* mremap(void* old_address, size_t old_size, size_t new_size, int flags, ...
   if (state.table.overlaps(old_base, pages_round(old_size == 0 ? 1 : old_size))) {
     WriterLock lock;
     TrapEntry entries[TrapTable::kCapacity];
-    const std::size_t n = state.table.overlapping(old_base, pages_round(old_size == 0 ? 1 : old_size), entries,
-                                                  TrapTable::kCapacity);
+    const std::size_t n =
+        state.table.overlapping(old_base, pages_round(old_size == 0 ? 1 : old_size), entries, TrapTable::kCapacity);
     for (std::size_t i = 0; i < n; ++i)
       if (entries[i].kind == EntryKind::trapped) {
         errno = EINVAL;
         return MAP_FAILED;
       }
   }
-  void* p = reinterpret_cast<void*>(
-      ::syscall(SYS_mremap, old_address, old_size, new_size, flags, new_address));
+  void* p = reinterpret_cast<void*>(::syscall(SYS_mremap, old_address, old_size, new_size, flags, new_address));
   if (p == MAP_FAILED) return p;
   if (p != old_address || new_size < old_size) table_forget(old_base, pages_round(old_size == 0 ? 1 : old_size));
   table_forget(reinterpret_cast<std::uintptr_t>(p), pages_round(new_size));

@@ -41,7 +41,10 @@ FailMode fail_mode_parse(const char* text) noexcept {
   if (text == nullptr || *text == '\0' || std::strcmp(text, "all-ones") == 0 || std::strcmp(text, "all_ones") == 0)
     return FailMode::all_ones;
   if (std::strcmp(text, "sigbus") == 0) return FailMode::sigbus;
-  SafeLine().text("rpcie-mmio: RPCIE_MMIO_ERRORS=").text(text).text(": expected all-ones or sigbus; using all-ones")
+  SafeLine()
+      .text("rpcie-mmio: RPCIE_MMIO_ERRORS=")
+      .text(text)
+      .text(": expected all-ones or sigbus; using all-ones")
       .write_stderr();
   return FailMode::all_ones;
 }

@@ -105,7 +105,8 @@ bool trapped_fault_handle(ucontext_t& context, std::uintptr_t address) noexcept 
 void segv_handler(int sig, siginfo_t* info, void* context) noexcept {
   const int saved = errno;
   const bool fault = info != nullptr && info->si_code > 0;  // not sent by kill/raise/sigqueue
-  if (fault && trapped_fault_handle(*static_cast<ucontext_t*>(context), reinterpret_cast<std::uintptr_t>(info->si_addr))) {
+  if (fault &&
+      trapped_fault_handle(*static_cast<ucontext_t*>(context), reinterpret_cast<std::uintptr_t>(info->si_addr))) {
     errno = saved;
     return;
   }

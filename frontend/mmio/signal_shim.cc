@@ -72,7 +72,8 @@ int segv_sigaction(const struct sigaction* act, struct sigaction* old) noexcept 
 
 // The BSD/SysV signal() family for SIGSEGV: flags as glibc gives them.
 sighandler_t segv_signal(sighandler_t handler, int flags) noexcept {
-  struct sigaction act {}, old{};
+  struct sigaction act {
+  }, old{};
   act.sa_handler = handler;
   act.sa_flags = flags;
   sigemptyset(&act.sa_mask);
@@ -138,18 +139,18 @@ int sigaction(int sig, const struct sigaction* act, struct sigaction* old) noexc
 
 // Each of these is glibc's own for other signals (found with dlsym, so a further
 // interposer still sees the call).
-#define RPCIE_SIGNAL_SHIM(name, segv_flags)                                                   \
-  sighandler_t name(int sig, sighandler_t handler) noexcept {                                 \
-    if (sig == SIGSEGV && handler != SIG_HOLD) return segv_signal(handler, segv_flags);        \
-    using Fn = sighandler_t (*)(int, sighandler_t);                                           \
-    static std::atomic<Fn> next{nullptr};                                                     \
-    Fn fn = next.load();                                                                      \
-    if (fn == nullptr) next.store(fn = reinterpret_cast<Fn>(::dlsym(RTLD_NEXT, #name)));     \
-    if (fn == nullptr) {                                                                      \
-      errno = ENOSYS;                                                                         \
-      return SIG_ERR;                                                                         \
-    }                                                                                         \
-    return fn(sig, handler);                                                                  \
+#define RPCIE_SIGNAL_SHIM(name, segv_flags)                                              \
+  sighandler_t name(int sig, sighandler_t handler) noexcept {                            \
+    if (sig == SIGSEGV && handler != SIG_HOLD) return segv_signal(handler, segv_flags);  \
+    using Fn = sighandler_t (*)(int, sighandler_t);                                      \
+    static std::atomic<Fn> next{nullptr};                                                \
+    Fn fn = next.load();                                                                 \
+    if (fn == nullptr) next.store(fn = reinterpret_cast<Fn>(::dlsym(RTLD_NEXT, #name))); \
+    if (fn == nullptr) {                                                                 \
+      errno = ENOSYS;                                                                    \
+      return SIG_ERR;                                                                    \
+    }                                                                                    \
+    return fn(sig, handler);                                                             \
   }
 RPCIE_SIGNAL_SHIM(signal, SA_RESTART)
 RPCIE_SIGNAL_SHIM(bsd_signal, SA_RESTART)

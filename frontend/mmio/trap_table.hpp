@@ -31,10 +31,10 @@ namespace rpcie::mmio {
 enum class EntryKind : std::uint8_t { trapped, memory };
 
 struct TrapEntry {
-  TrapRange range;          // memory entries: base, length and bar_offset; port null
+  TrapRange range;  // memory entries: base, length and bar_offset; port null
   EntryKind kind = EntryKind::trapped;
-  int prot = PROT_NONE;     // the protection the program asked for (the pages stay PROT_NONE)
-  bool writable = false;    // the file was opened for writing: PROT_WRITE may be asked for
+  int prot = PROT_NONE;   // the protection the program asked for (the pages stay PROT_NONE)
+  bool writable = false;  // the file was opened for writing: PROT_WRITE may be asked for
   DeviceKey device;
 };
 

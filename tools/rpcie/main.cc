@@ -1,8 +1,8 @@
 // rpcie — the command-line tool (nvme-cli / usbip shape): `list` talks to an exporter
 // directly; `attach`, `detach` and `status` ask rpcie-hostd over its control socket
 // (--control, $RPCIE_CONTROL, /run/rpcie.sock); `fabric` shows the usable providers;
-// `keygen` writes a key file; `run` execs a program with librpcie-mmio.so preloaded. Errors go to stderr as "rpcie: error: ..."; exit 0 on
-// success, 1 on failure (a refused key included), 2 on usage errors.
+// `keygen` writes a key file; `run` execs a program with librpcie-mmio.so preloaded. Errors go to stderr as "rpcie:
+// error: ..."; exit 0 on success, 1 on failure (a refused key included), 2 on usage errors.
 #include <cstdio>
 #include <string>
 
@@ -10,7 +10,6 @@
 #include <nlohmann/json.hpp>
 
 #include "fabric.hpp"
-#include "run.hpp"
 #include "rpcie/auth.hpp"
 #include "rpcie/bootstrap.hpp"
 #include "rpcie/client.hpp"
@@ -18,6 +17,7 @@
 #include "rpcie/log.hpp"
 #include "rpcie/process.hpp"
 #include "rpcie/units.hpp"
+#include "run.hpp"
 
 namespace {
 

@@ -4,8 +4,8 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -49,8 +49,10 @@ RunCommand& run_add(CLI::App& parent) {
 
 int run_position(int argc, char** argv) {
   int at = 1;
-  if (at < argc && (std::strcmp(argv[at], "-o") == 0 || std::strcmp(argv[at], "--output") == 0)) at += 2;
-  else if (at < argc && std::strncmp(argv[at], "--output=", 9) == 0) at += 1;
+  if (at < argc && (std::strcmp(argv[at], "-o") == 0 || std::strcmp(argv[at], "--output") == 0))
+    at += 2;
+  else if (at < argc && std::strncmp(argv[at], "--output=", 9) == 0)
+    at += 1;
   return at < argc && std::strcmp(argv[at], "run") == 0 ? at : 0;
 }
 
@@ -91,7 +93,8 @@ std::string mmio_library_installed(std::string_view exe_path, std::string_view b
 
 std::string mmio_library_resolve(std::string_view exe_path, std::string_view bindir_to_libdir,
                                  std::string_view build_dir, std::string_view override_path,
-                                 const std::function<bool(const std::string&)>& exists, std::vector<std::string>& tried) {
+                                 const std::function<bool(const std::string&)>& exists,
+                                 std::vector<std::string>& tried) {
   if (!override_path.empty()) {
     tried.emplace_back(override_path);
     return exists(tried.back()) ? tried.back() : std::string();
@@ -130,7 +133,8 @@ int run_exec(const RunCommand& command, const std::vector<std::string>& argv) {
   if (library.find_first_of(": ") != std::string::npos)
     return error_exit(library + ": LD_PRELOAD cannot hold a path with ':' or ' '; set RPCIE_MMIO_LIBRARY to another");
   const std::string preload = preload_prepend(library, std::getenv("LD_PRELOAD"));
-  if (::setenv("LD_PRELOAD", preload.c_str(), 1) != 0) return error_exit(std::string("setenv: ") + std::strerror(errno));
+  if (::setenv("LD_PRELOAD", preload.c_str(), 1) != 0)
+    return error_exit(std::string("setenv: ") + std::strerror(errno));
   if (pipe_saved) ::sigaction(SIGPIPE, &pipe_at_start, nullptr);
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));

@@ -44,7 +44,8 @@ std::string mmio_library_installed(std::string_view exe_path, std::string_view b
 // when that exists. Empty when none does; `tried` lists what was looked at.
 std::string mmio_library_resolve(std::string_view exe_path, std::string_view bindir_to_libdir,
                                  std::string_view build_dir, std::string_view override_path,
-                                 const std::function<bool(const std::string&)>& exists, std::vector<std::string>& tried);
+                                 const std::function<bool(const std::string&)>& exists,
+                                 std::vector<std::string>& tried);
 
 // LD_PRELOAD with `library` first, before what `current` (the old value, may be null) holds.
 std::string preload_prepend(std::string_view library, const char* current);

@@ -146,7 +146,8 @@ int register_bar(const char* dir) {
   const int fds_before = open_fds();
   void* bar = mmap(nullptr, 4096, PROT_READ, MAP_SHARED, fd, 0);
   if (bar == MAP_FAILED) return fail("mmap of the register BAR");
-  if (maps_line(bar).find("---p") == std::string::npos) return fail(("not a PROT_NONE range: " + maps_line(bar)).c_str());
+  if (maps_line(bar).find("---p") == std::string::npos)
+    return fail(("not a PROT_NONE range: " + maps_line(bar)).c_str());
   if (open_fds() != fds_before + 1) return fail("no port descriptor");
   if (mprotect(bar, 4096, PROT_READ | PROT_WRITE) == 0 || errno != EACCES) return fail("mprotect +W on O_RDONLY");
   if (mprotect(bar, 4096, PROT_READ) != 0 || maps_line(bar).find("---p") == std::string::npos)

@@ -14,8 +14,10 @@ using rpcie::cli::preload_prepend;
 TEST_CASE("the installed library is the executable's directory plus bindir-to-libdir") {
   CHECK(mmio_library_installed("/usr/bin/rpcie", "../lib/x86_64-linux-gnu") ==
         "/usr/bin/../lib/x86_64-linux-gnu/librpcie-mmio.so");
-  CHECK(mmio_library_installed("/stage/usr/local/bin/rpcie", "../lib") == "/stage/usr/local/bin/../lib/librpcie-mmio.so");
-  CHECK(mmio_library_installed("/opt/rpcie/sbin/rpcie", "../../lib64") == "/opt/rpcie/sbin/../../lib64/librpcie-mmio.so");
+  CHECK(mmio_library_installed("/stage/usr/local/bin/rpcie", "../lib") ==
+        "/stage/usr/local/bin/../lib/librpcie-mmio.so");
+  CHECK(mmio_library_installed("/opt/rpcie/sbin/rpcie", "../../lib64") ==
+        "/opt/rpcie/sbin/../../lib64/librpcie-mmio.so");
   CHECK(mmio_library_installed("/rpcie", "lib") == "/lib/librpcie-mmio.so");
 }
 
