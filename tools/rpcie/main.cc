@@ -1,8 +1,9 @@
 // rpcie — the command-line tool (nvme-cli / usbip shape): `list` talks to an exporter
 // directly; `attach`, `detach` and `status` ask rpcie-hostd over its control socket
 // (--control, $RPCIE_CONTROL, /run/rpcie.sock); `fabric` shows the usable providers;
-// `keygen` writes a key file; `run` execs a program with librpcie-mmio.so preloaded. Errors go to stderr as "rpcie:
-// error: ..."; exit 0 on success, 1 on failure (a refused key included), 2 on usage errors.
+// `keygen` writes a key file; `run` execs a program with librpcie-mmio.so preloaded.
+// Errors go to stderr as "rpcie: error: ..."; exit 0 on success, 1 on failure (a refused
+// key included), 2 on usage errors.
 #include <cstdio>
 #include <string>
 
