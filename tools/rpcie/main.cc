@@ -1,8 +1,9 @@
 // rpcie — the command-line tool (nvme-cli / usbip shape): `list` talks to an exporter
 // directly; `attach`, `detach` and `status` ask rpcie-hostd over its control socket
 // (--control, $RPCIE_CONTROL, /run/rpcie.sock); `fabric` shows the usable providers;
-// `keygen` writes a key file. Errors go to stderr as "rpcie: error: ..."; exit 0 on
-// success, 1 on failure (a refused key included), 2 on usage errors.
+// `keygen` writes a key file; `run` execs a program with librpcie-mmio.so preloaded.
+// Errors go to stderr as "rpcie: error: ..."; exit 0 on success, 1 on failure (a refused
+// key included), 2 on usage errors.
 #include <cstdio>
 #include <string>
 
@@ -17,6 +18,7 @@
 #include "rpcie/log.hpp"
 #include "rpcie/process.hpp"
 #include "rpcie/units.hpp"
+#include "run.hpp"
 
 namespace {
 
@@ -245,12 +247,16 @@ int list_run(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  rpcie::cli::run_signals_save();  // before signals_init: `run` hands PROGRAM the original SIGPIPE
   rpcie::signals_init();
   CLI::App app{"rpcie: use PCIe devices of another server over libfabric"};
   app.require_subcommand(1);
   Options o;
   const Commands c = commands_add(app, o);
   auto& fabric = rpcie::cli::fabric_add(app, o.output);
+  auto& run = rpcie::cli::run_add(app);
+  if (const int at = rpcie::cli::run_position(argc, argv); at > 0)
+    return rpcie::cli::run_main(std::vector<std::string>(argv + at + 1, argv + argc), run.app->help());
   try {
     app.parse(argc, argv);
     if (*c.detach && o.device.empty() && !o.all) throw CLI::RequiredError("detach needs -d rpcieN or --all");
