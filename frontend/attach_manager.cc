@@ -71,18 +71,15 @@ ControlServer::Reply AttachManager::mmio_ring(const json& r, const ucred& peer) 
   const auto refuse = [](int code, const std::string& why) {
     return ControlServer::Reply{.answer = {{"error", why}, {"errno", code}}};
   };
-  if (!r.contains("bdf") || !r["bdf"].is_string() || !r.contains("bar") || !r["bar"].is_number_unsigned())
-    return refuse(EINVAL, "mmio_ring needs \"bdf\" and \"bar\"");
+  if (!r.contains("bdf") || !r["bdf"].is_string()) return refuse(EINVAL, "mmio_ring needs \"bdf\"");
   const auto bdf = r["bdf"].get<std::string>();
-  const auto bar = r["bar"].get<unsigned>();
   if (!peer_may_use(peer, context_.group, context_.mode))
     return refuse(EACCES, "the requesting process may not use the device's files");
   std::shared_ptr<RemoteDevice> device;
   for (const auto& v : tree_.devices())
     if (v.sysfs.size() > bdf.size() && v.sysfs.ends_with("/" + bdf)) device = v.device;
   if (!device) return refuse(ENOENT, "no attached device " + bdf);
-  if (bar >= pci::kBarCount) return refuse(EINVAL, "BAR " + std::to_string(bar) + " out of range");
-  auto ring = MmioRingServer::create(device, static_cast<std::uint8_t>(bar), context_.timeout);
+  auto ring = MmioRingServer::create(device, context_.timeout);
   if (!ring) return ControlServer::Reply{.answer = control::error_answer(ring.error())};
   MmioRingServer* server = ring->get();
   std::lock_guard g(rings_lock_);

@@ -42,7 +42,7 @@ class AttachManager {
   // unknown op or a failure is answered {"error", "errno"}.
   nlohmann::json handle(const nlohmann::json& request);
   // The same, with the requester's credentials, for the control server: also serves
-  // {"op":"mmio_ring","bdf":B,"bar":N} (the memfd of a new ring passed with the answer
+  // {"op":"mmio_ring","bdf":B} (the memfd of a new ring for the device's register BARs passed with the answer
   // {"ring_bytes":N,"timeout_ms":T}, the connection kept by the ring's server).
   ControlServer::Reply request(const nlohmann::json& request, const ucred& peer);
 

@@ -22,18 +22,17 @@ constexpr std::int64_t kSpinNs = 50'000;
 constexpr int kIdleCheckMs = 100;
 }  // namespace
 
-Result<std::unique_ptr<MmioRingServer>> MmioRingServer::create(std::shared_ptr<RemoteDevice> device, std::uint8_t bar,
+Result<std::unique_ptr<MmioRingServer>> MmioRingServer::create(std::shared_ptr<RemoteDevice> device,
                                                                std::chrono::milliseconds timeout) {
-  const client::BarDesc* desc = nullptr;
-  for (const auto& b : device->desc().bars)
-    if (b.bar == bar) desc = &b;
-  if (desc == nullptr) return fail(ENOENT, "BAR" + std::to_string(bar) + " does not exist");
-  if (desc->kind != pci::BarKind::registers)
-    return fail(EINVAL, "BAR" + std::to_string(bar) + " is not a register BAR");
   std::unique_ptr<MmioRingServer> s(new MmioRingServer());
+  bool any = false;
+  for (const auto& b : device->desc().bars)
+    if (b.kind == pci::BarKind::registers && b.bar < pci::kBarCount) {
+      s->register_size_[b.bar] = b.size;
+      any = true;
+    }
+  if (!any) return fail(ENODEV, "the device has no register BAR");
   s->device_ = std::move(device);
-  s->bar_ = bar;
-  s->bar_size_ = desc->size;
   s->timeout_ = timeout;
   s->memfd_ = Fd(::memfd_create("rpcie-mmio-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING));
   if (!s->memfd_) return fail(errno, "memfd_create for an MMIO ring");
@@ -68,18 +67,20 @@ bool MmioRingServer::connection_ended() const {
 }
 
 bool MmioRingServer::request_perform(const mmio::RingRequest& r, std::uint64_t& value) {
-  if ((r.op != mmio::RingOp::store && r.op != mmio::RingOp::load) || r.width > pci::kBarWidthMax ||
-      !pci::access_valid(r.offset, r.width, bar_size_))
+  // A hostile or confused program gets a failed access, nothing else: only its own ring sees it.
+  if ((r.op != mmio::RingOp::store && r.op != mmio::RingOp::load) || r.bar >= pci::kBarCount ||
+      register_size_[r.bar] == 0 || r.width > pci::kBarWidthMax ||
+      !pci::access_valid(r.offset, r.width, register_size_[r.bar]))
     return false;
   auto link = device_->link();
   if (!link) return false;
   const Deadline deadline = Deadline::after(timeout_);
   if (r.op == mmio::RingOp::store) {
-    auto done = (*link)->mmio_write(bar_, r.offset, r.width, r.value, deadline);
+    auto done = (*link)->mmio_write(static_cast<std::uint8_t>(r.bar), r.offset, r.width, r.value, deadline);
     if (!done && done.error().to_errno() == ETIMEDOUT) device_->link_abandon(*link, done.error());
     return static_cast<bool>(done);
   }
-  auto read = (*link)->mmio_read(bar_, r.offset, r.width, deadline);
+  auto read = (*link)->mmio_read(static_cast<std::uint8_t>(r.bar), r.offset, r.width, deadline);
   if (!read) {
     if (read.error().to_errno() == ETIMEDOUT) device_->link_abandon(*link, read.error());
     return false;

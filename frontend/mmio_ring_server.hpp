@@ -1,11 +1,12 @@
 // The hostd end of one MMIO ring (frontend/mmio/ring): a program run under `rpcie run` that
-// maps a register BAR asks for a ring over the control socket ({"op":"mmio_ring"}); hostd
+// maps a register BAR of a device asks for the device's ring over the control socket
+// ({"op":"mmio_ring"}, one ring per device and program, for all its register BARs); hostd
 // creates it in a memfd, passes the memfd with the answer, and keeps the connection. A
 // drainer thread then serves the ring in order into the device's attachment: stores as
 // posted MMIO writes, loads as MMIO reads (which do not pass earlier posted writes).
 //
 // Lifetime: the server ends when the program closes the connection (exit, crash, munmap of
-// its last mapping of the BAR), when the device is detached (its link answers ENOTCONN), or
+// its last register-BAR mapping of the device), when the device is detached (its link answers ENOTCONN), or
 // when it is stopped. Ending closes the ring: the program's accesses then fail at once
 // (loads read all ones), never hang.
 //
@@ -16,6 +17,7 @@
 // Thread-safety: stop() and done() from any thread.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -26,6 +28,7 @@
 #include "ring.hpp"
 #include "rpcie/fd.hpp"
 #include "rpcie/mapping.hpp"
+#include "rpcie/pci.hpp"
 #include "rpcie/result.hpp"
 
 namespace rpcie::hostd {
@@ -34,8 +37,9 @@ class MmioRingServer {
  public:
   static constexpr std::uint32_t kCapacity = 1024;  // entries: ~1000 stores posted before a wait
 
-  // A ring for `bar` (a register BAR of `device`) with its memfd, not yet served.
-  static Result<std::unique_ptr<MmioRingServer>> create(std::shared_ptr<RemoteDevice> device, std::uint8_t bar,
+  // A ring for the register BARs of `device` (ENODEV if it has none), with its memfd, not
+  // yet served.
+  static Result<std::unique_ptr<MmioRingServer>> create(std::shared_ptr<RemoteDevice> device,
                                                         std::chrono::milliseconds timeout);
   ~MmioRingServer();  // stops
   MmioRingServer(const MmioRingServer&) = delete;
@@ -58,8 +62,7 @@ class MmioRingServer {
   bool connection_ended() const;
 
   std::shared_ptr<RemoteDevice> device_;
-  std::uint8_t bar_ = 0;
-  std::uint64_t bar_size_ = 0;
+  std::array<std::uint64_t, pci::kBarCount> register_size_{};  // 0: not a register BAR
   std::chrono::milliseconds timeout_{5000};
   Fd memfd_;
   Mapping memory_;

@@ -121,11 +121,13 @@ void RingProducer::publish(RingEntry& entry, std::uint64_t position) noexcept {
   }
 }
 
-bool RingProducer::store(std::uint64_t offset, unsigned width, std::uint64_t value, int timeout_ms) noexcept {
+bool RingProducer::store(unsigned bar, std::uint64_t offset, unsigned width, std::uint64_t value,
+                         int timeout_ms) noexcept {
   std::uint64_t position = 0;
   RingEntry* entry = slot_claim(position, deadline_after_ms(timeout_ms));
   if (entry == nullptr) return false;
   entry->op = RingOp::store;
+  entry->bar = static_cast<std::uint8_t>(bar);
   entry->width = static_cast<std::uint8_t>(width);
   entry->offset = offset;
   entry->value = value;
@@ -133,12 +135,14 @@ bool RingProducer::store(std::uint64_t offset, unsigned width, std::uint64_t val
   return true;
 }
 
-bool RingProducer::load(std::uint64_t offset, unsigned width, std::uint64_t& value, int timeout_ms) noexcept {
+bool RingProducer::load(unsigned bar, std::uint64_t offset, unsigned width, std::uint64_t& value,
+                        int timeout_ms) noexcept {
   const std::int64_t deadline = deadline_after_ms(timeout_ms);
   std::uint64_t position = 0;
   RingEntry* entry = slot_claim(position, deadline);
   if (entry == nullptr) return false;
   entry->op = RingOp::load;
+  entry->bar = static_cast<std::uint8_t>(bar);
   entry->width = static_cast<std::uint8_t>(width);
   entry->offset = offset;
   entry->answer.store(static_cast<std::uint32_t>(RingAnswer::waiting), std::memory_order_relaxed);
@@ -187,6 +191,7 @@ bool RingConsumer::next(RingRequest& request, int timeout_ms, std::int64_t spin_
   }
   const RingEntry& entry = entries_[head_ & mask_];
   request.op = entry.op;
+  request.bar = entry.bar;
   request.width = entry.width;
   request.offset = entry.offset;
   request.value = entry.value;

@@ -1,7 +1,8 @@
 // The MMIO ring: how a program's loads and stores on a mapped register BAR reach rpcie-hostd
-// without a FUSE round trip. One ring per mapping, in shared memory that hostd creates (a
-// memfd, passed over the control socket) and both map. Many producers (the program's
-// threads, inside librpcie-mmio's SIGSEGV handler), one consumer (hostd's drainer).
+// without a FUSE round trip. One ring per device and process, for all the device's register
+// BARs (so that accesses to different BARs keep their program order, as a CPU's do on PCIe),
+// in shared memory that hostd creates (a memfd, passed over the control socket) and both map. Many producers (the
+// program's threads, inside librpcie-mmio's SIGSEGV handler), one consumer (hostd's drainer).
 //
 // Order (docs/protocol.md, rules 1-2): entries are served strictly in the order their slots
 // were claimed. A store is posted: the producer returns once the entry is published. A load
@@ -40,6 +41,7 @@ struct alignas(64) RingEntry {
   std::atomic<std::uint32_t> answer;  // RingAnswer; futex word of the waiting producer
   RingOp op;
   std::uint8_t width;  // 1, 2, 4 or 8
+  std::uint8_t bar;    // 0-5
 };
 
 struct RingHeader {
@@ -75,11 +77,11 @@ class RingProducer {
 
   // Publishes a store; waits (at most `timeout_ms`) only while the ring is full. false: the
   // ring is closed or stayed full past the deadline.
-  bool store(std::uint64_t offset, unsigned width, std::uint64_t value, int timeout_ms) noexcept;
+  bool store(unsigned bar, std::uint64_t offset, unsigned width, std::uint64_t value, int timeout_ms) noexcept;
   // Publishes a load and waits at most `timeout_ms` for its answer. false: closed, failed on
   // the device side, or no answer in time (the slot is then abandoned: the ring is no longer
   // usable and closed() reports true from this producer's side).
-  bool load(std::uint64_t offset, unsigned width, std::uint64_t& value, int timeout_ms) noexcept;
+  bool load(unsigned bar, std::uint64_t offset, unsigned width, std::uint64_t& value, int timeout_ms) noexcept;
 
   bool closed() const noexcept;
   std::uint64_t store_failures() const noexcept;
@@ -97,6 +99,7 @@ class RingProducer {
 
 struct RingRequest {
   RingOp op = RingOp::store;
+  unsigned bar = 0;
   unsigned width = 0;
   std::uint64_t offset = 0;
   std::uint64_t value = 0;  // stores

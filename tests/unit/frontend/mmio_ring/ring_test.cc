@@ -36,6 +36,7 @@ struct Device {
   std::array<std::uint8_t, 65536> registers{};
   struct Access {
     RingOp op;
+    unsigned bar;
     unsigned width;
     std::uint64_t offset, value;
   };
@@ -51,12 +52,12 @@ struct Device {
       }
       if (r.op == RingOp::store) {
         std::memcpy(registers.data() + r.offset, &r.value, r.width);
-        log.push_back({r.op, r.width, r.offset, r.value});
+        log.push_back({r.op, r.bar, r.width, r.offset, r.value});
         consumer.store_done(true);
       } else {
         std::uint64_t v = 0;
         std::memcpy(&v, registers.data() + r.offset, r.width);
-        log.push_back({r.op, r.width, r.offset, v});
+        log.push_back({r.op, r.bar, r.width, r.offset, v});
         consumer.load_answer(true, v);
       }
     }
@@ -88,15 +89,20 @@ TEST_CASE("stores are served in order and a load sees every earlier store") {
   std::atomic<bool> stop{false};
   std::thread server([&] { device.serve(consumer, stop); });
   // More stores than slots: the ring wraps, and a full ring waits for the consumer.
-  for (std::uint64_t i = 0; i < 100; ++i) CHECK(producer.store((i % 8) * 8, 8, i * 0x0101010101010101ull, 1000));
+  for (std::uint64_t i = 0; i < 100; ++i) CHECK(producer.store(0, (i % 8) * 8, 8, i * 0x0101010101010101ull, 1000));
   std::uint64_t value = 0;
-  CHECK(producer.load(7 * 8, 8, value, 1000));
+  CHECK(producer.load(0, 7 * 8, 8, value, 1000));
   CHECK(value == 95 * 0x0101010101010101ull);  // the last store to offset 56 was i = 95
-  CHECK(producer.load(0, 2, value, 1000));
+  CHECK(producer.load(0, 0, 2, value, 1000));
   CHECK(value == (96 * 0x0101010101010101ull & 0xffff));
+  CHECK(producer.store(5, 0x40, 4, 0x55, 1000));  // each entry names its BAR
+  CHECK(producer.load(2, 0x40, 4, value, 1000));
   stop = true;
   server.join();
-  REQUIRE(device.log.size() == 102);
+  REQUIRE(device.log.size() == 104);
+  CHECK(device.log[102].bar == 5);
+  CHECK(device.log[103].bar == 2);
+  CHECK(device.log[103].op == RingOp::load);
   for (std::uint64_t i = 0; i < 100; ++i) {
     CHECK(device.log[i].op == RingOp::store);
     CHECK(device.log[i].offset == (i % 8) * 8);
@@ -122,10 +128,10 @@ TEST_CASE("four threads: each thread's accesses stay in its own order") {
   for (int t = 0; t < kThreads; ++t)
     threads.emplace_back([&, t] {
       for (int i = 0; i < kStores; ++i) {
-        if (!producer.store(std::uint64_t(t) * 8, 8, std::uint64_t(i), 2000)) ++failures;
+        if (!producer.store(0, std::uint64_t(t) * 8, 8, std::uint64_t(i), 2000)) ++failures;
         if (i % 500 == 499) {  // a load flushes this thread's stores before it
           std::uint64_t v = 0;
-          if (!producer.load(std::uint64_t(t) * 8, 8, v, 2000) || v != std::uint64_t(i)) ++failures;
+          if (!producer.load(0, std::uint64_t(t) * 8, 8, v, 2000) || v != std::uint64_t(i)) ++failures;
         }
       }
     });
@@ -162,9 +168,9 @@ TEST_CASE("a failed load reads all ones; a failed store is counted") {
       ++served;
     }
   });
-  CHECK(producer.store(0, 4, 1, 1000));
+  CHECK(producer.store(0, 0, 4, 1, 1000));
   std::uint64_t value = 0;
-  CHECK_FALSE(producer.load(0, 4, value, 1000));
+  CHECK_FALSE(producer.load(0, 0, 4, value, 1000));
   CHECK(value == ~std::uint64_t{0});
   server.join();
   CHECK(producer.store_failures() == 1);
@@ -184,11 +190,11 @@ TEST_CASE("close wakes a waiting load and fails every later access at once") {
   });
   std::uint64_t value = 0;
   const auto t0 = std::chrono::steady_clock::now();
-  CHECK_FALSE(producer.load(0, 4, value, 10000));
+  CHECK_FALSE(producer.load(0, 0, 4, value, 10000));
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));  // woken, not timed out
   closer.join();
   CHECK(producer.closed());
-  CHECK_FALSE(producer.store(0, 4, 1, 10000));
+  CHECK_FALSE(producer.store(0, 0, 4, 1, 10000));
 }
 
 TEST_CASE("a load without an answer fails at its deadline and the ring is abandoned") {
@@ -196,18 +202,18 @@ TEST_CASE("a load without an answer fails at its deadline and the ring is abando
   RingProducer producer;
   REQUIRE(producer.attach(ring.memory, ring.size));
   std::uint64_t value = 0;
-  CHECK_FALSE(producer.load(0, 4, value, 50));  // no consumer
+  CHECK_FALSE(producer.load(0, 0, 4, value, 50));  // no consumer
   CHECK(producer.closed());
-  CHECK_FALSE(producer.store(0, 4, 1, 50));
+  CHECK_FALSE(producer.store(0, 0, 4, 1, 50));
 }
 
 TEST_CASE("a full ring with no consumer fails the store at its deadline") {
   SharedRing ring(2);
   RingProducer producer;
   REQUIRE(producer.attach(ring.memory, ring.size));
-  CHECK(producer.store(0, 4, 1, 50));
-  CHECK(producer.store(0, 4, 2, 50));
-  CHECK_FALSE(producer.store(0, 4, 3, 50));
+  CHECK(producer.store(0, 0, 4, 1, 50));
+  CHECK(producer.store(0, 0, 4, 2, 50));
+  CHECK_FALSE(producer.store(0, 0, 4, 3, 50));
 }
 
 TEST_CASE("producers in a forked child and the parent share the ring") {
@@ -223,18 +229,18 @@ TEST_CASE("producers in a forked child and the parent share the ring") {
   REQUIRE(child >= 0);
   if (child == 0) {
     bool ok = true;
-    for (std::uint64_t i = 0; i < 500; ++i) ok = ok && producer.store(8, 8, i, 2000);
+    for (std::uint64_t i = 0; i < 500; ++i) ok = ok && producer.store(0, 8, 8, i, 2000);
     std::uint64_t v = 0;
-    ok = ok && producer.load(8, 8, v, 2000) && v == 499;
+    ok = ok && producer.load(0, 8, 8, v, 2000) && v == 499;
     ::_exit(ok ? 0 : 1);
   }
-  for (std::uint64_t i = 0; i < 500; ++i) CHECK(producer.store(0, 8, i, 2000));
+  for (std::uint64_t i = 0; i < 500; ++i) CHECK(producer.store(0, 0, 8, i, 2000));
   int status = 0;
   REQUIRE(::waitpid(child, &status, 0) == child);
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
   std::uint64_t v = 0;
-  CHECK(producer.load(0, 8, v, 2000));
+  CHECK(producer.load(0, 0, 8, v, 2000));
   CHECK(v == 499);
   stop = true;
   server.join();
