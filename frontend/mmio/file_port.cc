@@ -59,21 +59,4 @@ bool FilePort::store(std::uint64_t offset, unsigned width, std::uint64_t value) 
   return ok;
 }
 
-FilePort* FilePortPool::take() noexcept {
-  for (std::size_t i = 0; i < kCapacity; ++i)
-    if (!used_[i]) {
-      used_[i] = true;
-      return &ports_[i];
-    }
-  return nullptr;
-}
-
-void FilePortPool::release(BarPort* port) noexcept {
-  for (std::size_t i = 0; i < kCapacity; ++i)
-    if (&ports_[i] == port) {
-      ports_[i].close();
-      used_[i] = false;
-    }
-}
-
 }  // namespace rpcie::mmio

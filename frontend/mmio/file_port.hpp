@@ -12,7 +12,6 @@
 // TrapTable releases a port only when no reader can hold it).
 #pragma once
 
-#include <array>
 #include <cstddef>
 #include <cstdint>
 
@@ -46,20 +45,6 @@ class FilePort final : public BarPort {
   DeviceKey device_;
   const TrapTable* writeback_ = nullptr;
   int last_errno_ = 0;  // racy by design: a hint for the failure message only
-};
-
-// A fixed pool of ports (no allocation). Writer-side only: callers serialize take/release.
-class FilePortPool {
- public:
-  static constexpr std::size_t kCapacity = 256;
-  // A closed port to open, or null when all are in use.
-  FilePort* take() noexcept;
-  // Closes `port` and makes it available again (TrapTable::PortRelease).
-  void release(BarPort* port) noexcept;
-
- private:
-  std::array<FilePort, kCapacity> ports_;
-  std::array<bool, kCapacity> used_{};
 };
 
 }  // namespace rpcie::mmio

@@ -56,7 +56,7 @@ void* register_bar_map(void* addr, std::size_t length, int prot, int flags, int 
   }
   Preload& state = preload();
   WriterLock lock;
-  FilePort* port = state.ports.take();
+  MappingPort* port = state.ports.take();
   const int port_fd = port != nullptr ? ::fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
   if (port_fd < 0) {
     const int e = port == nullptr ? ENOMEM : errno;
@@ -64,7 +64,8 @@ void* register_bar_map(void* addr, std::size_t length, int prot, int flags, int 
     errno = e;
     return MAP_FAILED;
   }
-  port->open(port_fd, file.device, &state.table);
+  DeviceRing* ring = state.ring_enabled ? state.rings.acquire(file.device, control_path_default(), fd) : nullptr;
+  port->open(port_fd, file, &state.table, ring, &state.rings);
   const int keep = flags & (MAP_FIXED | MAP_FIXED_NOREPLACE);
   void* p = mmap_real(addr, length, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | keep, -1, 0);
   if (p == MAP_FAILED) {

@@ -51,6 +51,8 @@ FailMode fail_mode_parse(const char* text) noexcept {
 
 __attribute__((constructor)) void preload_init() {
   storage.state.mode = fail_mode_parse(std::getenv("RPCIE_MMIO_ERRORS"));
+  const char* ring = std::getenv("RPCIE_MMIO_RING");
+  storage.state.ring_enabled = ring == nullptr || std::strcmp(ring, "off") != 0;
   pthread_atfork(fork_prepare, fork_parent, fork_child);
   segv_handler_take(segv_handler);
 }

@@ -14,16 +14,19 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "device_ring.hpp"
 #include "emulator/emulator.hpp"
-#include "file_port.hpp"
+#include "mapping_port.hpp"
 #include "trap_table.hpp"
 
 namespace rpcie::mmio {
 
 struct Preload {
   TrapTable table{port_release};
-  FilePortPool ports;
-  // Serializes the writers of `table` and `ports` (mmap, munmap, mprotect, mremap); never
+  MappingPortPool ports;
+  DeviceRingPool rings;
+  bool ring_enabled = true;  // RPCIE_MMIO_RING=off: every access through the file port
+  // Serializes the writers of `table`, `ports` and `rings` (mmap, munmap, mprotect, mremap); never
   // taken in a signal handler; held across fork by the atfork handlers.
   pthread_mutex_t writer = PTHREAD_MUTEX_INITIALIZER;
   FailMode mode = FailMode::all_ones;

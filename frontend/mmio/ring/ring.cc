@@ -81,6 +81,13 @@ bool RingProducer::attach(void* memory, std::size_t size) noexcept {
   return true;
 }
 
+void RingProducer::reset() noexcept {
+  header_ = nullptr;
+  entries_ = nullptr;
+  mask_ = 0;
+  abandoned_.store(false, std::memory_order_relaxed);
+}
+
 bool RingProducer::closed() const noexcept {
   return header_ == nullptr || abandoned_.load(std::memory_order_relaxed) ||
          header_->closed.load(std::memory_order_acquire) != 0;

@@ -74,6 +74,8 @@ class RingProducer {
   // Validates a mapped ring (magic, version, capacity, size); false if it is not one.
   bool attach(void* memory, std::size_t size) noexcept;
   bool attached() const noexcept { return header_ != nullptr; }
+  // Forgets the ring (the caller unmaps it).
+  void reset() noexcept;
 
   // Publishes a store; waits (at most `timeout_ms`) only while the ring is full. false: the
   // ring is closed or stayed full past the deadline.

@@ -30,8 +30,6 @@ struct TempFile {
   }
 };
 
-bool fd_open(int fd) { return ::fcntl(fd, F_GETFD) >= 0; }
-
 }  // namespace
 
 TEST_CASE("loads read exactly the width at the offset, little-endian") {
@@ -88,19 +86,4 @@ TEST_CASE("a pipe cannot be read at an offset: false, errno kept") {
   CHECK(errno == 0);
   CHECK_FALSE(port.store(0, 4, 1));
   ::close(pipe_fds[1]);
-}
-
-TEST_CASE("the pool hands out each port once and closes a released one") {
-  auto* pool = new FilePortPool;
-  FilePort* first = pool->take();
-  REQUIRE(first != nullptr);
-  const int fd = ::dup(0);
-  first->open(fd, {}, nullptr);
-  for (std::size_t i = 1; i < FilePortPool::kCapacity; ++i) REQUIRE(pool->take() != nullptr);
-  CHECK(pool->take() == nullptr);
-  CHECK(fd_open(fd));
-  pool->release(first);
-  CHECK_FALSE(fd_open(fd));
-  CHECK(pool->take() == first);
-  delete pool;
 }

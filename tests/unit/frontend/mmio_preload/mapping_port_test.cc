@@ -1,0 +1,233 @@
+// A register-BAR mapping's port: through the device's ring when hostd gives one (checked
+// against a stand-in hostd that speaks the control protocol and serves the ring), through the
+// file otherwise, and after the ring closes; the ring pool shares one ring per device.
+#include <doctest/doctest.h>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "device_ring.hpp"
+#include "mapping_port.hpp"
+#include "ring/ring.hpp"
+
+using namespace rpcie::mmio;
+
+namespace {
+
+bool fd_open(int fd) { return ::fcntl(fd, F_GETFD) >= 0; }
+
+// <tmp>/10000:00:01.0/{resource0,remote}: the layout of an rpcie device directory.
+struct DeviceDir {
+  std::string root = "/tmp/rpcie-mapping-port-XXXXXX";
+  std::string dir, bar;
+  DeviceDir() {
+    REQUIRE(::mkdtemp(root.data()) != nullptr);
+    dir = root + "/10000:00:01.0";
+    bar = dir + "/resource0";
+    REQUIRE(::mkdir(dir.c_str(), 0755) == 0);
+    const int fd = ::open(bar.c_str(), O_CREAT | O_RDWR, 0600);
+    REQUIRE(fd >= 0);
+    REQUIRE(::ftruncate(fd, 4096) == 0);
+    ::close(fd);
+    ::close(::open((dir + "/remote").c_str(), O_CREAT | O_RDWR, 0600));
+  }
+  ~DeviceDir() { std::system(("rm -rf '" + root + "'").c_str()); }
+  int open_bar() const { return ::open(bar.c_str(), O_RDWR | O_CLOEXEC); }
+  std::uint32_t file_word(std::uint64_t offset) const {
+    std::uint32_t v = 0;
+    const int fd = open_bar();
+    REQUIRE(::pread(fd, &v, 4, static_cast<off_t>(offset)) == 4);
+    ::close(fd);
+    return v;
+  }
+};
+
+// A stand-in for rpcie-hostd: answers {"op":"mmio_ring"} requests with a ring (or refuses),
+// then serves each ring into `registers` and logs what it served.
+struct FakeHostd {
+  std::string path;
+  bool refuse = false;
+  int listener = -1;
+  std::atomic<bool> stop{false};
+  std::atomic<int> requests{0};
+  std::string last_request;
+  std::vector<std::thread> threads;
+  std::vector<std::unique_ptr<RingConsumer>> consumers;
+  std::vector<std::pair<void*, std::size_t>> rings;
+  std::atomic<int> served{0};
+  std::uint8_t registers[4096] = {};
+
+  explicit FakeHostd(const std::string& socket_path) : path(socket_path) {
+    listener = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::strcpy(a.sun_path, path.c_str());
+    REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(::listen(listener, 4) == 0);
+    threads.emplace_back([this] { accept_run(); });
+  }
+  ~FakeHostd() {
+    stop = true;
+    ::shutdown(listener, SHUT_RDWR);
+    for (auto& t : threads) t.join();
+    ::close(listener);
+    ::unlink(path.c_str());
+    for (auto [memory, bytes] : rings) ::munmap(memory, bytes);
+  }
+  void accept_run() {
+    for (;;) {
+      const int c = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+      if (c < 0) return;
+      char line[256] = {};
+      const ssize_t n = ::read(c, line, sizeof line - 1);
+      ++requests;
+      last_request.assign(line, n > 0 ? static_cast<std::size_t>(n) : 0);
+      if (refuse) {
+        const char* no = "{\"error\":\"no\",\"errno\":13}\n";
+        (void)!::write(c, no, std::strlen(no));
+        ::close(c);
+        continue;
+      }
+      const std::size_t bytes = ring_bytes(64);
+      const int memfd = ::memfd_create("fake-ring", MFD_CLOEXEC);
+      REQUIRE(::ftruncate(memfd, static_cast<off_t>(bytes)) == 0);
+      void* memory = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+      REQUIRE(ring_format(memory, bytes, 64));
+      rings.emplace_back(memory, bytes);
+      consumers.push_back(std::make_unique<RingConsumer>());
+      RingConsumer* consumer = consumers.back().get();
+      REQUIRE(consumer->attach(memory, bytes));
+      const std::string answer = "{\"ring_bytes\":" + std::to_string(bytes) + ",\"timeout_ms\":500}\n";
+      iovec iov{const_cast<char*>(answer.data()), answer.size()};
+      alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+      msghdr msg{};
+      msg.msg_iov = &iov;
+      msg.msg_iovlen = 1;
+      msg.msg_control = control;
+      msg.msg_controllen = sizeof control;
+      cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+      cm->cmsg_level = SOL_SOCKET;
+      cm->cmsg_type = SCM_RIGHTS;
+      cm->cmsg_len = CMSG_LEN(sizeof(int));
+      std::memcpy(CMSG_DATA(cm), &memfd, sizeof memfd);
+      REQUIRE(::sendmsg(c, &msg, MSG_NOSIGNAL) == static_cast<ssize_t>(answer.size()));
+      ::close(memfd);
+      threads.emplace_back([this, consumer, c] { serve(*consumer, c); });
+    }
+  }
+  void serve(RingConsumer& consumer, int connection) {
+    RingRequest r;
+    while (!stop) {
+      if (!consumer.next(r, 20, 0)) continue;
+      ++served;
+      if (r.op == RingOp::store) {
+        std::memcpy(registers + r.offset, &r.value, r.width);
+        consumer.store_done(true);
+      } else {
+        std::uint64_t v = 0;
+        std::memcpy(&v, registers + r.offset, r.width);
+        consumer.load_answer(true, v);
+      }
+    }
+    ::close(connection);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("bar_fd_bdf names the device directory of a BAR file") {
+  DeviceDir d;
+  const int fd = d.open_bar();
+  char bdf[64];
+  REQUIRE(bar_fd_bdf(fd, bdf, sizeof bdf));
+  CHECK(std::string(bdf) == "10000:00:01.0");
+  CHECK_FALSE(bar_fd_bdf(fd, bdf, 5));  // no room: refused, not truncated
+  ::close(fd);
+}
+
+TEST_CASE("with a ring, accesses go to hostd's ring, not the file; one ring per device") {
+  DeviceDir d;
+  FakeHostd hostd(d.root + "/hostd.sock");
+  DeviceRingPool* rings = new DeviceRingPool;
+  const int fd = d.open_bar();
+  BarFile file;
+  REQUIRE(bar_probe(fd, file));
+  DeviceRing* ring = rings->acquire(file.device, hostd.path.c_str(), fd);
+  REQUIRE(ring != nullptr);
+  CHECK(hostd.last_request == "{\"op\":\"mmio_ring\",\"bdf\":\"10000:00:01.0\"}\n");
+  CHECK(ring->timeout_ms() == 1500);                                   // hostd's 500 ms plus the margin
+  CHECK(rings->acquire(file.device, hostd.path.c_str(), fd) == ring);  // shared, no second request
+  CHECK(hostd.requests == 1);
+
+  MappingPort port;
+  port.open(::dup(fd), file, nullptr, ring, rings);
+  CHECK(port.ring_used());
+  CHECK(port.store(0x10, 4, 0xcafef00d));
+  std::uint64_t value = 0;
+  CHECK(port.load(0x10, 4, value));
+  CHECK(value == 0xcafef00d);
+  CHECK(hostd.served == 2);
+  CHECK(d.file_word(0x10) == 0);  // the file port was not used
+
+  // hostd closes the ring: later accesses take the file.
+  hostd.consumers.front()->close();
+  CHECK(port.store(0x20, 4, 0x12345678));
+  CHECK(d.file_word(0x20) == 0x12345678);
+  CHECK(hostd.served == 2);
+  port.close();
+  rings->release(ring);  // the second acquire's reference
+  ::close(fd);
+  delete rings;
+}
+
+TEST_CASE("a refusing or absent hostd: no ring, accesses through the file") {
+  DeviceDir d;
+  DeviceRingPool* rings = new DeviceRingPool;
+  const int fd = d.open_bar();
+  BarFile file;
+  REQUIRE(bar_probe(fd, file));
+  CHECK(rings->acquire(file.device, (d.root + "/nobody.sock").c_str(), fd) == nullptr);
+  {
+    FakeHostd hostd(d.root + "/hostd.sock");
+    hostd.refuse = true;
+    CHECK(rings->acquire(file.device, hostd.path.c_str(), fd) == nullptr);
+    CHECK(hostd.requests == 1);
+  }
+  MappingPort port;
+  port.open(::dup(fd), file, nullptr, nullptr, rings);
+  CHECK_FALSE(port.ring_used());
+  CHECK(port.store(0x8, 4, 0x55aa55aa));
+  CHECK(d.file_word(0x8) == 0x55aa55aa);
+  port.close();
+  ::close(fd);
+  delete rings;
+}
+
+TEST_CASE("the port pool hands out each port once and closes a released one") {
+  auto* pool = new MappingPortPool;
+  MappingPort* first = pool->take();
+  REQUIRE(first != nullptr);
+  const int fd = ::dup(0);
+  first->open(fd, BarFile{}, nullptr, nullptr, nullptr);
+  for (std::size_t i = 1; i < MappingPortPool::kCapacity; ++i) REQUIRE(pool->take() != nullptr);
+  CHECK(pool->take() == nullptr);
+  CHECK(fd_open(fd));
+  pool->release(first);
+  CHECK_FALSE(fd_open(fd));
+  CHECK(pool->take() == first);
+  delete pool;
+}
