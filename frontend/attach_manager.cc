@@ -10,6 +10,7 @@
 #include "rpcie/client.hpp"
 #include "rpcie/control.hpp"
 #include "rpcie/deadline.hpp"
+#include "rpcie/log.hpp"
 #include "rpcie/process.hpp"
 
 namespace rpcie::hostd {
@@ -82,6 +83,7 @@ ControlServer::Reply AttachManager::mmio_ring(const json& r, const ucred& peer) 
   auto ring = MmioRingServer::create(device, context_.timeout);
   if (!ring) return ControlServer::Reply{.answer = control::error_answer(ring.error())};
   MmioRingServer* server = ring->get();
+  RPCIE_LOG_INFO("hostd", "{}: MMIO ring for process {} (uid {})", bdf, peer.pid, peer.uid);
   std::lock_guard g(rings_lock_);
   std::erase_if(rings_, [](const auto& s) { return s->done(); });
   rings_.push_back(std::move(*ring));

@@ -107,6 +107,7 @@ void MmioRingServer::drain_run() {
       consumer_.load_answer(ok, value);
   }
   consumer_.close();
+  RPCIE_LOG_INFO("hostd", "MMIO ring of rpcie{} ended", device_->index());
   done_.store(true);
 }
 
