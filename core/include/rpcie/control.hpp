@@ -6,6 +6,8 @@
 //       -> {"device":"rpcie0","path":"/dev/rpcie0","sysfs":"<mount>/pci/devices/<bdf>"}
 //   {"op":"detach","device":"rpcie0"} | {"op":"detach","all":true} -> {"detached":[names]}
 //   {"op":"status"} -> {"attachments":[{...}]}   (fields in docs/rpcie-hostd.md)
+//   {"op":"mmio_ring","bdf":B} -> {"ring_bytes":N,"timeout_ms":T} with a memfd (SCM_RIGHTS); the
+//       connection then stays open for the ring's life (librpcie-mmio.so; docs/rpcie-hostd.md)
 // A failed request is answered {"error":TEXT,"errno":N}. Lines are at most kMaxLine bytes.
 // Thread-safety: the functions here keep no state.
 //
