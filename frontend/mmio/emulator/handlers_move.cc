@@ -29,6 +29,8 @@ Step integer_move(Exec& exec) noexcept {
   const ZydisDecodedOperand& source = exec.operand(1);
   std::uint64_t value = 0;
   if (const Step s = integer_read(exec, source, value); s != Step::done) return s;
+  // MOV r/m64, imm32 sign-extends the immediate (Zydis keeps it sign-extended in value.u).
+  if (source.type == ZYDIS_OPERAND_TYPE_IMMEDIATE) value = source.imm.value.u;
   if constexpr (kConvert == Convert::sign) value = sign_extend(value, operand_bytes(source));
   if constexpr (kConvert == Convert::swap) value = byte_swap(value, operand_bytes(source));
   return integer_write(exec, destination, value & width_mask(operand_bytes(destination)));

@@ -174,9 +174,72 @@ Step vector_compare(Exec& exec) noexcept {
                                                                                              : Step::unsupported;
 }
 
+// A bitwise function of three bytes given as a VPTERNLOG truth table: bit (a<<2 | b<<1 | c)
+// of `table` is the result for those input bits.
+std::uint8_t ternary(std::uint8_t a, std::uint8_t b, std::uint8_t c, unsigned table) noexcept {
+  unsigned r = 0;
+  for (unsigned index = 0; index < 8; ++index) {
+    if ((table >> index & 1) == 0) continue;
+    r |= (index & 4 ? a : ~a) & (index & 2 ? b : ~b) & (index & 1 ? c : ~c);
+  }
+  return static_cast<std::uint8_t>(r);
+}
+
+// The truth tables of the two-operand forms (B = first source, C = memory).
+constexpr int kTableXor = 0x66, kTableAnd = 0x88, kTableOr = 0xee, kTableAndNot = 0x22;
+constexpr int kTableImmediate = -1;  // VPTERNLOG: the instruction's imm8
+
+// PXOR/PAND/POR/PANDN (destination is the first source), VPXOR[D/Q]..., VPTERNLOGD/Q: the
+// memory operand is loaded (selected elements only) and the function applied bytewise.
+template <int kTable>
+Step vector_bitwise(Exec& exec) noexcept {
+  VectorOperands o;
+  if (!vector_operands(exec, o) || o.opmask != nullptr || o.vectors == 0) return Step::unsupported;
+  if (kTable == kTableImmediate && o.immediate == nullptr) return Step::unsupported;
+  const unsigned table = kTable == kTableImmediate ? static_cast<unsigned>(o.immediate->imm.value.u) : kTable;
+  std::uintptr_t address = 0;
+  if (!operand_address(exec.cpu, exec.decoded, *o.memory, address)) return Step::unsupported;
+  const unsigned bytes = operand_bytes(*o.memory), element = element_bytes(*o.memory);
+  if (bytes == 0 || bytes > kVectorBytes || element == 0 || bytes % element != 0) return Step::unsupported;
+  const std::uint64_t mask = write_mask(exec);
+  VectorValue a, b, c;
+  if (!exec.cpu.vector_get(o.vector[0]->reg.value, a) || !exec.cpu.vector_get(o.vector[o.vectors - 1]->reg.value, b)) {
+    return Step::unsupported;
+  }
+  if (const Step s = elements_transfer<false>(exec, address, bytes, element, mask, c.bytes); s != Step::done) return s;
+  VectorValue out = a;
+  for (unsigned i = 0; i < bytes; ++i) {
+    if ((mask >> (i / element) & 1) != 0) {
+      out.bytes[i] = ternary(a.bytes[i], b.bytes[i], c.bytes[i], table);
+    } else if (zeroing(exec)) {
+      out.bytes[i] = 0;
+    }
+  }
+  const bool legacy = exec.instruction().encoding == ZYDIS_INSTRUCTION_ENCODING_LEGACY;
+  return exec.cpu.vector_set(o.vector[0]->reg.value, out, bytes, legacy ? 16 : kVectorBytes) ? Step::done
+                                                                                             : Step::unsupported;
+}
+
 }  // namespace
 
 void handlers_vector_register(Handler* table) noexcept {
+  for (const ZydisMnemonic m :
+       {ZYDIS_MNEMONIC_PXOR, ZYDIS_MNEMONIC_VPXOR, ZYDIS_MNEMONIC_VPXORD, ZYDIS_MNEMONIC_VPXORQ}) {
+    table[m] = vector_bitwise<kTableXor>;
+  }
+  for (const ZydisMnemonic m :
+       {ZYDIS_MNEMONIC_PAND, ZYDIS_MNEMONIC_VPAND, ZYDIS_MNEMONIC_VPANDD, ZYDIS_MNEMONIC_VPANDQ}) {
+    table[m] = vector_bitwise<kTableAnd>;
+  }
+  for (const ZydisMnemonic m : {ZYDIS_MNEMONIC_POR, ZYDIS_MNEMONIC_VPOR, ZYDIS_MNEMONIC_VPORD, ZYDIS_MNEMONIC_VPORQ}) {
+    table[m] = vector_bitwise<kTableOr>;
+  }
+  for (const ZydisMnemonic m :
+       {ZYDIS_MNEMONIC_PANDN, ZYDIS_MNEMONIC_VPANDN, ZYDIS_MNEMONIC_VPANDND, ZYDIS_MNEMONIC_VPANDNQ}) {
+    table[m] = vector_bitwise<kTableAndNot>;
+  }
+  table[ZYDIS_MNEMONIC_VPTERNLOGD] = vector_bitwise<kTableImmediate>;
+  table[ZYDIS_MNEMONIC_VPTERNLOGQ] = vector_bitwise<kTableImmediate>;
   for (const ZydisMnemonic m :
        {ZYDIS_MNEMONIC_MOVD,      ZYDIS_MNEMONIC_MOVQ,      ZYDIS_MNEMONIC_MOVSS,     ZYDIS_MNEMONIC_MOVDQU,
         ZYDIS_MNEMONIC_MOVDQA,    ZYDIS_MNEMONIC_MOVUPS,    ZYDIS_MNEMONIC_MOVAPS,    ZYDIS_MNEMONIC_MOVUPD,

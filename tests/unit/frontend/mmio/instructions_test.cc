@@ -3,6 +3,8 @@
 // access log (direction, offset, width, value, order, count).
 #include <doctest/doctest.h>
 
+#include <string>
+
 #include "harness.hpp"
 
 namespace rpcie::mmio::test {
@@ -126,7 +128,7 @@ TEST_CASE("an unaligned access is split into the widest aligned pieces, ascendin
 // Read-modify-write: the same instruction on ordinary memory gives the expected value and
 // flags; on the BAR it is one load then one store of the same width at the same offset.
 template <class Op>
-void rmw_check(const char* name, std::uint32_t initial, std::uint32_t operand, std::uint64_t flags_in, Op op) {
+void rmw_check(const std::string name, std::uint32_t initial, std::uint32_t operand, std::uint64_t flags_in, Op op) {
   CAPTURE(name);
   CAPTURE(initial);
   CAPTURE(operand);
