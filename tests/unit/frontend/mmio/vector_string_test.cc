@@ -171,7 +171,7 @@ TEST_CASE("REP MOVSB/MOVSQ/STOSQ and LODS go element by element, in either direc
   n = 4;
   asm volatile("std\n\trep movsq\n\tcld" : "+D"(d), "+S"(s), "+c"(n) : : "memory");
   CHECK(std::memcmp(dst, device().bytes + 0x900, 32) == 0);
-  CHECK(d == dst - 8);
+  CHECK(reinterpret_cast<std::uintptr_t>(d) == reinterpret_cast<std::uintptr_t>(dst) - 8);
   REQUIRE(device().size() == 4);
   for (unsigned i = 0; i < 4; ++i) CHECK((device().log[i].offset == 0x918 - 8 * i && !device().log[i].store));
   device().reset();
