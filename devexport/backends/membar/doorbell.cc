@@ -117,17 +117,23 @@ Result<void> Doorbell::write(std::uint64_t offset, unsigned width, std::uint64_t
   return {};
 }
 
-void Doorbell::irq_set(IrqSink* irq) noexcept {
-  Lock lock(mutex_);
-  // A raise in progress still uses the old sink: the caller may free it once we return.
-  if (irq == nullptr)
-    while (!outside_idle_.wait_for(lock, kQuiesceTimeout, [this] { return outside_ == 0; }))
-      RPCIE_LOG_ERROR(kLog, "an interrupt call overran its deadline; still waiting for it");
+void Doorbell::attach(IrqSink* irq) noexcept {
+  std::lock_guard guard(mutex_);
   irq_ = irq;
+}
+
+void Doorbell::detach() noexcept {
+  Lock lock(mutex_);
+  power_on_locked(lock);
+  irq_ = nullptr;  // no raise is in progress: power_on_locked waited for it
 }
 
 void Doorbell::power_on() noexcept {
   Lock lock(mutex_);
+  power_on_locked(lock);
+}
+
+void Doorbell::power_on_locked(Lock& lock) noexcept {
   ++epoch_;
   job_.reset();
   // Nothing of the old doorbell may happen after we return: no read of the memory (it is

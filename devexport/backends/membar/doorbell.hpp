@@ -16,12 +16,12 @@
 //    one critical section, so a reader sees all three or none — and only then, with the lock
 //    released, vector 0 is raised through the IrqSink (if one is set). An out-of-range
 //    doorbell is served too (error bit, COUNT, interrupt): a driver waiting never hangs.
-//  - irq_set(): the sink used from the next interrupt on (nullptr: none). The caller keeps
-//    it valid until irq_set(nullptr) or power_on() returned.
-//  - power_on(): cancels a doorbell in progress (its result is dropped), waits until the
-//    worker is out of the memory and out of any IrqSink call, and clears every register.
-//    After it returns nothing of the old doorbell happens, so the memory may be zeroed and
-//    the sink freed.
+//  - attach(): the sink used from the next interrupt on (nullptr: none). The caller keeps
+//    it valid until detach() returned.
+//  - power_on(): cancels a doorbell in progress or queued (its result is dropped, it never
+//    raises), waits until the worker is out of the memory and out of any IrqSink call, and
+//    clears every register. After it returns nothing of the old doorbell happens, so the
+//    memory may be zeroed. detach(): the same, and the sink is forgotten (may be freed).
 //  - The memory span must outlive the Doorbell; the worker only reads it.
 #pragma once
 
@@ -52,7 +52,8 @@ class Doorbell {
 
   Result<std::uint64_t> read(std::uint64_t offset, unsigned width);
   Result<void> write(std::uint64_t offset, unsigned width, std::uint64_t value);
-  void irq_set(IrqSink* irq) noexcept;
+  void attach(IrqSink* irq) noexcept;
+  void detach() noexcept;
   void power_on() noexcept;
 
  private:
@@ -73,6 +74,7 @@ class Doorbell {
 
   explicit Doorbell(std::span<const std::uint8_t> memory) noexcept : memory_(memory) {}
 
+  void power_on_locked(Lock& lock) noexcept;
   void worker_run() noexcept;
   void job_serve(Lock& lock) noexcept;
   // FNV-1a of the range, or nothing when power_on() cancelled the job meanwhile.

@@ -97,17 +97,19 @@ class Membar final : public Backend {
   bool mmio_write_is_doorbell(std::uint8_t, std::uint64_t) const noexcept override { return false; }
 
   Result<void> attach(DmaPort*, IrqSink* irq) override {
-    if (doorbell_) doorbell_->irq_set(irq);
+    if (doorbell_) doorbell_->attach(irq);
     return {};
   }
 
   void detach() noexcept override {
-    if (doorbell_) doorbell_->irq_set(nullptr);
-    power_on();
+    // The doorbell first: its worker must be out of the memory before it is zeroed.
+    if (doorbell_) doorbell_->detach();
+    memory_and_config_power_on();
   }
 
   Result<void> reset() override {
-    power_on();
+    if (doorbell_) doorbell_->power_on();
+    memory_and_config_power_on();
     return {};
   }
 
@@ -172,9 +174,7 @@ class Membar final : public Backend {
     }
   }
 
-  void power_on() noexcept {
-    // The doorbell first: its worker must be out of the memory before it is zeroed.
-    if (doorbell_) doorbell_->power_on();
+  void memory_and_config_power_on() noexcept {
     memory_zero();
     config_power_on();
   }
