@@ -317,14 +317,14 @@ TEST_CASE("membar doorbell: reset and detach clear the registers and cancel a do
   std::memset(b->bar_memory(0).data(), 0x5a, 4096);
   doorbell_ring(*b, irq, 5, 100, 1);
   REQUIRE(b->reset());
-  for (auto [offset, width] : {std::pair{reg::kRegOffset, 8u},
-                               {reg::kRegLength, 8u},
-                               {reg::kRegDoorbell, 4u},
-                               {reg::kRegResult, 8u},
-                               {reg::kRegStatus, 4u},
-                               {reg::kRegCount, 4u}}) {
-    CAPTURE(offset);
-    CHECK(rd2(*b, offset, width) == 0);
+  for (const auto& r : {std::pair{reg::kRegOffset, 8u},
+                        {reg::kRegLength, 8u},
+                        {reg::kRegDoorbell, 4u},
+                        {reg::kRegResult, 8u},
+                        {reg::kRegStatus, 4u},
+                        {reg::kRegCount, 4u}}) {
+    CAPTURE(r.first);
+    CHECK(rd2(*b, r.first, r.second) == 0);
   }
   CHECK(rd2(*b, reg::kRegId, 4) == reg::kIdValue);
   // A long hash, then reset while it runs: it is cancelled, no interrupt ever comes of it.
