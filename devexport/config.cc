@@ -92,7 +92,7 @@ Result<toml::table> table_load(const std::string& path) {
   }
 }
 
-// listen, provider, psk-file, lease.
+// listen, provider, psk-file, lease, access-log.
 Result<void> top_keys_apply(const toml::table& root, const std::string& file, ExporterConfig& config) {
   if (auto* n = root.get("listen")) {
     RPCIE_TRY_ASSIGN(auto s, string_get(*n, file + "listen "));
@@ -109,6 +109,10 @@ Result<void> top_keys_apply(const toml::table& root, const std::string& file, Ex
   }
   if (auto* n = root.get("psk-file")) {
     RPCIE_TRY_ASSIGN(config.psk_file, string_get(*n, file + "psk-file "));
+  }
+  if (auto* n = root.get("access-log")) {
+    RPCIE_TRY_ASSIGN(config.access_log, string_get(*n, file + "access-log "));
+    if (config.access_log.empty()) return fail(EINVAL, file + "access-log: an empty path");
   }
   if (auto* n = root.get("lease")) {
     RPCIE_TRY_ASSIGN(auto s, string_get(*n, file + "lease "));
@@ -206,7 +210,7 @@ Result<ExportConfig> export_table_parse(const toml::table& t, const std::string&
 Result<void> config_file_apply(const std::string& path, ExporterConfig& config) {
   RPCIE_TRY_ASSIGN(const toml::table root, table_load(path));
   const std::string file = path + ": ";
-  RPCIE_TRY(keys_check(root, file, "listen", "provider", "psk-file", "lease", "client", "export"));
+  RPCIE_TRY(keys_check(root, file, "listen", "provider", "psk-file", "lease", "access-log", "client", "export"));
   RPCIE_TRY(top_keys_apply(root, file, config));
   RPCIE_TRY(tables_each(root, file, "client", [&](const toml::table& t, const std::string& where) -> Result<void> {
     RPCIE_TRY_ASSIGN(auto c, client_table_parse(t, where));

@@ -6,12 +6,13 @@
 //   provider = "auto|tcp|shm|verbs|efa|tcp;ofi_rxm|verbs;ofi_rxm"
 //   psk-file = "/etc/rpcie/psk"     key accepted from any client name
 //   lease    = "5s"                 heartbeats must arrive within this
+//   access-log = "/var/log/rpcie/access.log"   one line per MMIO access (access_log.hpp)
 //   [[client]]  name = "NAME"  psk-file = "FILE"       a named client with its own key
 //   [[export]]  name, backend, dma = "on-demand|mirror", shared = bool,
 //               allow = ["client", ...], [export.params] key = "value" ...
 // Flags: --export NAME=BACKEND[,key=value...] adds exports (keys dma, shared=yes|no and
 // allow=NAME[:NAME...] are the exporter's; the rest go to the backend); --listen,
-// --provider, --psk-file override the file.
+// --provider, --psk-file, --access-log override the file.
 //
 // Loading only parses and checks; keys are read and backends created by the exporter.
 #pragma once
@@ -50,6 +51,7 @@ struct ExporterConfig {
   std::vector<ClientConfig> clients;
   std::vector<ExportConfig> exports;
   std::chrono::milliseconds lease{5000};
+  std::string access_log;  // "" : no access log
 };
 
 // Applies the TOML file at `path` to `config`. EINVAL with "FILE:LINE:COL: reason" for a

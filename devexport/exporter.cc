@@ -7,6 +7,7 @@
 #include <optional>
 #include <thread>
 
+#include "access_log.hpp"
 #include "export_table.hpp"
 #include "rpcie/auth.hpp"
 #include "rpcie/bootstrap.hpp"
@@ -34,6 +35,7 @@ struct Exporter::Impl {
   ExporterConfig config;
   std::optional<Listener> listener;
   auth::ServerKeys keys;
+  std::unique_ptr<AccessLog> access_log;  // null without --access-log; outlives every attachment
   ExportTable exports;
   std::atomic<std::uint64_t> next_attachment{1};
   const std::atomic<bool>* stop = nullptr;
@@ -116,7 +118,7 @@ struct Exporter::Impl {
     RPCIE_TRY_ASSIGN(const bool first, exports.claim(*slot, client));
     const std::uint64_t id = next_attachment.fetch_add(1);
     const bool pushed = (req.flags & proto::kAttachWindowPush) != 0;
-    auto a = std::make_unique<ServedAttachment>(*slot, id, req.window_size, pushed);
+    auto a = std::make_unique<ServedAttachment>(*slot, id, req.window_size, pushed, access_log.get());
     std::string holder;  // the reply's entry points into it
     proto::AttachReply reply;
     reply.info = exports.entry(*slot, holder);
@@ -220,6 +222,9 @@ Result<std::unique_ptr<Exporter>> Exporter::create(const ExporterConfig& config)
     auto k = auth::key_load(c.psk_file);
     if (!k) return fail(k.error().code, "client '" + c.name + "': " + k.error().message);
     impl->keys.clients.insert_or_assign(c.name, std::move(*k));
+  }
+  if (!config.access_log.empty()) {
+    RPCIE_TRY_ASSIGN(impl->access_log, AccessLog::open(config.access_log));
   }
   for (const auto& e : config.exports) {
     RPCIE_TRY_ASSIGN(auto b, backend_create(e.spec));

@@ -32,13 +32,14 @@ int main(int argc, char** argv) {
   // $RPCIE_LOG says otherwise.
   if (std::getenv("RPCIE_LOG") == nullptr) rpcie::log_level_set(rpcie::LogLevel::info);
   CLI::App app{"rpcie-exportd: export PCIe devices to rpcie clients over libfabric"};
-  std::string config_file, listen, provider, psk_file;
+  std::string config_file, listen, provider, psk_file, access_log;
   std::vector<std::string> exports;
   app.add_option("--config", config_file, "TOML configuration file");
   app.add_option("--listen", listen, "ADDR[:PORT] to listen on (default 0.0.0.0:7385)");
   app.add_option("--provider", provider, "auto, tcp, shm, verbs, efa, tcp;ofi_rxm, verbs;ofi_rxm");
   app.add_option("--psk-file", psk_file, "pre-shared key accepted from any client (default /etc/rpcie/psk)");
   app.add_option("--export", exports, "NAME=BACKEND[,key=value...] (repeatable)");
+  app.add_option("--access-log", access_log, "append one line per MMIO access performed to FILE");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -64,6 +65,7 @@ int main(int argc, char** argv) {
     config.provider = *p;
   }
   if (!psk_file.empty()) config.psk_file = psk_file;
+  if (!access_log.empty()) config.access_log = access_log;
   if (config.psk_file.empty() && config.clients.empty()) config.psk_file = rpcie::auth::kDefaultKeyPath;
   for (const auto& text : exports) {
     auto e = rpcie::dev::export_config_parse(text);

@@ -25,12 +25,14 @@ constexpr std::size_t kWarmupBytes = 1024;  // over every provider's inject size
 
 }  // namespace
 
-ServedAttachment::ServedAttachment(ExportSlot& slot, std::uint64_t id, std::uint64_t window_size, bool pushed)
+ServedAttachment::ServedAttachment(ExportSlot& slot, std::uint64_t id, std::uint64_t window_size, bool pushed,
+                                   AccessLog* access_log)
     : slot_(slot),
       id_(id),
       window_size_(window_size),
       mirror_(slot.config.dma == DmaMode::mirror && window_size > 0),
       pushed_(mirror_ && pushed),
+      access_log_(access_log),
       irq_counts_(slot.backend->vector_count(), 0) {}
 
 ServedAttachment::~ServedAttachment() { teardown(false); }
@@ -247,9 +249,9 @@ Result<void> ServedAttachment::bar_copy(const proto::BarCommit& c, bool to_bar) 
     if (to_bar) {
       std::uint64_t v = 0;
       std::memcpy(&v, byte, w);
-      return slot_.backend->mmio_write(c.bar, at, w, v);
+      return device_write(c.bar, at, w, v);
     }
-    RPCIE_TRY_ASSIGN(const std::uint64_t v, slot_.backend->mmio_read(c.bar, at, w));
+    RPCIE_TRY_ASSIGN(const std::uint64_t v, device_read(c.bar, at, w));
     std::memcpy(byte, &v, w);
     return {};
   });
@@ -261,7 +263,34 @@ Result<void> ServedAttachment::posted_write(const proto::MmioWrite& m) {
     auto pulled = window_pull_locked();
     if (!pulled) return fail(EIO, "window pull before a doorbell failed: " + pulled.error().describe());
   }
-  return slot_.backend->mmio_write(m.bar, m.offset, m.width, m.value);
+  return device_write(m.bar, m.offset, m.width, m.value);
+}
+
+Result<std::uint64_t> ServedAttachment::device_read(std::uint8_t bar, std::uint64_t offset, unsigned width) {
+  auto v = slot_.backend->mmio_read(bar, offset, width);
+  if (access_log_ != nullptr)
+    access_log_->record({.export_name = slot_.config.spec.name,
+                         .write = false,
+                         .bar = bar,
+                         .offset = offset,
+                         .width = width,
+                         .value = v ? *v : 0,
+                         .error = v ? 0 : v.error().to_errno()});
+  return v;
+}
+
+Result<void> ServedAttachment::device_write(std::uint8_t bar, std::uint64_t offset, unsigned width,
+                                            std::uint64_t value) {
+  auto r = slot_.backend->mmio_write(bar, offset, width, value);
+  if (access_log_ != nullptr)
+    access_log_->record({.export_name = slot_.config.spec.name,
+                         .write = true,
+                         .bar = bar,
+                         .offset = offset,
+                         .width = width,
+                         .value = value,
+                         .error = r ? 0 : r.error().to_errno()});
+  return r;
 }
 
 void ServedAttachment::request_handle(const proto::Decoded& d) {
@@ -280,7 +309,7 @@ void ServedAttachment::request_handle(const proto::Decoded& d) {
           calls.unlock();
           sent = reply_send(proto::WriteAck{r ? 0 : r.error().to_errno()}, rid);
         } else if constexpr (std::is_same_v<M, proto::MmioRead>) {
-          auto v = slot_.backend->mmio_read(m.bar, m.offset, m.width);
+          auto v = device_read(m.bar, m.offset, m.width);
           calls.unlock();
           sent = reply_send(proto::ReadReply{v ? 0 : v.error().to_errno(), v ? *v : 0}, rid);
         } else if constexpr (std::is_same_v<M, proto::MmioWrite>) {

@@ -31,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include "access_log.hpp"
 #include "backend.hpp"
 #include "dirty_ranges.hpp"
 #include "export_slot.hpp"
@@ -44,7 +45,10 @@ class ServedAttachment final : public DmaPort, public IrqSink {
  public:
   // `window_size`: the client's DMA window (0: none). `pushed`: the client pushes what the
   // device is to read (proto::kAttachWindowPush); meaningful for a mirror only.
-  ServedAttachment(ExportSlot& slot, std::uint64_t id, std::uint64_t window_size, bool pushed);
+  // `access_log`: where every MMIO access performed on the device is recorded (null: none);
+  // it must outlive the attachment.
+  ServedAttachment(ExportSlot& slot, std::uint64_t id, std::uint64_t window_size, bool pushed,
+                   AccessLog* access_log = nullptr);
   ~ServedAttachment() override;
   ServedAttachment(const ServedAttachment&) = delete;
   ServedAttachment& operator=(const ServedAttachment&) = delete;
@@ -82,6 +86,9 @@ class ServedAttachment final : public DmaPort, public IrqSink {
   Result<void> reply_send(const proto::Message& m, std::uint64_t rid);
   Result<void> error_send(int code, const std::string& text, std::uint64_t rid);
   const Region* region_find(std::uint8_t bar) const;
+  // One MMIO access of the device (slot_.calls held), recorded in the access log if any.
+  Result<std::uint64_t> device_read(std::uint8_t bar, std::uint64_t offset, unsigned width);
+  Result<void> device_write(std::uint8_t bar, std::uint64_t offset, unsigned width, std::uint64_t value);
   Result<void> bar_copy(const proto::BarCommit& c, bool to_bar);
   Result<void> posted_write(const proto::MmioWrite& m);
   void request_handle(const proto::Decoded& d);
@@ -92,6 +99,7 @@ class ServedAttachment final : public DmaPort, public IrqSink {
   std::uint64_t window_size_;
   bool mirror_;
   bool pushed_;
+  AccessLog* access_log_;
   std::unique_ptr<Session> session_;
   std::optional<HostBuffer> bounce_;
   std::optional<HostBuffer> local_;  // staging (on-demand) or mirror

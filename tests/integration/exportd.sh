@@ -3,10 +3,11 @@
 # rpcie CLI and rpcie-devcheck (client API) on the "compute server".
 #   exportd.sh netns BUILDDIR   tcp;ofi_rxm across two network namespaces joined by a veth pair
 #   exportd.sh shm BUILDDIR     both on this host over shm
-# BUILDDIR holds devexport/rpcie-exportd, tools/rpcie and tests/rpcie-devcheck.
+# BUILDDIR holds devexport/rpcie-exportd, tools/rpcie, tests/rpcie-devcheck and tests/rpcie-doorbellcheck.
 . "$(dirname "$0")/lib.sh"
 MODE=$1 B=$2
 EXPORTD=$B/devexport/rpcie-exportd RPCIE=$B/tools/rpcie DEVCHECK=$B/tests/rpcie-devcheck
+DOORBELLCHECK=$B/tests/rpcie-doorbellcheck
 LEASE_S=2
 # Exporter and clients on different CPUs, as on two servers: with both on one CPU of this
 # two-core machine the timing check (posted writes) measures the scheduler instead.
@@ -31,6 +32,7 @@ listen = "$HOST:0"
 provider = "$PROVIDER"
 psk-file = "$TMP/psk"
 lease = "${LEASE_S}s"
+access-log = "$TMP/access.log"
 
 [[client]]
 name = "alice"
@@ -71,11 +73,15 @@ chmod 644 "$TMP/other"
 out=$("${ON_DEV[@]}" "$EXPORTD" --psk-file "$TMP/other" --export a=edu 2>&1); rc=$?
 [ $rc = 1 ] && grep -q "group or others" <<<"$out" || die "world-readable key accepted: rc $rc, '$out'"
 chmod 600 "$TMP/other"
+out=$("${ON_DEV[@]}" "$EXPORTD" --psk-file "$TMP/psk" --access-log "$TMP/no/such/dir/a.log" --export a=edu 2>&1); rc=$?
+[ $rc = 1 ] && grep -q "access log $TMP/no/such/dir/a.log: No such file" <<<"$out" || die "bad --access-log: rc $rc, '$out'"
+out=$("${ON_DEV[@]}" "$EXPORTD" --psk-file "$TMP/psk" --export a=membar,doorbell=sometimes 2>&1); rc=$?
+[ $rc = 1 ] && grep -q "doorbell 'sometimes'" <<<"$out" || die "bad doorbell value: rc $rc, '$out'"
 pass "bad configuration refused with clear errors"
 
 # --- The exporter ----------------------------------------------------------------------
 start_bg "${ON_DEV[@]}" "${PIN_DEV[@]}" "$EXPORTD" --config "$TMP/exportd.toml" --export edu0=edu \
-  --export mem0=membar,size=64M --export edu2=edu,delay=1ms "${SYSFS_EXPORT[@]}" 2>"$TMP/exportd.log"
+  --export mem0=membar,size=64M --export mdb=membar,size=1M,doorbell=on --export edu2=edu,delay=1ms "${SYSFS_EXPORT[@]}" 2>"$TMP/exportd.log"
 EXPORTER=$LAST_PID
 deadline=$((SECONDS + 10))
 until grep -q "listening on" "$TMP/exportd.log"; do
@@ -99,6 +105,8 @@ assert e["edu0"]["vendor"] == "0x1234" and e["edu0"]["device"] == "0x11e8" and e
 assert e["edu0"]["backend"] == "edu" and e["edu0"]["state"] == "free" and e["edu1"]["dma"] == "mirror"
 assert e["edu0"]["bars"] == [{"bar": 0, "size": 1 << 20, "type": "registers", "64bit": False, "readonly": False, "direct": False}]
 assert e["mem0"]["bars"][0]["size"] == 64 << 20 and e["mem0"]["bars"][0]["direct"] and e["mem0"]["bars"][0]["type"] == "memory"
+assert [(b["bar"], b["type"], b["size"], b["direct"]) for b in e["mdb"]["bars"]] == [(0, "memory", 1 << 20, True), (2, "registers", 4096, False)], e["mdb"]
+assert e["mdb"]["vectors"] == 1 and e["mem0"]["vectors"] == 0, (e["mdb"], e["mem0"])
 PY
 cli list -r "$R" --psk-file "$TMP/psk" | grep -q "^edu0 .*1234:11e8 .*free" || die "list text"
 pass "list (text and JSON)"
@@ -111,6 +119,8 @@ check posted edu1 || die "posted writes (mirror)"
 check push edu1 || die "streaming DMA (window_push), mirror"
 check push edu0 || die "window_push on an on-demand export"
 check membar mem0 64M || die "membar"
+timeout 60 "${ON_CMP[@]}" "$DOORBELLCHECK" -r "$R" --psk-file "$TMP/psk" --provider "$PROVIDER" mdb "$TMP/access.log" ||
+  die "membar doorbell (access log: $(grep '^mdb ' "$TMP/access.log" | tail -20))"
 check errors edu0 || die "bad accesses"
 check hostile edu0 || die "hostile data path"
 check hostile edu1 || die "hostile data path (mirror)"

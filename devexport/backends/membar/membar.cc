@@ -5,10 +5,13 @@
 #include <atomic>
 #include <bit>
 #include <cstring>
+#include <optional>
 
 #include <unistd.h>
 
+#include "doorbell.hpp"
 #include "rpcie/host_buffer.hpp"
+#include "rpcie/membar_registers.hpp"
 #include "rpcie/units.hpp"
 
 namespace rpcie::dev {
@@ -19,18 +22,20 @@ namespace {
 // I/O space bit; the rest are reserved or legacy and hard-wired to 0.
 constexpr std::uint16_t kCommandWritable =
     pci::kCommandMemory | pci::kCommandBusMaster | pci::kCommandParity | pci::kCommandSerr | pci::kCommandIntxDisable;
-// BAR0: memory, 64-bit, prefetchable.
+// BAR0: memory, 64-bit, prefetchable. BAR2 (doorbell=on): memory, 32-bit, non-prefetchable.
 constexpr std::uint32_t kBar0Flags = pci::kBarFlag64 | pci::kBarFlagPrefetchable;
+constexpr std::uint32_t kCfgBar2 = pci::kCfgBar0 + 4 * membar::kRegisterBar;
+constexpr std::uint8_t kInterruptPinA = 1;
 
 constexpr std::uint8_t kRevision = 0x01;
 
 class Membar final : public Backend {
  public:
-  explicit Membar(HostBuffer memory) : memory_(std::move(memory)) {
-    region_.bar = 0;
-    region_.size = memory_.size();
-    region_.kind = RegionKind::memory;
-    region_.is_64bit = true;
+  // `doorbell`: the BAR2 register block over this memory, or null (no BAR2, no vectors).
+  Membar(HostBuffer memory, std::unique_ptr<membar::Doorbell> doorbell)
+      : memory_(std::move(memory)), doorbell_(std::move(doorbell)) {
+    regions_[0] = {.bar = 0, .size = memory_.size(), .kind = RegionKind::memory, .is_64bit = true};
+    regions_[1] = {.bar = membar::kRegisterBar, .size = membar::kRegisterBarSize, .kind = RegionKind::registers};
     identity_.vendor = kMembarVendor;
     identity_.device = kMembarDevice;
     identity_.class_code = kMembarClass;
@@ -42,7 +47,8 @@ class Membar final : public Backend {
 
   std::string_view name() const noexcept override { return "membar"; }
   const Identity& identity() const noexcept override { return identity_; }
-  std::span<const Region> regions() const noexcept override { return {&region_, 1}; }
+  std::span<const Region> regions() const noexcept override { return {regions_.data(), doorbell_ ? 2u : 1u}; }
+  std::uint16_t vector_count() const noexcept override { return doorbell_ ? 1 : 0; }
 
   Result<std::uint32_t> config_read(std::uint32_t offset, unsigned width) override {
     if (!pci::access_valid(offset, width, pci::kConfigSpaceSize, pci::kConfigWidthMax))
@@ -66,14 +72,16 @@ class Membar final : public Backend {
   }
 
   Result<std::uint64_t> mmio_read(std::uint8_t bar, std::uint64_t offset, unsigned width) override {
-    if (bar != 0 || !pci::access_valid(offset, width, region_.size))
+    if (doorbell_ && bar == membar::kRegisterBar) return doorbell_->read(offset, width);
+    if (bar != 0 || !pci::access_valid(offset, width, regions_[0].size))
       return fail(EINVAL, access_text("read", bar, offset, width));
     std::uint8_t* at = memory_.data() + offset;
     return pci::width_visit(width, [&]<class T>(T) { return load<T>(at); });
   }
 
   Result<void> mmio_write(std::uint8_t bar, std::uint64_t offset, unsigned width, std::uint64_t value) override {
-    if (bar != 0 || !pci::access_valid(offset, width, region_.size))
+    if (doorbell_ && bar == membar::kRegisterBar) return doorbell_->write(offset, width, value);
+    if (bar != 0 || !pci::access_valid(offset, width, regions_[0].size))
       return fail(EINVAL, access_text("write", bar, offset, width));
     std::uint8_t* at = memory_.data() + offset;
     pci::width_visit(width, [&]<class T>(T) { store<T>(at, value); });
@@ -85,12 +93,23 @@ class Membar final : public Backend {
     return {memory_.data(), memory_.size()};
   }
 
+  // The doorbell makes the device read its own BAR0, never host memory: no window pull.
   bool mmio_write_is_doorbell(std::uint8_t, std::uint64_t) const noexcept override { return false; }
 
-  void detach() noexcept override { power_on(); }
+  Result<void> attach(DmaPort*, IrqSink* irq) override {
+    if (doorbell_) doorbell_->attach(irq);
+    return {};
+  }
+
+  void detach() noexcept override {
+    // The doorbell first: its worker must be out of the memory before it is zeroed.
+    if (doorbell_) doorbell_->detach();
+    memory_and_config_power_on();
+  }
 
   Result<void> reset() override {
-    power_on();
+    if (doorbell_) doorbell_->power_on();
+    memory_and_config_power_on();
     return {};
   }
 
@@ -106,9 +125,9 @@ class Membar final : public Backend {
     std::atomic_ref<T>(*reinterpret_cast<T*>(at)).store(static_cast<T>(value), std::memory_order_relaxed);
   }
 
-  static std::string access_text(const char* what, std::uint8_t bar, std::uint64_t offset, unsigned width) {
+  std::string access_text(const char* what, std::uint8_t bar, std::uint64_t offset, unsigned width) const {
     return "membar: " + std::string(what) + " of width " + std::to_string(width) + " at BAR" + std::to_string(bar) +
-           "+" + std::to_string(offset) + " (BAR0 is the only BAR)";
+           "+" + std::to_string(offset) + (doorbell_ ? " (the BARs are 0 and 2)" : " (BAR0 is the only BAR)");
   }
 
   void put(std::uint32_t offset, unsigned width, std::uint32_t value, std::uint32_t writable) {
@@ -130,9 +149,13 @@ class Membar final : public Backend {
     put(pci::kCfgLatencyTimer, 1, 0, 0xff);
     // The BAR decodes the address bits above its size; the bits below read 0 whatever is
     // written, which is how software learns the size.
-    const std::uint64_t address_mask = ~(region_.size - 1);
+    const std::uint64_t address_mask = ~(regions_[0].size - 1);
     put(pci::kCfgBar0, 4, kBar0Flags, static_cast<std::uint32_t>(address_mask) & ~std::uint32_t{0xf});
     put((pci::kCfgBar0 + 4), 4, 0, static_cast<std::uint32_t>(address_mask >> 32));
+    if (doorbell_) {
+      put(kCfgBar2, 4, 0, static_cast<std::uint32_t>(~(membar::kRegisterBarSize - 1)));
+      put(pci::kCfgInterruptPin, 1, kInterruptPinA, 0);
+    }
     put(pci::kCfgSubsystemVendorId, 2, kMembarVendor, 0);
     put(pci::kCfgSubsystemId, 2, kMembarDevice, 0);
     put(pci::kCfgInterruptLine, 1, 0, 0xff);
@@ -151,13 +174,14 @@ class Membar final : public Backend {
     }
   }
 
-  void power_on() noexcept {
+  void memory_and_config_power_on() noexcept {
     memory_zero();
     config_power_on();
   }
 
   HostBuffer memory_;
-  Region region_;
+  std::unique_ptr<membar::Doorbell> doorbell_;  // null without doorbell=on
+  std::array<Region, 2> regions_{};             // BAR0, then BAR2 when doorbell_
   Identity identity_;
   std::array<std::uint8_t, pci::kConfigSpaceSize> config_{};
   std::array<std::uint8_t, pci::kConfigSpaceSize> wmask_{};  // 1 bits are writable
@@ -165,18 +189,41 @@ class Membar final : public Backend {
 
 }  // namespace
 
+namespace {
+
+// on/off, and the yes/no/true/false that a TOML boolean becomes.
+std::optional<bool> switch_parse(const std::string& value) {
+  if (value == "on" || value == "yes" || value == "true") return true;
+  if (value == "off" || value == "no" || value == "false") return false;
+  return std::nullopt;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Backend>> membar_create(const std::map<std::string, std::string>& params) {
   std::uint64_t size = kMembarDefaultSize;
+  bool doorbell = false;
   for (const auto& [key, value] : params) {
-    if (key != "size") return fail(EINVAL, "membar: unknown parameter '" + key + "' (membar takes: size)");
-    auto parsed = size_parse(value);
-    if (!parsed || !std::has_single_bit(*parsed) || *parsed < kMembarMinSize || *parsed > kMembarMaxSize)
-      return fail(EINVAL, "membar: size '" + value + "' is not a power of two from 4K to 16G");
-    size = *parsed;
+    if (key == "size") {
+      auto parsed = size_parse(value);
+      if (!parsed || !std::has_single_bit(*parsed) || *parsed < kMembarMinSize || *parsed > kMembarMaxSize)
+        return fail(EINVAL, "membar: size '" + value + "' is not a power of two from 4K to 16G");
+      size = *parsed;
+    } else if (key == "doorbell") {
+      auto on = switch_parse(value);
+      if (!on) return fail(EINVAL, "membar: doorbell '" + value + "' is not on or off");
+      doorbell = *on;
+    } else {
+      return fail(EINVAL, "membar: unknown parameter '" + key + "' (membar takes: size, doorbell)");
+    }
   }
   auto memory = HostBuffer::create(static_cast<std::size_t>(size));
   if (!memory) return fail(memory.error().code, "membar: " + memory.error().message);
-  return std::make_unique<Membar>(std::move(*memory));
+  std::unique_ptr<membar::Doorbell> unit;
+  if (doorbell) {
+    RPCIE_TRY_ASSIGN(unit, membar::Doorbell::create({memory->data(), memory->size()}));
+  }
+  return std::make_unique<Membar>(std::move(*memory), std::move(unit));
 }
 
 }  // namespace rpcie::dev

@@ -36,6 +36,7 @@ TEST_CASE("config: every key of a full file lands where it belongs") {
 provider = "shm"
 psk-file = "/k/psk"
 lease = "2s"
+access-log = "/var/log/rpcie/access.log"
 
 [[client]]
 name = "alice"
@@ -61,6 +62,7 @@ params = { size = "64M", readonly = false, alignment = 4096 }
   CHECK(c->provider.kind == providers::ProviderKind::shm);
   CHECK(c->psk_file == "/k/psk");
   CHECK(c->lease == std::chrono::milliseconds(2000));
+  CHECK(c->access_log == "/var/log/rpcie/access.log");
   REQUIRE(c->clients.size() == 1);
   CHECK(c->clients[0].name == "alice");
   CHECK(c->clients[0].psk_file == "/k/alice");
@@ -99,6 +101,8 @@ TEST_CASE("config: bad values are EINVAL naming the key") {
            Case{"lease = \"50ms\"\n", "lease"},
            Case{"lease = 5\n", "lease"},
            Case{"provider = \"udp\"\n", "provider"},
+           Case{"access-log = 1\n", "access-log"},
+           Case{"access-log = \"\"\n", "access-log"},
            Case{"listen = \"[::1\"\n", "listen"},
            Case{"[[client]]\nname = \"bob\"\n", "client 1: needs name and psk-file"},
            Case{"[[client]]\nname = \"bob\"\npsk-file = \"/k\"\ncolour = 1\n", "colour"},

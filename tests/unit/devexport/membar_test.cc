@@ -1,5 +1,6 @@
 // membar: parameters, identity and config header, BAR probing, MMIO of every width against
-// the memory the exporter sees through bar_memory, and reset to power-on.
+// the memory the exporter sees through bar_memory, and reset to power-on. The doorbell unit
+// (doorbell=on): membar_doorbell_test.cc.
 #include <doctest/doctest.h>
 
 #include <algorithm>
