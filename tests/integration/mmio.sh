@@ -105,3 +105,30 @@ $want"
   done
 done
 pass "membar doorbell through mapped BARs (-O0, -O2; ring and file port): RESULT is the pattern's hash, the device saw each register access once, in order"
+
+# /sys/bus/pci/devices paths written into programs (rpcie functions have domains >= 0x10000).
+export RPCIE_MOUNT=$MNT
+BDF0=$(basename "$(readlink -f "$EDU0")")
+case $BDF0 in 1????:??:??.?) ;; *) die "edu0's address $BDF0 is not an rpcie one" ;; esac
+expect_rc 0 "cat vendor" "$RPCIE" run cat "/sys/bus/pci/devices/$BDF0/vendor" "/sys/bus/pci/devices/$BDF0/device"
+[ "$(cat "$TMP/out")" = "$(printf '0x1234\n0x11e8')" ] || die "vendor/device through /sys: $(cat "$TMP/out")"
+expect_rc 0 "ls /sys/bus/pci/devices" "$RPCIE" run ls /sys/bus/pci/devices
+real=$(ls /sys/bus/pci/devices | sort) ours=$(ls "$MNT/pci/devices" | sort)
+[ "$(sort "$TMP/out")" = "$(printf '%s\n%s\n' "$real" "$ours" | sort)" ] ||
+  die "listing: $(cat "$TMP/out") (want the real functions and $ours)"
+expect_rc 0 "python listdir" "$RPCIE" run python3 -c 'import os; print(" ".join(sorted(os.listdir("/sys/bus/pci/devices"))))'
+for b in $ours; do grep -qw "$b" "$TMP/out" || die "os.listdir lacks $b: $(cat "$TMP/out")"; done
+expect_rc 0 "edu-driver via /sys" "$RPCIE" run -- "$DRIVER" --mmap "/sys/bus/pci/devices/$BDF0"
+grep -q '^result: pass' "$TMP/out" || die "edu-driver via /sys/bus/pci/devices: $(cat "$TMP/out")"
+if command -v lspci >/dev/null; then
+  expect_rc 0 "lspci" "$RPCIE" run lspci -n -s "$BDF0"
+  grep -q "$BDF0 00ff: 1234:11e8" "$TMP/out" || die "lspci through /sys: $(cat "$TMP/out") $(cat "$TMP/err")"
+fi
+expect_rc 0 "no rpcie run" cat "/sys/bus/pci/devices/0000:00:00.0/vendor"  # real functions are untouched
+test ! -e "/sys/bus/pci/devices/$BDF0" || die "/sys/bus/pci/devices/$BDF0 exists outside rpcie run"
+pass "under rpcie run, /sys/bus/pci/devices/$BDF0/... is the rpcie device (cat, ls, os.listdir, the driver, lspci)"
+expect_rc 0 "--sysfs-env" "$RPCIE" run --sysfs-env sh -c 'echo "$SYSFS_PCI_DEVICES"'
+[ "$(cat "$TMP/out")" = "$MNT/pci/devices" ] || die "--sysfs-env: $(cat "$TMP/out")"
+expect_rc 0 "no --sysfs-env" "$RPCIE" run sh -c 'echo "${SYSFS_PCI_DEVICES-unset}"'
+[ "$(cat "$TMP/out")" = unset ] || die "without --sysfs-env: $(cat "$TMP/out")"
+pass "--sysfs-env sets SYSFS_PCI_DEVICES to the rpcie devices directory, and only with it"

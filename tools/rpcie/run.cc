@@ -42,7 +42,8 @@ std::string absolute(const std::string& path) {
 RunCommand& run_add(CLI::App& parent) {
   static RunCommand command;
   command.app = parent.add_subcommand("run", "run PROGRAM with librpcie-mmio.so preloaded (register BARs mappable)");
-  command.app->add_flag("--sysfs-env", command.sysfs_env, "accepted; SYSFS_PCI_DEVICES is not set yet");
+  command.app->add_flag("--sysfs-env", command.sysfs_env,
+                        "set SYSFS_PCI_DEVICES (DPDK) to the rpcie devices directory ($RPCIE_MOUNT/pci/devices)");
   command.app->add_option("PROGRAM", "PROGRAM [ARGS...]: what to run (after --sysfs-env and an optional --)");
   return command;
 }
@@ -117,7 +118,6 @@ std::string preload_prepend(std::string_view library, const char* current) {
 }
 
 int run_exec(const RunCommand& command, const std::vector<std::string>& argv) {
-  static_cast<void>(command.sysfs_env);  // nothing to set yet (docs/rpcie-run.md)
   if (argv.empty()) return error_exit("run: no PROGRAM given (rpcie run [--] PROGRAM [ARGS...])", 2);
   const char* override_env = std::getenv("RPCIE_MMIO_LIBRARY");
   std::vector<std::string> tried;
@@ -135,6 +135,13 @@ int run_exec(const RunCommand& command, const std::vector<std::string>& argv) {
   const std::string preload = preload_prepend(library, std::getenv("LD_PRELOAD"));
   if (::setenv("LD_PRELOAD", preload.c_str(), 1) != 0)
     return error_exit(std::string("setenv: ") + std::strerror(errno));
+  if (command.sysfs_env) {
+    // DPDK reads its PCI directory from SYSFS_PCI_DEVICES: there, only rpcie's functions.
+    const char* mount = std::getenv("RPCIE_MOUNT");
+    const std::string devices = std::string(mount != nullptr && *mount != '\0' ? mount : "/run/rpcie") + "/pci/devices";
+    if (::setenv("SYSFS_PCI_DEVICES", devices.c_str(), 1) != 0)
+      return error_exit(std::string("setenv: ") + std::strerror(errno));
+  }
   if (pipe_saved) ::sigaction(SIGPIPE, &pipe_at_start, nullptr);
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));

@@ -16,7 +16,7 @@ inline constexpr std::string_view kMmioLibraryName = "librpcie-mmio.so";
 
 struct RunCommand {
   CLI::App* app = nullptr;  // the subcommand; *app is true when it was given
-  bool sysfs_env = false;   // --sysfs-env: accepted; SYSFS_PCI_DEVICES comes with the /sys paths step
+  bool sysfs_env = false;   // --sysfs-env: SYSFS_PCI_DEVICES=$RPCIE_MOUNT/pci/devices (default /run/rpcie)
 };
 
 // Adds `run` to `parent`, for --help only: CLI11 would parse PROGRAM's own options, so main
