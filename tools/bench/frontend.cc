@@ -5,6 +5,7 @@
 //   bar_read   1 MiB pread (page cache dropped first)  vs Attachment::bar_read       (MB/s)
 //   dma_write  1 MiB memcpy into the mmap of `dma`     vs memcpy into local memory   (MB/s)
 //   dma_read   1 MiB memcpy out of the mmap of `dma`   vs memcpy out of local memory (MB/s)
+//   map_load, map_burst, plain: mapped register BARs under `rpcie run` (mmio_rows.hpp)
 // The exporter runs pinned to CPU 1, this process (the application) to CPU 0, hostd where
 // the scheduler puts it (on a compute server it shares the application's cores).
 #include "frontend.hpp"
@@ -26,6 +27,7 @@
 
 #include "../common.hpp"
 #include "driver.hpp"
+#include "mmio_rows.hpp"
 #include "rpcie/auth.hpp"
 #include "rpcie/client.hpp"
 #include "rpcie/control.hpp"
@@ -84,6 +86,8 @@ struct Setup {
     }
   } dma_map;                              // of `dma`
   std::optional<HostBuffer> local, user;  // kMiB: the baseline's memory; the user's buffer
+  std::string edu_dir;                    // edu-b's directory through hostd
+  CommandChild mapped, plain;             // rpcie-bench-mmio under rpcie run, and without it
 };
 
 // The exporter (unless one runs already) and hostd, answering on its control socket.
@@ -166,7 +170,19 @@ Result<std::unique_ptr<Setup>> setup_open(const FrontendOptions& options, const 
     return error_in(attached.error(), "attach through the client API");
   if (auto opened = files_open(*setup, *edu_dir, *mem_dir); !opened)
     return error_in(opened.error(), "open the device files");
+  setup->edu_dir = *edu_dir;
   return setup;
+}
+
+// rpcie-bench-mmio for the mapped-BAR rows, on the application's CPU: under `rpcie run`
+// (asking this run's hostd for its ring), and alone.
+Result<void> mmio_children_start(Setup& setup, const FrontendOptions& options) {
+  const std::string program = program_find(options.mmio_program, "rpcie-bench-mmio", "tools/bench");
+  const std::string rpcie = program_find(options.rpcie, "rpcie", "tools");
+  if (::setenv("RPCIE_CONTROL", setup.control_socket.c_str(), 1) != 0) return fail(errno, "setenv");
+  RPCIE_TRY(setup.mapped.start({rpcie, "run", "--", program, setup.edu_dir}, 0));
+  RPCIE_TRY(setup.plain.start({program, setup.edu_dir}, 0));
+  return {};
 }
 
 // `done` as a Result: errno's error when it failed.
@@ -242,7 +258,10 @@ int frontend_bench(const FrontendOptions& options) {
   auto setup = setup_open(options, provider);
   if (!setup) return die(setup.error().describe());
   rpcie::tools::cpu_pin(0);
-  const std::vector<Workload> workloads = frontend_workloads(**setup);
+  if (auto started = mmio_children_start(**setup, options); !started)
+    return die("start rpcie-bench-mmio: " + started.error().describe());
+  std::vector<Workload> workloads = frontend_workloads(**setup);
+  for (auto& row : mmio_workloads((*setup)->mapped, (*setup)->plain)) workloads.push_back(std::move(row));
   // The file side goes first in round 0. Slices of about 25 ms of baseline work (8 of each
   // side per round): 4 to 200,000 operations.
   const DriverOptions driver{

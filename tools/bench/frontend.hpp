@@ -14,6 +14,8 @@ struct FrontendOptions {
   bool verbose = false;
   std::string exportd;  // programs to start (default: found next to rpcie-bench)
   std::string hostd;
+  std::string rpcie;         // the CLI, for `rpcie run` of rpcie-bench-mmio
+  std::string mmio_program;  // rpcie-bench-mmio
   // An exporter already running (e.g. in another network namespace) with the exports
   // edu-a, edu-b (edu) and mem-a, mem-b (membar, >= 1 MiB), and its key; else one is
   // started here on loopback.

@@ -1,0 +1,113 @@
+// rpcie-bench-mmio: the program rpcie-bench --frontend drives for its mapped-BAR rows. It runs
+// under `rpcie run` (and, for the `plain` row's baseline, without), reads commands
+// "WORKLOAD OPERATIONS" on stdin and answers the seconds they took ("error TEXT" if one
+// failed), one line each, until end of input.
+//   rpcie-bench-mmio EDU_DEVICE_DIR
+// Workloads, on edu's liveness register (BAR0 0x04, 4 bytes):
+//   map_load / pread_load      one load through the mapping / one 4-byte pread of resource0
+//   map_burst / pwrite_burst   1000 stores then one load, through the mapping / by pwrite and pread
+//   plain                      what a program does that never touches a BAR: open, fstat,
+//                              close of /proc/self/stat and an anonymous mmap/munmap
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+namespace {
+
+constexpr std::uint64_t kLiveness = 0x04;
+constexpr int kBurst = 1000;
+
+int bar_fd = -1;
+volatile std::uint8_t* bar = nullptr;
+
+bool bar_map() {
+  if (bar != nullptr) return true;
+  void* p = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, bar_fd, 0);
+  if (p == MAP_FAILED) return false;
+  bar = static_cast<volatile std::uint8_t*>(p);
+  return true;
+}
+
+volatile std::uint32_t& liveness() { return *reinterpret_cast<volatile std::uint32_t*>(bar + kLiveness); }
+
+bool pread_load() {
+  std::uint32_t v = 0;
+  return pread(bar_fd, &v, 4, kLiveness) == 4;
+}
+
+bool pwrite_store(std::uint32_t v) { return pwrite(bar_fd, &v, 4, kLiveness) == 4; }
+
+bool plain() {
+  const int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st {};
+  const bool ok = fstat(fd, &st) == 0;
+  close(fd);
+  void* p = mmap(nullptr, 65536, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return false;
+  static_cast<volatile char*>(p)[0] = 1;
+  return munmap(p, 65536) == 0 && ok;
+}
+
+// One operation of `workload`; false on failure (or an unknown workload).
+bool operation(const std::string& workload, std::uint32_t i) {
+  if (workload == "map_load") {
+    [[maybe_unused]] const std::uint32_t value = liveness();  // one 4-byte load (a failure is logged)
+    return true;
+  }
+  if (workload == "pread_load") return pread_load();
+  if (workload == "map_burst") {
+    for (int k = 0; k < kBurst; ++k) liveness() = i + static_cast<std::uint32_t>(k);
+    return liveness() == ~(i + kBurst - 1);  // edu's liveness register reads the inverse
+  }
+  if (workload == "pwrite_burst") {
+    for (int k = 0; k < kBurst; ++k)
+      if (!pwrite_store(i + static_cast<std::uint32_t>(k))) return false;
+    std::uint32_t v = 0;
+    return pread(bar_fd, &v, 4, kLiveness) == 4 && v == ~(i + kBurst - 1);
+  }
+  if (workload == "plain") return plain();
+  return false;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: rpcie-bench-mmio EDU_DEVICE_DIR\n");
+    return 2;
+  }
+  bar_fd = open((std::string(argv[1]) + "/resource0").c_str(), O_RDWR | O_CLOEXEC);
+  if (bar_fd < 0) {
+    std::perror("rpcie-bench-mmio: open resource0");
+    return 1;
+  }
+  char workload[64];
+  unsigned long operations = 0;
+  while (std::scanf("%63s %lu", workload, &operations) == 2) {
+    const std::string name(workload);
+    if (name.rfind("map_", 0) == 0 && !bar_map()) {
+      std::printf("error mmap resource0: %s\n", std::strerror(errno));
+      std::fflush(stdout);
+      continue;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    bool ok = true;
+    for (unsigned long i = 0; i < operations && ok; ++i) ok = operation(name, static_cast<std::uint32_t>(i));
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (ok)
+      std::printf("%.9f\n", seconds);
+    else
+      std::printf("error %s failed\n", workload);
+    std::fflush(stdout);
+  }
+  return 0;
+}

@@ -1,0 +1,113 @@
+#include "mmio_rows.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+namespace rpcie::bench {
+
+CommandChild::~CommandChild() {
+  if (to_ >= 0) ::close(to_);  // end of input: the child leaves its loop
+  if (from_ >= 0) ::close(from_);
+  if (pid_ <= 0) return;
+  for (int i = 0; i < 200; ++i) {
+    if (::waitpid(pid_, nullptr, WNOHANG) == pid_) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ::kill(pid_, SIGKILL);
+  ::waitpid(pid_, nullptr, 0);
+}
+
+Result<void> CommandChild::start(const std::vector<std::string>& argv, int cpu) {
+  int in[2], out[2];
+  if (::pipe2(in, O_CLOEXEC) != 0) return fail(errno, "pipe");
+  if (::pipe2(out, O_CLOEXEC) != 0) {
+    ::close(in[0]), ::close(in[1]);
+    return fail(errno, "pipe");
+  }
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_ = ::fork();
+  if (pid_ < 0) return fail(errno, "fork");
+  if (pid_ == 0) {
+    ::dup2(in[0], 0);
+    ::dup2(out[1], 1);
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    ::sched_setaffinity(0, sizeof set, &set);
+    ::execvp(args[0], args.data());
+    ::_exit(127);
+  }
+  ::close(in[0]);
+  ::close(out[1]);
+  to_ = in[1];
+  from_ = out[0];
+  return {};
+}
+
+Result<double> CommandChild::run(const std::string& workload, std::size_t operations) {
+  const std::string command = workload + " " + std::to_string(operations) + "\n";
+  if (::write(to_, command.data(), command.size()) != static_cast<ssize_t>(command.size()))
+    return fail(errno, "rpcie-bench-mmio: send command");
+  std::string line;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (line.empty() || line.back() != '\n') {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    pollfd p{from_, POLLIN, 0};
+    if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0)
+      return fail(ETIMEDOUT, "rpcie-bench-mmio: no answer to " + workload);
+    char buffer[256];
+    const ssize_t n = ::read(from_, buffer, sizeof buffer);
+    if (n <= 0) return fail(EIO, "rpcie-bench-mmio ended during " + workload);
+    line.append(buffer, static_cast<std::size_t>(n));
+  }
+  line.pop_back();
+  if (line.rfind("error ", 0) == 0) return fail(EIO, "rpcie-bench-mmio: " + line.substr(6));
+  return std::strtod(line.c_str(), nullptr);
+}
+
+std::vector<Workload> mmio_workloads(CommandChild& mapped, CommandChild& plain) {
+  auto in = [](CommandChild& child, const char* workload) {
+    return slice_run_timed([&child, workload](std::size_t operations) { return child.run(workload, operations); });
+  };
+  std::vector<Workload> rows;
+  rows.push_back({.name = "map_load",
+                  .size = 4,
+                  .unit = Unit::microseconds,
+                  .warmup_operations = 16,
+                  .baseline = in(mapped, "pread_load"),
+                  .subject = in(mapped, "map_load"),
+                  .baseline_is = "pread",
+                  .subject_is = "mmap"});
+  rows.push_back({.name = "map_burst",
+                  .size = 1000,
+                  .unit = Unit::microseconds,
+                  .warmup_operations = 2,
+                  .baseline = in(mapped, "pwrite_burst"),
+                  .subject = in(mapped, "map_burst"),
+                  .baseline_is = "pwrite",
+                  .subject_is = "mmap"});
+  rows.push_back({.name = "plain",
+                  .size = 0,
+                  .unit = Unit::microseconds,
+                  .warmup_operations = 64,
+                  .baseline = in(plain, "plain"),
+                  .subject = in(mapped, "plain"),
+                  .baseline_is = "alone",
+                  .subject_is = "run"});
+  return rows;
+}
+
+}  // namespace rpcie::bench

@@ -1,0 +1,42 @@
+// rpcie-bench --frontend's mapped-BAR rows (issue 11): a program under `rpcie run`
+// (rpcie-bench-mmio) loads and stores edu's registers through a mapping of resource0, beside
+// the same accesses by pread/pwrite of the file, in the same process:
+//   map_load    4 B register load through the mapping          vs a 4 B pread        (us)
+//   map_burst   1000 register stores and one load (mapping)    vs pwrite x1000+pread (us)
+//   plain       open/fstat/close + mmap/munmap, under rpcie run vs without it         (us)
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "driver.hpp"
+#include "rpcie/result.hpp"
+
+namespace rpcie::bench {
+
+// A program answering "WORKLOAD OPERATIONS" lines with the seconds they took. The destructor
+// ends it (closes its input; SIGKILL if it has not exited within 2 s).
+class CommandChild {
+ public:
+  CommandChild() = default;
+  CommandChild(const CommandChild&) = delete;
+  CommandChild& operator=(const CommandChild&) = delete;
+  ~CommandChild();
+  // Starts argv pinned to `cpu`.
+  Result<void> start(const std::vector<std::string>& argv, int cpu);
+  // Seconds `operations` of `workload` took; EIO with the child's message if it failed,
+  // ETIMEDOUT after 60 s.
+  Result<double> run(const std::string& workload, std::size_t operations);
+
+ private:
+  pid_t pid_ = -1;
+  int to_ = -1, from_ = -1;
+};
+
+// The rows above: `mapped` runs under rpcie run, `plain` without it.
+std::vector<Workload> mmio_workloads(CommandChild& mapped, CommandChild& plain);
+
+}  // namespace rpcie::bench
