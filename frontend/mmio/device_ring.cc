@@ -20,9 +20,12 @@ constexpr int kConnectTimeoutMs = 1000;
 
 // Raw system calls: in the preloaded library, mmap and munmap are our own hooks.
 void* ring_map(std::size_t bytes, int fd) noexcept {
-  return reinterpret_cast<void*>(::syscall(SYS_mmap, nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+  // syscall(2) is variadic: every argument passed as a full long (a bare 0 would leave the
+  // offset's upper half to chance).
+  return reinterpret_cast<void*>(::syscall(SYS_mmap, 0L, static_cast<long>(bytes), long{PROT_READ | PROT_WRITE},
+                                           long{MAP_SHARED}, static_cast<long>(fd), 0L));
 }
-void ring_unmap(void* memory, std::size_t bytes) noexcept { ::syscall(SYS_munmap, memory, bytes); }
+void ring_unmap(void* memory, std::size_t bytes) noexcept { ::syscall(SYS_munmap, memory, static_cast<long>(bytes)); }
 constexpr int kTimeoutMarginMs = 1000;
 
 // Waits for `events` on `fd`, at most `timeout_ms`.

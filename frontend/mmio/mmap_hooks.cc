@@ -211,7 +211,8 @@ void* mremap(void* old_address, size_t old_size, size_t new_size, int flags, ...
         return MAP_FAILED;
       }
   }
-  void* p = reinterpret_cast<void*>(::syscall(SYS_mremap, old_address, old_size, new_size, flags, new_address));
+  void* p = reinterpret_cast<void*>(::syscall(SYS_mremap, old_address, static_cast<long>(old_size),
+                                              static_cast<long>(new_size), static_cast<long>(flags), new_address));
   if (p == MAP_FAILED) return p;
   if (p != old_address || new_size < old_size) table_forget(old_base, pages_round(old_size == 0 ? 1 : old_size));
   table_forget(reinterpret_cast<std::uintptr_t>(p), pages_round(new_size));

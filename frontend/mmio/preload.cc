@@ -64,15 +64,17 @@ Preload& preload() noexcept { return storage.state; }
 void Preload::port_release(BarPort* port) noexcept { storage.state.ports.release(port); }
 
 void* mmap_real(void* addr, std::size_t length, int prot, int flags, int fd, off_t offset) noexcept {
-  return reinterpret_cast<void*>(::syscall(SYS_mmap, addr, length, prot, flags, fd, offset));
+  // syscall(2) is variadic: each argument goes as a full long.
+  return reinterpret_cast<void*>(::syscall(SYS_mmap, addr, static_cast<long>(length), static_cast<long>(prot),
+                                           static_cast<long>(flags), static_cast<long>(fd), static_cast<long>(offset)));
 }
 
 int munmap_real(void* addr, std::size_t length) noexcept {
-  return static_cast<int>(::syscall(SYS_munmap, addr, length));
+  return static_cast<int>(::syscall(SYS_munmap, addr, static_cast<long>(length)));
 }
 
 int mprotect_real(void* addr, std::size_t length, int prot) noexcept {
-  return static_cast<int>(::syscall(SYS_mprotect, addr, length, prot));
+  return static_cast<int>(::syscall(SYS_mprotect, addr, static_cast<long>(length), static_cast<long>(prot)));
 }
 
 }  // namespace rpcie::mmio

@@ -2,11 +2,11 @@
 # Register BARs mapped by unchanged programs, end to end: rpcie-exportd in one network
 # namespace, rpcie-hostd (a real FUSE mount) in another, joined by a veth pair; programs run
 # under `rpcie run` map resource0 and drive the device with plain loads and stores.
-#   mmio.sh BUILDDIR DOORBELL_O0 DOORBELL_O2
+#   mmio.sh BUILDDIR EDU_DRIVER DOORBELL_O0 DOORBELL_O2
+# (the programs run under `rpcie run` are built without sanitizers: see tests/meson.build)
 . "$(dirname "$0")/lib.sh"
-B=$1 DOORBELL_PROGRAMS=("$2" "$3")
+B=$1 DRIVER=$2 DOORBELL_PROGRAMS=("$3" "$4")
 EXPORTD=$B/devexport/rpcie-exportd HOSTD=$B/frontend/rpcie-hostd RPCIE=$B/tools/rpcie
-DRIVER=$B/tools/edu-driver/rpcie-edu-driver
 [ -e /dev/fuse ] || skip "no /dev/fuse"
 command -v python3 >/dev/null || skip "python3 is not installed"
 netns_pair rpciem 169.254.81
