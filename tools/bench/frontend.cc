@@ -158,11 +158,26 @@ Result<void> files_open(Setup& setup, const std::string& edu_dir, const std::str
   return {};
 }
 
+// rpcie-bench-mmio for the mapped-BAR rows, on the application's CPU: under `rpcie run`
+// (asking this run's hostd for its ring), and alone. Started before anything of the fabric
+// exists in this process: a fork after that measurably slowed the client API's round trips
+// (3-5 times, for the rest of the run).
+Result<void> mmio_children_start(Setup& setup, const FrontendOptions& options) {
+  const std::string program = program_find(options.mmio_program, "rpcie-bench-mmio", "tools/bench");
+  const std::string rpcie = program_find(options.rpcie, "rpcie", "tools");
+  if (::setenv("RPCIE_CONTROL", setup.control_socket.c_str(), 1) != 0) return fail(errno, "setenv");
+  RPCIE_TRY(setup.mapped.start({rpcie, "run", "--", program}, 0));
+  RPCIE_TRY(setup.plain.start({program}, 0));
+  return {};
+}
+
 Result<std::unique_ptr<Setup>> setup_open(const FrontendOptions& options, const std::string& provider) {
   auto setup = std::make_unique<Setup>();
   RPCIE_TRY_ASSIGN(auto dir, TempDir::make("/tmp/rpcie-bench-fe."));
   setup->dir.emplace(std::move(dir));
   RPCIE_TRY(daemons_start(*setup, options, provider));
+  if (auto started = mmio_children_start(*setup, options); !started)
+    return error_in(started.error(), "start rpcie-bench-mmio");
   auto edu_dir = hostd_attach(*setup, "edu-b");
   auto mem_dir = hostd_attach(*setup, "mem-b");
   if (!edu_dir || !mem_dir) return error_in((edu_dir ? mem_dir : edu_dir).error(), "attach through hostd");
@@ -171,18 +186,9 @@ Result<std::unique_ptr<Setup>> setup_open(const FrontendOptions& options, const 
   if (auto opened = files_open(*setup, *edu_dir, *mem_dir); !opened)
     return error_in(opened.error(), "open the device files");
   setup->edu_dir = *edu_dir;
+  for (CommandChild* child : {&setup->mapped, &setup->plain})
+    if (auto opened = child->open(*edu_dir); !opened) return error_in(opened.error(), "rpcie-bench-mmio");
   return setup;
-}
-
-// rpcie-bench-mmio for the mapped-BAR rows, on the application's CPU: under `rpcie run`
-// (asking this run's hostd for its ring), and alone.
-Result<void> mmio_children_start(Setup& setup, const FrontendOptions& options) {
-  const std::string program = program_find(options.mmio_program, "rpcie-bench-mmio", "tools/bench");
-  const std::string rpcie = program_find(options.rpcie, "rpcie", "tools");
-  if (::setenv("RPCIE_CONTROL", setup.control_socket.c_str(), 1) != 0) return fail(errno, "setenv");
-  RPCIE_TRY(setup.mapped.start({rpcie, "run", "--", program, setup.edu_dir}, 0));
-  RPCIE_TRY(setup.plain.start({program, setup.edu_dir}, 0));
-  return {};
 }
 
 // `done` as a Result: errno's error when it failed.
@@ -258,8 +264,6 @@ int frontend_bench(const FrontendOptions& options) {
   auto setup = setup_open(options, provider);
   if (!setup) return die(setup.error().describe());
   rpcie::tools::cpu_pin(0);
-  if (auto started = mmio_children_start(**setup, options); !started)
-    return die("start rpcie-bench-mmio: " + started.error().describe());
   std::vector<Workload> workloads = frontend_workloads(**setup);
   for (auto& row : mmio_workloads((*setup)->mapped, (*setup)->plain)) workloads.push_back(std::move(row));
   // The file side goes first in round 0. Slices of about 25 ms of baseline work (8 of each

@@ -2,7 +2,9 @@
 // under `rpcie run` (and, for the `plain` row's baseline, without), reads commands
 // "WORKLOAD OPERATIONS" on stdin and answers the seconds they took ("error TEXT" if one
 // failed), one line each, until end of input.
-//   rpcie-bench-mmio EDU_DEVICE_DIR
+//   rpcie-bench-mmio
+// The first command is "open EDU_DEVICE_DIR" (answered "0"): the bench starts this program
+// before it opens its own fabric endpoints, so that no fork copies them.
 // Workloads, on edu's liveness register (BAR0 0x04, 4 bytes):
 //   map_load / pread_load      one load through the mapping / one 4-byte pread of resource0
 //   map_burst / pwrite_burst   1000 stores then one load, through the mapping / by pwrite and pread
@@ -81,15 +83,16 @@ bool operation(const std::string& workload, std::uint32_t i) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: rpcie-bench-mmio EDU_DEVICE_DIR\n");
+  if (argc != 1 || argv[0] == nullptr) {
+    std::fprintf(stderr, "usage: rpcie-bench-mmio (commands on stdin)\n");
     return 2;
   }
-  bar_fd = open((std::string(argv[1]) + "/resource0").c_str(), O_RDWR | O_CLOEXEC);
-  if (bar_fd < 0) {
-    std::perror("rpcie-bench-mmio: open resource0");
-    return 1;
-  }
+  char dir[4096];
+  if (std::scanf("open %4095s", dir) != 1) return 2;
+  bar_fd = open((std::string(dir) + "/resource0").c_str(), O_RDWR | O_CLOEXEC);
+  std::printf(bar_fd < 0 ? "error open resource0: %s\n" : "0\n", std::strerror(errno));
+  std::fflush(stdout);
+  if (bar_fd < 0) return 1;
   char workload[64];
   unsigned long operations = 0;
   while (std::scanf("%63s %lu", workload, &operations) == 2) {

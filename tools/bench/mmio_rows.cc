@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -42,6 +43,8 @@ Result<void> CommandChild::start(const std::vector<std::string>& argv, int cpu) 
   if (pid_ == 0) {
     ::dup2(in[0], 0);
     ::dup2(out[1], 1);
+    // Nothing else of the bench (its fabric sockets and event descriptors) goes along.
+    ::syscall(SYS_close_range, 3L, ~0L, 0L);
     cpu_set_t set;
     CPU_ZERO(&set);
     CPU_SET(cpu, &set);
@@ -56,8 +59,19 @@ Result<void> CommandChild::start(const std::vector<std::string>& argv, int cpu) 
   return {};
 }
 
+Result<void> CommandChild::open(const std::string& device_dir) {
+  RPCIE_TRY(answer("open " + device_dir + "\n"));
+  return {};
+}
+
 Result<double> CommandChild::run(const std::string& workload, std::size_t operations) {
-  const std::string command = workload + " " + std::to_string(operations) + "\n";
+  RPCIE_TRY_ASSIGN(const std::string line, answer(workload + " " + std::to_string(operations) + "\n"));
+  return std::strtod(line.c_str(), nullptr);
+}
+
+// Sends one command line and returns the answer line; EIO for "error ...", ETIMEDOUT after 60 s.
+Result<std::string> CommandChild::answer(const std::string& command) {
+  const std::string workload = command.substr(0, command.find(' '));
   if (::write(to_, command.data(), command.size()) != static_cast<ssize_t>(command.size()))
     return fail(errno, "rpcie-bench-mmio: send command");
   std::string line;
@@ -75,7 +89,7 @@ Result<double> CommandChild::run(const std::string& workload, std::size_t operat
   }
   line.pop_back();
   if (line.rfind("error ", 0) == 0) return fail(EIO, "rpcie-bench-mmio: " + line.substr(6));
-  return std::strtod(line.c_str(), nullptr);
+  return line;
 }
 
 std::vector<Workload> mmio_workloads(CommandChild& mapped, CommandChild& plain) {

@@ -27,11 +27,14 @@ class CommandChild {
   ~CommandChild();
   // Starts argv pinned to `cpu`.
   Result<void> start(const std::vector<std::string>& argv, int cpu);
+  // Has the program open EDU_DEVICE_DIR's resource0 (its first command).
+  Result<void> open(const std::string& device_dir);
   // Seconds `operations` of `workload` took; EIO with the child's message if it failed,
   // ETIMEDOUT after 60 s.
   Result<double> run(const std::string& workload, std::size_t operations);
 
  private:
+  Result<std::string> answer(const std::string& command);
   pid_t pid_ = -1;
   int to_ = -1, from_ = -1;
 };
