@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
   uint64_t hash = 0xcbf29ce484222325ULL;
   for (uint64_t i = 0; i < length; ++i) {
     const uint8_t b = (uint8_t)((i * 131 + seed) ^ (i >> 8));
-    mem[offset + i] = b;  /* page cache: reaches the device on write-back */
+    mem[offset + i] = b; /* page cache: reaches the device on write-back */
     hash = (hash ^ b) * 0x100000001b3ULL;
   }
   const uint32_t one = 1;
@@ -68,8 +68,8 @@ int main(int argc, char** argv) {
   const uint32_t count = *(volatile uint32_t*)(regs + 0x2c);
   const uint64_t result = *(volatile uint64_t*)(regs + 0x20);
   if (status != 0 || count != count_before + 1 || result != hash) {
-    fprintf(stderr, "mmio_doorbell: status 0x%x count %u (before %u) result 0x%016llx, want 0x%016llx\n", status,
-            count, count_before, (unsigned long long)result, (unsigned long long)hash);
+    fprintf(stderr, "mmio_doorbell: status 0x%x count %u (before %u) result 0x%016llx, want 0x%016llx\n", status, count,
+            count_before, (unsigned long long)result, (unsigned long long)hash);
     return 1;
   }
   printf("ok 0x%016llx %u\n", (unsigned long long)result, count);
