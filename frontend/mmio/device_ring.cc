@@ -12,6 +12,9 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "rpcie/deadline.hpp"
+#include "rpcie/fd.hpp"
+
 namespace rpcie::mmio {
 
 namespace {
@@ -28,13 +31,10 @@ void* ring_map(std::size_t bytes, int fd) noexcept {
 void ring_unmap(void* memory, std::size_t bytes) noexcept { ::syscall(SYS_munmap, memory, static_cast<long>(bytes)); }
 constexpr int kTimeoutMarginMs = 1000;
 
-// Waits for `events` on `fd`, at most `timeout_ms`.
-bool fd_ready(int fd, short events, int timeout_ms) noexcept {
-  pollfd p{fd, events, 0};
-  int rc;
-  do rc = ::poll(&p, 1, timeout_ms);
-  while (rc < 0 && errno == EINTR);
-  return rc > 0 && (p.revents & events) != 0;
+// Waits for `events` on `fd`, at most the connect timeout (core's fd_wait: poll, EINTR retried).
+bool fd_ready(int fd, short events) noexcept {
+  return static_cast<bool>(
+      fd_wait(fd, events, Deadline::after(std::chrono::milliseconds(kConnectTimeoutMs)), "talking to rpcie-hostd"));
 }
 
 int control_connect(const char* path) noexcept {
@@ -56,7 +56,7 @@ bool answer_receive(int fd, char* line, std::size_t size, int& passed) noexcept 
   passed = -1;
   std::size_t used = 0;
   while (used + 1 < size) {
-    if (!fd_ready(fd, POLLIN, kConnectTimeoutMs)) break;
+    if (!fd_ready(fd, POLLIN)) break;
     iovec iov{line + used, size - 1 - used};
     alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
     msghdr msg{};
@@ -120,7 +120,7 @@ bool DeviceRing::open(const char* control_path, int bar_fd) noexcept {
   const int length = std::snprintf(request, sizeof request, "{\"op\":\"mmio_ring\",\"bdf\":\"%s\"}\n", bdf);
   char answer[512];
   int memfd = -1;
-  if (length <= 0 || !fd_ready(fd, POLLOUT, kConnectTimeoutMs) ||
+  if (length <= 0 || !fd_ready(fd, POLLOUT) ||
       ::send(fd, request, static_cast<std::size_t>(length), MSG_NOSIGNAL) != length ||
       !answer_receive(fd, answer, sizeof answer, memfd)) {
     ::close(fd);
