@@ -268,29 +268,27 @@ Result<void> ServedAttachment::posted_write(const proto::MmioWrite& m) {
 
 Result<std::uint64_t> ServedAttachment::device_read(std::uint8_t bar, std::uint64_t offset, unsigned width) {
   auto v = slot_.backend->mmio_read(bar, offset, width);
-  if (access_log_ != nullptr)
-    access_log_->record({.export_name = slot_.config.spec.name,
-                         .write = false,
-                         .bar = bar,
-                         .offset = offset,
-                         .width = width,
-                         .value = v ? *v : 0,
-                         .error = v ? 0 : v.error().to_errno()});
+  access_record(false, bar, offset, width, v ? *v : 0, v ? 0 : v.error().to_errno());
   return v;
 }
 
 Result<void> ServedAttachment::device_write(std::uint8_t bar, std::uint64_t offset, unsigned width,
                                             std::uint64_t value) {
   auto r = slot_.backend->mmio_write(bar, offset, width, value);
-  if (access_log_ != nullptr)
-    access_log_->record({.export_name = slot_.config.spec.name,
-                         .write = true,
-                         .bar = bar,
-                         .offset = offset,
-                         .width = width,
-                         .value = value,
-                         .error = r ? 0 : r.error().to_errno()});
+  access_record(true, bar, offset, width, value, r ? 0 : r.error().to_errno());
   return r;
+}
+
+void ServedAttachment::access_record(bool write, std::uint8_t bar, std::uint64_t offset, unsigned width,
+                                     std::uint64_t value, int error) const noexcept {
+  if (access_log_ == nullptr) return;
+  access_log_->record({.export_name = slot_.config.spec.name,
+                       .write = write,
+                       .bar = bar,
+                       .offset = offset,
+                       .width = width,
+                       .value = value,
+                       .error = error});
 }
 
 void ServedAttachment::request_handle(const proto::Decoded& d) {

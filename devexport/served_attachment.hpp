@@ -89,6 +89,10 @@ class ServedAttachment final : public DmaPort, public IrqSink {
   // One MMIO access of the device (slot_.calls held), recorded in the access log if any.
   Result<std::uint64_t> device_read(std::uint8_t bar, std::uint64_t offset, unsigned width);
   Result<void> device_write(std::uint8_t bar, std::uint64_t offset, unsigned width, std::uint64_t value);
+  // The access log's line for an access just performed (value: read or written; error: its
+  // errno, 0 if performed). Nothing without a log.
+  void access_record(bool write, std::uint8_t bar, std::uint64_t offset, unsigned width, std::uint64_t value,
+                     int error) const noexcept;
   Result<void> bar_copy(const proto::BarCommit& c, bool to_bar);
   Result<void> posted_write(const proto::MmioWrite& m);
   void request_handle(const proto::Decoded& d);
