@@ -58,22 +58,19 @@ struct Flagged {
       return {a, t};                                                            \
     }                                                                           \
   };
-// Bit tests have no byte form; callers refuse width 1 before getting here.
-#define RPCIE_MMIO_ALU_BIT(Name, insn)                                                  \
-  struct Name {                                                                         \
-    template <class T>                                                                  \
-    static Flagged run(T a, T b, std::uint64_t flags) noexcept {                        \
-      if constexpr (sizeof(T) == 1) {                                                   \
-        return {a, flags};                                                              \
-      } else {                                                                          \
-        std::uint64_t t = 0;                                                            \
-        asm volatile(RPCIE_MMIO_FLAGS_LOAD insn " %[b], %[a]\n\t" RPCIE_MMIO_FLAGS_SAVE \
-                     : [a] "+r"(a), [t] "=&r"(t)                                        \
-                     : [b] "r"(b), [in] "r"(flags & kFlagsStatus)                       \
-                     : "cc", "memory");                                                 \
-        return {a, t};                                                                  \
-      }                                                                                 \
-    }                                                                                   \
+// Bit tests: binary operations (run by Name##Wide) that have no byte form; callers refuse
+// width 1 before getting here.
+#define RPCIE_MMIO_ALU_BIT(Name, insn)                           \
+  RPCIE_MMIO_ALU_BINARY(Name##Wide, insn)                        \
+  struct Name {                                                  \
+    template <class T>                                           \
+    static Flagged run(T a, T b, std::uint64_t flags) noexcept { \
+      if constexpr (sizeof(T) == 1) {                            \
+        return {a, flags};                                       \
+      } else {                                                   \
+        return Name##Wide::run(a, b, flags);                     \
+      }                                                          \
+    }                                                            \
   };
 
 RPCIE_MMIO_ALU_BINARY(OpAdd, "add")
