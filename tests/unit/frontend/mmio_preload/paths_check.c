@@ -6,6 +6,7 @@
  * pci/devices/10001:00:01.0; prints "paths: ok" or the first failure (exit 1).
  *   paths_check */
 #define _GNU_SOURCE
+#undef _FILE_OFFSET_BITS /* scandir and scandir64 are two symbols, both interposed */
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -93,8 +94,11 @@ static void relative(int devices, int pci) {
 static void old_stat(void) {
   typedef int (*xstat_fn)(int, const char*, struct stat*);
   typedef int (*fxstatat_fn)(int, int, const char*, struct stat*, int);
-  xstat_fn xstat = (xstat_fn)dlsym(RTLD_DEFAULT, "__xstat"), lxstat = (xstat_fn)dlsym(RTLD_DEFAULT, "__lxstat");
-  fxstatat_fn fxstatat = (fxstatat_fn)dlsym(RTLD_DEFAULT, "__fxstatat");
+  xstat_fn xstat, lxstat;
+  fxstatat_fn fxstatat;
+  *(void**)&xstat = dlsym(RTLD_DEFAULT, "__xstat"); /* POSIX's way to a function pointer */
+  *(void**)&lxstat = dlsym(RTLD_DEFAULT, "__lxstat");
+  *(void**)&fxstatat = dlsym(RTLD_DEFAULT, "__fxstatat");
   EXPECT(xstat && lxstat && fxstatat, "no __xstat family in this libc");
   struct stat st;
   EXPECT(xstat(1, DEVICES "/10000:00:00.0/resource0", &st) == 0 && st.st_size == 4096, "__xstat");
