@@ -305,7 +305,10 @@ TEST_CASE("munmap's bounded wait under constant faulting on four threads") {
     const auto base = reinterpret_cast<std::uintptr_t>(p);
     REQUIRE(table.insert(trapped(base, 0x4000, generation << 20, port)) == 0);
     current.store(base);
-    std::this_thread::yield();
+    // Until the range has been faulted on a few times (at most 20 ms: a loaded machine).
+    const long hits = storm_hits.load();
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
+    while (storm_hits.load() < hits + 4 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
     current.store(0);
     REQUIRE(table.remove(base, 0x4000) == 0);
     if (table.reclaim_wait(TrapTable::kReclaimTimeoutMs)) {
