@@ -57,6 +57,8 @@ void* register_bar_map(void* addr, std::size_t length, int prot, int flags, int 
   Preload& state = preload();
   WriterLock lock;
   MappingPort* port = state.ports.take();
+  if (port == nullptr && state.table.reclaim_wait(TrapTable::kReclaimTimeoutMs))
+    port = state.ports.take();  // the pool was full of ports retired by munmap
   const int port_fd = port != nullptr ? ::fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
   if (port_fd < 0) {
     const int e = port == nullptr ? ENOMEM : errno;
@@ -82,7 +84,10 @@ void* register_bar_map(void* addr, std::size_t length, int prot, int flags, int 
   entry.prot = prot;
   entry.writable = file.writable;
   entry.device = file.device;
-  if (const int e = state.table.insert(entry); e != 0) {
+  int inserted = state.table.insert(entry);
+  if (inserted == ENOMEM && state.table.reclaim_wait(TrapTable::kReclaimTimeoutMs))
+    inserted = state.table.insert(entry);
+  if (const int e = inserted; e != 0) {
     munmap_real(p, length);
     state.ports.release(port);
     errno = e;
@@ -126,6 +131,22 @@ void* mmap_any(void* addr, std::size_t length, int prot, int flags, int fd, off_
   return p;
 }
 
+// Calls f(start, length) on each part of [base, end) outside the trapped entries among
+// `entries` (ascending by base); the first nonzero answer ends it and is returned.
+template <class F>
+int untrapped_each(std::uintptr_t base, std::uintptr_t end, const TrapEntry* entries, std::size_t n, F&& f) noexcept {
+  std::uintptr_t cursor = base;
+  for (std::size_t i = 0; i <= n; ++i) {
+    if (i < n && entries[i].kind != EntryKind::trapped) continue;
+    const std::uintptr_t gap_end = i < n ? (entries[i].range.base > end ? end : entries[i].range.base) : end;
+    if (gap_end > cursor)
+      if (const int rc = f(reinterpret_cast<void*>(cursor), gap_end - cursor); rc != 0) return rc;
+    if (i < n && entries[i].range.base + entries[i].range.length > cursor)
+      cursor = entries[i].range.base + entries[i].range.length;
+  }
+  return 0;
+}
+
 }  // namespace
 
 }  // namespace rpcie::mmio
@@ -142,19 +163,26 @@ void* mmap64(void* addr, size_t length, int prot, int flags, int fd, off64_t off
   return mmap_any(addr, length, prot, flags, fd, offset);
 }
 
+// Forget first: a fault in the range from now on is the program's, as after munmap. Then
+// wait (bounded) for the handlers still emulating in it: the kernel must not hand its
+// addresses to another mapping while one may still touch them. If one outlives the wait,
+// its trapped parts stay reserved (PROT_NONE, leaked) and the rest is unmapped; munmap
+// still succeeds: for the program the range is gone.
 int munmap(void* addr, size_t length) noexcept {
   const auto base = reinterpret_cast<std::uintptr_t>(addr);
   Preload& state = preload();
-  if (base % page_size() == 0 && length != 0 && state.table.overlaps(base, pages_round(length))) {
-    WriterLock lock;
-    // Forget first: a fault in the range from now on is the program's, as after munmap.
-    if (const int e = state.table.remove(base, pages_round(length)); e != 0) {
-      errno = e;
-      return -1;
-    }
-    state.table.reclaim();  // closes the port now unless a handler still runs
+  if (base % page_size() != 0 || length == 0 || !state.table.overlaps(base, pages_round(length)))
+    return munmap_real(addr, length);
+  WriterLock lock;
+  const std::uintptr_t end = base + pages_round(length);
+  TrapEntry entries[TrapTable::kCapacity];
+  const std::size_t n = state.table.overlapping(base, end - base, entries, TrapTable::kCapacity);
+  if (const int e = state.table.remove(base, end - base); e != 0) {
+    errno = e;
+    return -1;
   }
-  return munmap_real(addr, length);
+  if (state.table.reclaim_wait(TrapTable::kReclaimTimeoutMs)) return munmap_real(addr, length);
+  return untrapped_each(base, end, entries, n, munmap_real);  // unmap around the trapped parts
 }
 
 // The trapped parts of the range keep PROT_NONE and only record `prot` (fault_allowed in
@@ -173,14 +201,8 @@ int mprotect(void* addr, size_t length, int prot) noexcept {
       errno = EACCES;  // the kernel's answer for PROT_WRITE on a shared mapping of a read-only file
       return -1;
     }
-  std::uintptr_t cursor = base;
-  for (std::size_t i = 0; i <= n; ++i) {
-    if (i < n && entries[i].kind != EntryKind::trapped) continue;
-    const std::uintptr_t gap_end = i < n ? (entries[i].range.base > end ? end : entries[i].range.base) : end;
-    if (gap_end > cursor && mprotect_real(reinterpret_cast<void*>(cursor), gap_end - cursor, prot) != 0) return -1;
-    if (i < n && entries[i].range.base + entries[i].range.length > cursor)
-      cursor = entries[i].range.base + entries[i].range.length;
-  }
+  if (untrapped_each(base, end, entries, n, [prot](void* p, std::size_t l) { return mprotect_real(p, l, prot); }) != 0)
+    return -1;
   if (const int e = state.table.protect(base, end - base, prot); e != 0) {
     errno = e;
     return -1;

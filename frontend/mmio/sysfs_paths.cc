@@ -51,6 +51,30 @@ bool sysfs_path_rewrite(const char* path, const char* devices, char* out, std::s
   return n > 0 && static_cast<std::size_t>(n) < size;
 }
 
+bool sysfs_relative_candidate(const char* path) noexcept {
+  if (path == nullptr || path[0] == '/' || std::strchr(path, ':') == nullptr) return false;
+  for (const char* name = path; *name != '\0';) {
+    const char* end = std::strchr(name, '/');
+    const std::size_t length = end == nullptr ? std::strlen(name) : static_cast<std::size_t>(end - name);
+    if (bdf_is_rpcie(name, length)) return true;
+    if (end == nullptr) break;
+    name = end + 1;
+  }
+  return false;
+}
+
+bool sysfs_path_rewrite_at(const char* dir, const char* path, const char* devices, char* out,
+                           std::size_t size) noexcept {
+  if (dir == nullptr || dir[0] != '/' || path == nullptr || path[0] == '/') return false;
+  while (path[0] == '.' && path[1] == '/') path += 2;
+  char joined[4096];
+  const std::size_t dir_length = std::strlen(dir);
+  const char* separator = dir_length > 0 && dir[dir_length - 1] == '/' ? "" : "/";
+  const int n = std::snprintf(joined, sizeof joined, "%s%s%s", dir, separator, path);
+  if (n <= 0 || static_cast<std::size_t>(n) >= sizeof joined) return false;
+  return sysfs_path_rewrite(joined, devices, out, size);
+}
+
 bool sysfs_path_is_devices_dir(const char* path) noexcept {
   if (path == nullptr) return false;
   const std::size_t prefix = std::strlen(kSysfsPciDevices);

@@ -23,6 +23,16 @@ bool bdf_is_rpcie(const char* name, std::size_t length) noexcept;
 // true; `out` must hold `size` bytes (false when it would not fit). The directory need not exist.
 bool sysfs_path_rewrite(const char* path, const char* devices, char* out, std::size_t size) noexcept;
 
+// Whether a relative `path` may name an rpcie function through a directory: one of its
+// components is an rpcie address. The cheap test (a memchr for ':' on most paths) before
+// the directory a descriptor stands for is looked up.
+bool sysfs_relative_candidate(const char* path) noexcept;
+
+// sysfs_path_rewrite of `dir`/`path`: `dir` is the absolute directory a relative `path`
+// (leading "./" allowed) is resolved against (a descriptor's, or the working directory).
+bool sysfs_path_rewrite_at(const char* dir, const char* path, const char* devices, char* out,
+                           std::size_t size) noexcept;
+
 // Whether `path` names the directory /sys/bus/pci/devices itself (trailing slashes allowed).
 bool sysfs_path_is_devices_dir(const char* path) noexcept;
 

@@ -1,6 +1,11 @@
 #include "trap_table.hpp"
 
+#include <time.h>
+
 #include <cerrno>
+#include <chrono>
+
+#include "rpcie/deadline.hpp"
 
 namespace rpcie::mmio {
 
@@ -99,13 +104,14 @@ void TrapTable::slot_publish(std::size_t slot, TrapEntry* entry) noexcept {
 void TrapTable::record_retire(const TrapEntry* entry) noexcept {
   const auto index = static_cast<std::size_t>(entry - records_.data());
   states_[index] = RecordState::retired;
+  retired_at_[index] = epoch_.load();
   BarPort* port = entry->range.port;
   if (port == nullptr) return;
   for (std::size_t i = 0; i < kCapacity; ++i) {
     const TrapEntry* e = slots_[i].load();
     if (e != nullptr && e->range.port == port) return;  // still in use
   }
-  orphans_[orphan_count_++] = port;
+  orphans_[orphan_count_++] = Orphan{port, epoch_.load()};
 }
 
 int TrapTable::insert(const TrapEntry& entry) noexcept {
@@ -175,13 +181,69 @@ int TrapTable::carve(std::uintptr_t base, std::size_t length, bool keep, int pro
   return 0;
 }
 
+unsigned TrapTable::reader_enter() const noexcept {
+  // Counted under the epoch seen both before and after counting: a writer that flipped in
+  // between may have read the count already, so the reader moves to the new parity.
+  for (;;) {
+    const std::uint64_t epoch = epoch_.load();
+    const auto parity = static_cast<unsigned>(epoch & 1);
+    active_[parity].fetch_add(1);
+    if (epoch_.load() == epoch) return parity;
+    active_[parity].fetch_sub(1);
+  }
+}
+
+bool TrapTable::retired_pending() const noexcept {
+  for (auto s : states_)
+    if (s == RecordState::retired) return true;
+  return orphan_count_ != 0;
+}
+
+// One non-blocking step of the grace period: the old parity's sections have ended (drained_
+// catches up with epoch_), then, if something retired since, a flip starts the next period.
+void TrapTable::grace_advance() noexcept {
+  const std::uint64_t epoch = epoch_.load();
+  if (drained_ + 1 == epoch && active_[(epoch - 1) & 1].load() == 0) drained_ = epoch;
+  if (drained_ != epoch || !retired_pending()) return;
+  bool newer = orphan_count_ != 0 && orphans_[orphan_count_ - 1].epoch >= drained_;
+  for (std::size_t i = 0; i < kRecords && !newer; ++i)
+    newer = states_[i] == RecordState::retired && retired_at_[i] >= drained_;
+  if (!newer) return;
+  epoch_.store(epoch + 1);  // sections from now on count under the other parity
+  if (active_[epoch & 1].load() == 0) drained_ = epoch + 1;
+}
+
 void TrapTable::reclaim() noexcept {
-  if (readers_.load() != 0) return;
-  for (auto& s : states_)
-    if (s == RecordState::retired) s = RecordState::free;
-  for (std::size_t i = 0; i < orphan_count_; ++i)
-    if (release_ != nullptr) release_(orphans_[i]);
-  orphan_count_ = 0;
+  grace_advance();
+  for (std::size_t i = 0; i < kRecords; ++i)
+    if (states_[i] == RecordState::retired && retired_at_[i] < drained_) states_[i] = RecordState::free;
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < orphan_count_; ++i) {
+    if (orphans_[i].epoch >= drained_) {
+      orphans_[kept++] = orphans_[i];  // order kept: epochs stay ascending
+      continue;
+    }
+    if (release_ != nullptr) release_(orphans_[i].port);
+  }
+  orphan_count_ = kept;
+}
+
+bool TrapTable::reclaim_wait(int timeout_ms) noexcept {
+  const Deadline deadline = Deadline::after(std::chrono::milliseconds(timeout_ms));
+  for (unsigned round = 0;; ++round) {
+    reclaim();
+    if (!retired_pending()) return true;
+    if (deadline.expired()) return false;
+    // A handler's emulation takes microseconds (one round trip for a load): poll finely.
+    const timespec pause{0, round < 16 ? 2'000 : 50'000};
+    nanosleep(&pause, nullptr);
+  }
+}
+
+void TrapTable::fork_child() noexcept {
+  active_[0].store(0);
+  active_[1].store(0);
+  drained_ = epoch_.load();
 }
 
 }  // namespace rpcie::mmio

@@ -6,10 +6,18 @@
 // Readers (the signal handler, on any thread) are lock-free and async-signal-safe: each
 // slot holds a pointer to an immutable entry, published with a sequentially consistent
 // store. A writer that changes a range publishes a new entry and retires the old one; a
-// retired entry (and a port no live entry refers to) is reused or released only once no
-// reader is inside a `Reader` section, so a reader never sees an entry half-written or a
-// port closed under it. Readers that call find() outside a Reader section must be the
-// writer itself.
+// retired entry (and a port no live entry refers to) is reused or released only once every
+// `Reader` section that began before the retirement has ended (a grace period: two reader
+// counters and an epoch, so sections that begin later never delay it), so a reader never
+// sees an entry half-written or a port closed under it. Readers that call find() outside a
+// Reader section must be the writer itself.
+//
+// Waiting for a grace period is bounded (reclaim_wait): under constant faulting on other
+// threads it ends as soon as the sections already running end; if one of them does not end
+// before the deadline (a handler stuck on an access to a lost link), the retired entries
+// and their ports are kept — never reused, never closed — until a later reclaim finds
+// those sections over, and the caller keeps the range's addresses reserved (see munmap in
+// mmap_hooks.cc and docs/rpcie-run.md).
 //
 // Writers (mmap, munmap, mprotect) are NOT thread-safe against each other: the caller
 // serializes them (librpcie-mmio.so holds one mutex) and never writes from a signal
@@ -41,6 +49,10 @@ struct TrapEntry {
 class TrapTable final : public TrapLookup {
  public:
   static constexpr std::size_t kCapacity = 256;
+  // How long munmap (and an mmap short of slots or ports) waits for a grace period: far
+  // longer than an emulation (microseconds, a round trip for a load), far shorter than a
+  // stuck one (an access to a lost link waits for the access timeout, seconds).
+  static constexpr int kReclaimTimeoutMs = 100;
   // Called (by a writer) once a port is referred to by no entry and no reader can still
   // be using it.
   using PortRelease = void (*)(BarPort* port) noexcept;
@@ -54,19 +66,20 @@ class TrapTable final : public TrapLookup {
   // seen inside stay valid until it ends. Nestable (a signal inside a handler).
   class Reader {
    public:
-    explicit Reader(const TrapTable& table) noexcept : table_(&table) { table.readers_.fetch_add(1); }
+    explicit Reader(const TrapTable& table) noexcept : table_(&table), parity_(table.reader_enter()) {}
     ~Reader() { leave(); }
     Reader(const Reader&) = delete;
     Reader& operator=(const Reader&) = delete;
     // Ends the section early (before handing the signal to the program's handler, which
     // may never return).
     void leave() noexcept {
-      if (table_ != nullptr) table_->readers_.fetch_sub(1);
+      if (table_ != nullptr) table_->active_[parity_].fetch_sub(1);
       table_ = nullptr;
     }
 
    private:
     const TrapTable* table_;
+    unsigned parity_;
   };
 
   // The trapped range holding `address`, or null (TrapLookup).
@@ -100,14 +113,29 @@ class TrapTable final : public TrapLookup {
   std::size_t overlapping(std::uintptr_t base, std::size_t length, TrapEntry* out, std::size_t max) const noexcept;
   // Live entries.
   std::size_t size() const noexcept;
-  // Reuses retired entries and releases orphaned ports when no reader is inside a section.
+  // Reuses retired entries and releases orphaned ports whose grace period is over; never
+  // waits.
   void reclaim() noexcept;
+  // Reclaims everything retired so far, waiting (sleeping in short steps) for the reader
+  // sections that began before it to end, until `timeout_ms` has passed. true: nothing
+  // retired is left; false: the deadline passed first and the rest stays retired (a later
+  // reclaim() or reclaim_wait() finishes it).
+  bool reclaim_wait(int timeout_ms) noexcept;
+  // Whether entries or ports retired so far are still waiting for their grace period.
+  bool retired_pending() const noexcept;
   // In a child after fork: only the forking thread exists, so no reader is inside.
-  void fork_child() noexcept { readers_.store(0); }
+  void fork_child() noexcept;
 
  private:
   enum class RecordState : std::uint8_t { free, live, retired };
   static constexpr std::size_t kRecords = 2 * kCapacity;
+  struct Orphan {
+    BarPort* port;
+    std::uint64_t epoch;  // the epoch it was orphaned in
+  };
+
+  unsigned reader_enter() const noexcept;
+  void grace_advance() noexcept;
 
   int carve(std::uintptr_t base, std::size_t length, bool keep, int prot) noexcept;
   TrapEntry* record_take() noexcept;
@@ -118,11 +146,16 @@ class TrapTable final : public TrapLookup {
 
   std::array<std::atomic<const TrapEntry*>, kCapacity> slots_{};
   std::atomic<std::size_t> used_{0};  // slots [0, used_) may be non-null
-  mutable std::atomic<unsigned> readers_{0};
+  // A reader enters under epoch_ and counts itself in active_[epoch & 1]; a writer flips
+  // epoch_ and waits for the old parity's count to reach zero.
+  std::atomic<std::uint64_t> epoch_{0};
+  mutable std::array<std::atomic<unsigned>, 2> active_{};
   // Writer-only state (no reader touches it).
+  std::uint64_t drained_ = 0;  // every section begun under an epoch below it has ended
   std::array<TrapEntry, kRecords> records_{};
   std::array<RecordState, kRecords> states_{};
-  std::array<BarPort*, kRecords> orphans_{};  // ports whose last entry retired
+  std::array<std::uint64_t, kRecords> retired_at_{};  // the epoch a retired record was retired in
+  std::array<Orphan, kRecords> orphans_{};            // ports whose last entry retired
   std::size_t orphan_count_ = 0;
   PortRelease release_;
 };

@@ -132,3 +132,15 @@ expect_rc 0 "--sysfs-env" "$RPCIE" run --sysfs-env sh -c 'echo "$SYSFS_PCI_DEVIC
 expect_rc 0 "no --sysfs-env" "$RPCIE" run sh -c 'echo "${SYSFS_PCI_DEVICES-unset}"'
 [ "$(cat "$TMP/out")" = unset ] || die "without --sysfs-env: $(cat "$TMP/out")"
 pass "--sysfs-env sets SYSFS_PCI_DEVICES to the rpcie devices directory, and only with it"
+
+# Names relative to a descriptor of /sys/bus/pci/devices on the real mount: Python's dir_fd
+# opens resource0, maps it and reads edu's ID register; find lists the function (fdopendir).
+expect_rc 0 "python dir_fd" "$RPCIE" run python3 -c '
+import mmap, os, struct, sys
+d = os.open("/sys/bus/pci/devices", os.O_RDONLY | os.O_DIRECTORY)
+m = mmap.mmap(os.open(sys.argv[1] + "/resource0", os.O_RDWR, dir_fd=d), 4096)
+print(hex(struct.unpack_from("<I", m, 0)[0]), os.stat(sys.argv[1] + "/vendor", dir_fd=d).st_size > 0)' "$BDF0"
+[ "$(cat "$TMP/out")" = "0x10000ed True" ] || die "dir_fd: $(cat "$TMP/out" "$TMP/err")"
+expect_rc 0 "find" "$RPCIE" run find /sys/bus/pci/devices/ -maxdepth 1 -name "$BDF0"
+[ "$(cat "$TMP/out")" = "/sys/bus/pci/devices/$BDF0" ] || die "find: $(cat "$TMP/out" "$TMP/err")"
+pass "relative to a descriptor of /sys/bus/pci/devices: Python dir_fd open+mmap+stat; find -maxdepth 1 lists $BDF0"

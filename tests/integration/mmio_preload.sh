@@ -4,9 +4,10 @@
 # faults, fork+exec keeps the preload, ordinary mappings are untouched. The register BAR is a
 # stand-in: a sysfs attribute (4 KiB, mmap answers ENODEV as rpcie-hostd does) bind-mounted
 # as DIR/resource0 beside DIR/remote, in a private mount namespace.
-#   mmio_preload.sh RPCIE PRELOAD_CHECK
+# The /sys/bus/pci/devices paths are checked against a stand-in RPCIE_MOUNT directory.
+#   mmio_preload.sh RPCIE PRELOAD_CHECK PATHS_CHECK
 . "$(dirname "$0")/lib.sh"
-RPCIE=$1 CHECK=$2
+RPCIE=$1 CHECK=$2 PATHS=$3
 
 expect_rc 0 "rpcie run true" "$RPCIE" run true
 [ ! -s "$TMP/out" ] && [ ! -s "$TMP/err" ] || die "rpcie run true wrote: $(cat "$TMP/out" "$TMP/err")"
@@ -42,6 +43,36 @@ done
 expect_rc 139 "NULL load" bash -c "\"$RPCIE\" run \"$CHECK\" null 2>/dev/null; exit \$?"
 expect_rc 139 "raise(SIGSEGV)" bash -c "\"$RPCIE\" run \"$CHECK\" raise 2>/dev/null; exit \$?"
 pass "own SIGSEGV handlers (sigaction, signal) get their faults; NULL still kills with SIGSEGV; fork+exec; plain mmap"
+
+# /sys/bus/pci/devices/<rpcie address> beyond open(): relative to directory descriptors, after
+# chdir, scandir/fdopendir listings, the __xstat family; Python's dir_fd forms; find; ls -l.
+FAKE=$TMP/mount/pci/devices
+mkdir -p "$FAKE/10000:00:00.0" "$FAKE/10001:00:01.0" && printf '0x1234\n' >"$FAKE/10000:00:00.0/vendor" &&
+  head -c 4096 /dev/zero >"$FAKE/10000:00:00.0/resource0" || die "stand-in mount"
+export RPCIE_MOUNT=$TMP/mount
+expect_rc 0 "paths_check" "$RPCIE" run "$PATHS"
+grep -q "^paths: ok$" "$TMP/out" || die "paths_check: $(cat "$TMP/out" "$TMP/err")"
+expect_rc 1 "paths_check without the library" "$PATHS"
+expect_rc 0 "python dir_fd" "$RPCIE" run python3 -c '
+import os
+fd = os.open("/sys/bus/pci/devices", os.O_RDONLY | os.O_DIRECTORY)
+print(*sorted(n for n in os.listdir(fd) if n.startswith("1000")))
+print(*sorted(e.name for e in os.scandir(fd) if e.name.startswith("1000")))
+print(os.stat("10000:00:00.0/resource0", dir_fd=fd).st_size)
+print(os.read(os.open("10000:00:00.0/vendor", os.O_RDONLY, dir_fd=fd), 16).decode().strip())
+print(os.access("10000:00:00.0/vendor", os.R_OK, dir_fd=fd), os.readlink("10000:00:00.0", dir_fd=fd))'
+want=$(printf '%s\n' "10000:00:00.0 10001:00:01.0" "10000:00:00.0 10001:00:01.0" 4096 0x1234 "True $FAKE/10000:00:00.0")
+[ "$(cat "$TMP/out")" = "$want" ] || die "python dir_fd: $(cat "$TMP/out" "$TMP/err")"
+expect_rc 0 "find" "$RPCIE" run find /sys/bus/pci/devices/ -maxdepth 1 -name '1000*'
+[ "$(sort "$TMP/out")" = "$(printf '%s\n' /sys/bus/pci/devices/10000:00:00.0 /sys/bus/pci/devices/10001:00:01.0)" ] ||
+  die "find -maxdepth 1: $(cat "$TMP/out" "$TMP/err")"
+expect_rc 0 "find in a function" "$RPCIE" run find /sys/bus/pci/devices/10000:00:00.0/ -name vendor
+[ "$(cat "$TMP/out")" = /sys/bus/pci/devices/10000:00:00.0/vendor ] || die "find in a function: $(cat "$TMP/out")"
+expect_rc 0 "ls -l" "$RPCIE" run ls -l /sys/bus/pci/devices/ /sys/bus/pci/devices/10000:00:00.0/
+[ ! -s "$TMP/err" ] && grep -q " 10001:00:01.0$" "$TMP/out" && grep -q " 4096 .* resource0$" "$TMP/out" ||
+  die "ls -l: $(cat "$TMP/out" "$TMP/err")"
+unset RPCIE_MOUNT
+pass "/sys/bus/pci/devices paths: dirfd-relative, chdir, scandir, fdopendir, __xstat, Python dir_fd, find, ls -l"
 
 [ "$(id -u)" = 0 ] || skip "the stand-in register BAR needs root (a bind mount)"
 command -v unshare >/dev/null || skip "unshare (util-linux) is not installed"

@@ -11,6 +11,11 @@ using namespace rpcie::mmio;
 
 namespace {
 bool rpcie_name(const char* s) { return bdf_is_rpcie(s, std::strlen(s)); }
+std::string rewrite_at(const char* dir, const char* path) {
+  char out[256];
+  return sysfs_path_rewrite_at(dir, path, "/run/rpcie/pci/devices", out, sizeof out) ? std::string(out)
+                                                                                     : std::string("-");
+}
 std::string rewrite(const char* path) {
   char out[256];
   return sysfs_path_rewrite(path, "/run/rpcie/pci/devices", out, sizeof out) ? std::string(out) : std::string("-");
@@ -51,4 +56,30 @@ TEST_CASE("sysfs_path_is_devices_dir: the directory itself, with or without trai
   CHECK(sysfs_path_is_devices_dir("/sys/bus/pci/devices//"));
   CHECK_FALSE(sysfs_path_is_devices_dir("/sys/bus/pci/devices/0000:00:00.0"));
   CHECK_FALSE(sysfs_path_is_devices_dir("/sys/bus/pci"));
+}
+
+TEST_CASE("sysfs_relative_candidate: a relative path with an rpcie address among its components") {
+  CHECK(sysfs_relative_candidate("10000:00:00.0"));
+  CHECK(sysfs_relative_candidate("10000:00:00.0/resource0"));
+  CHECK(sysfs_relative_candidate("devices/10000:00:00.0/config"));
+  CHECK(sysfs_relative_candidate("./10000:00:00.0"));
+  CHECK_FALSE(sysfs_relative_candidate("/sys/bus/pci/devices/10000:00:00.0"));  // absolute: not this test's
+  CHECK_FALSE(sysfs_relative_candidate("0000:00:01.0/config"));
+  CHECK_FALSE(sysfs_relative_candidate("resource0"));
+  CHECK_FALSE(sysfs_relative_candidate("a:b/c"));
+  CHECK_FALSE(sysfs_relative_candidate(""));
+  CHECK_FALSE(sysfs_relative_candidate(nullptr));
+}
+
+TEST_CASE("sysfs_path_rewrite_at: relative to /sys/bus/pci/devices, /sys/bus/pci or /; nothing else") {
+  CHECK(rewrite_at("/sys/bus/pci/devices", "10000:00:00.0/resource0") ==
+        "/run/rpcie/pci/devices/10000:00:00.0/resource0");
+  CHECK(rewrite_at("/sys/bus/pci/devices/", "./10000:00:00.0") == "/run/rpcie/pci/devices/10000:00:00.0");
+  CHECK(rewrite_at("/sys/bus/pci", "devices/10000:00:02.0/config") == "/run/rpcie/pci/devices/10000:00:02.0/config");
+  CHECK(rewrite_at("/", "sys/bus/pci/devices/10000:00:00.0") == "/run/rpcie/pci/devices/10000:00:00.0");
+  CHECK(rewrite_at("/sys/bus/pci/drivers", "10000:00:00.0") == "-");
+  CHECK(rewrite_at("/sys/bus/pci/devices", "0000:00:01.0/config") == "-");
+  CHECK(rewrite_at("/sys/bus/pci/devices", "/abs/10000:00:00.0") == "-");  // absolute paths ignore the directory
+  CHECK(rewrite_at("relative/dir", "10000:00:00.0") == "-");
+  CHECK(rewrite_at(nullptr, "10000:00:00.0") == "-");
 }
