@@ -93,7 +93,7 @@ static void case_mov(void) {
 
   case_begin("mov_load");
   __asm__ volatile("movb %[m1], %b[b]\n\tmovw %[m2], %w[w]\n\tmovl %[m4], %k[d]\n\tmovq %[m8], %q[q]"
-                   : [b] "=q"(b), [w] "=r"(w), [d] "=r"(d), [q] "=r"(q)
+                   : [b] "=&q"(b), [w] "=&r"(w), [d] "=&r"(d), [q] "=&r"(q)
                    : [m1] "m"(*AT(uint8_t, 0x10)), [m2] "m"(*AT(uint16_t, 0x22)), [m4] "m"(*AT(uint32_t, 0x14)),
                      [m8] "m"(*AT(uint64_t, 0x28)));
   CHECK_EQ("movb load", b, 0x81), CHECK_EQ("movw load", w, 0x1234), CHECK_EQ("movl load", d, 0x84858687);
@@ -109,7 +109,7 @@ static void case_extend(void) {
   uint64_t sb, sw, sd;
   __asm__ volatile(
       "movzbl %[m1], %[zb]\n\tmovsbq %[m1], %[sb]\n\tmovzwl %[m2], %[zw]\n\tmovswq %[m2], %[sw]\n\tmovslq %[m4], %[sd]"
-      : [zb] "=r"(zb), [sb] "=r"(sb), [zw] "=r"(zw), [sw] "=r"(sw), [sd] "=r"(sd)
+      : [zb] "=&r"(zb), [sb] "=&r"(sb), [zw] "=&r"(zw), [sw] "=&r"(sw), [sd] "=&r"(sd)
       : [m1] "m"(*AT(uint8_t, 0x30)), [m2] "m"(*AT(uint16_t, 0x32)), [m4] "m"(*AT(uint32_t, 0x34)));
   CHECK_EQ("movzbl", zb, 0x80), CHECK_EQ("movsbq", sb, 0xffffffffffffff80ull), CHECK_EQ("movzwl", zw, 0x8001);
   CHECK_EQ("movswq", sw, 0xffffffffffff8001ull), CHECK_EQ("movslq", sd, 0xffffffff80000001ull);
@@ -133,7 +133,7 @@ static void case_movnti_movd(void) {
       "movd %[d], %%xmm0\n\tmovd %%xmm0, %[m4]\n\tmovq %[q], %%xmm1\n\tmovq %%xmm1, %[m8]\n\t"
       "pxor %%xmm0, %%xmm0\n\tpxor %%xmm1, %%xmm1\n\tmovd %[m4], %%xmm0\n\tmovq %[m8], %%xmm1\n\t"
       "movd %%xmm0, %[db]\n\tmovq %%xmm1, %[qb]"
-      : [m4] "+m"(*AT(uint32_t, 0x50)), [m8] "+m"(*AT(uint64_t, 0x58)), [db] "=r"(d_back), [qb] "=r"(q_back)
+      : [m4] "+m"(*AT(uint32_t, 0x50)), [m8] "+m"(*AT(uint64_t, 0x58)), [db] "=&r"(d_back), [qb] "=&r"(q_back)
       : [d] "r"(d ^ 0xffffffffu), [q] "r"(~q)
       : "xmm0", "xmm1");
   CHECK_EQ("movd load", d_back, d ^ 0xffffffffu), CHECK_EQ("movq load", q_back, ~q);
