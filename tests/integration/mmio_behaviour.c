@@ -13,7 +13,8 @@
  *                                       (the store is posted: its failure is not known then)
  *   mmio_behaviour loop DEVICE_DIR SECONDS  stores i to BAR4+0x20 and loads it back until
  *                                       SECONDS have passed; prints "looping" after the first
- *                                       round and "done ROUNDS GOOD BAD" at the end
+ *                                       round and "done ROUNDS GOOD BAD FIRST_BAD LAST_BAD"
+ *                                       at the end (seconds since the start, -1: none)
  * Exit 0 when the program saw what it should, 1 naming what differed (stderr). */
 #include <fcntl.h>
 #include <pthread.h>
@@ -157,17 +158,22 @@ static double now(void) {
 /* Stores and loads until the deadline: each round either reads back its store (good) or not
  * (bad: a dropped store or an all-ones load). Never waits without a deadline of its own. */
 static int loop(double seconds) {
-  const double end = now() + seconds;
+  const double start = now(), end = start + seconds;
+  double first_bad = -1, last_bad = -1;
   uint64_t rounds = 0, good = 0, bad = 0;
   do {
     REG64(R, 0x20) = rounds;
-    if (REG64(R, 0x20) == rounds)
+    if (REG64(R, 0x20) == rounds) {
       ++good;
-    else
+    } else {
       ++bad;
+      last_bad = now() - start;
+      if (first_bad < 0) first_bad = last_bad;
+    }
     if (rounds++ == 0) printf("looping\n"), fflush(stdout);
   } while (now() < end);
-  printf("done %llu %llu %llu\n", (unsigned long long)rounds, (unsigned long long)good, (unsigned long long)bad);
+  printf("done %llu %llu %llu %.3f %.3f\n", (unsigned long long)rounds, (unsigned long long)good,
+         (unsigned long long)bad, first_bad, last_bad);
   return 0;
 }
 

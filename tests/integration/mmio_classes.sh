@@ -115,14 +115,16 @@ done
 wait $loop_pid
 rc=$?
 [ $rc = 0 ] || die "the loop exited $rc: $(cat "$TMP/loop.err")"
-read -r _ rounds good bad < <(grep '^done ' "$TMP/loop.out") || die "no summary: $(cat "$TMP/loop.out")"
+read -r _ rounds good bad first_bad last_bad < <(grep '^done ' "$TMP/loop.out") || die "no summary: $(cat "$TMP/loop.out")"
 [ "$rounds" -gt 0 ] && [ $((good + bad)) = "$rounds" ] || die "loop summary: $(cat "$TMP/loop.out")"
 if [ "$bad" -gt 0 ]; then
   grep -q "^$FAILED: loads read all ones, stores are dropped ([0-9]* failed so far)$" "$TMP/loop.err" ||
     die "$bad rounds failed without a line on stderr: $(cat "$TMP/loop.err")"
 fi
-echo "link loss: $rounds rounds in $((SECONDS - started)) s, $good read back their store, $bad did not;" \
+echo "link loss (killed about 1 s in): $rounds rounds in $((SECONDS - started)) s, $good read back their store," \
+  "$bad did not (from ${first_bad} s to ${last_bad} s);" \
   "stderr: $(head -c 300 "$TMP/loop.err" | tr '\n' '|')"
+echo "hostd meanwhile: $(grep -v 'MMIO ring' "$TMP/hostd.log" | tail -n 4 | tr '\n' '|')"
 expect_rc 0 "after the link loss" "$RPCIE" run -- "$BEHAVIOUR" loop "$DEV0" 0.5
-echo "after the link loss: $(cat "$TMP/out") $(head -c 300 "$TMP/err" | tr '\n' '|')"
+echo "after the link loss: $(tr '\n' ' ' <"$TMP/out") $(head -c 300 "$TMP/err" | tr '\n' '|')"
 pass "link loss while mapped: the program ends by its deadline; failed accesses are all ones / dropped, counted, said"
