@@ -4,7 +4,7 @@
 //   map_load    4 B register load through the mapping          vs a 4 B pread        (us)
 //   map_burst   1000 register stores and one load (mapping)    vs pwrite x1000+pread (us)
 //   map_memcpy  memcpy of 4 KiB into membar's scratch BAR4 and one load (mapping)
-//                                                              vs a 4 KiB pwrite+pread (us)
+//                                                              vs 512 8 B pwrites+pread (us)
 //   plain       open/fstat/close + mmap/munmap, under rpcie run vs without it         (us)
 #pragma once
 
