@@ -74,6 +74,7 @@ netns_pair() {
 # stack_start BUILDDIR PREFIX SUBNET EXPORT...: the real stack of the mapped-BAR tests:
 # rpcie-exportd (each EXPORT as --export, access log in $ACCESS) in one namespace and
 # rpcie-hostd (a real FUSE mount at $MNT, device links in $DEVDIR) in the other, over TCP.
+# hostd's --timeout is $HOSTD_TIMEOUT seconds (default 2; it also bounds hostd's attach).
 # Sets EXPORTD HOSTD RPCIE ON_DEV ON_CMP HOST MNT DEVDIR SOCK ACCESS, exports RPCIE_CONTROL,
 # and makes die() show the daemons' logs. Skips without /dev/fuse or namespaces.
 stack_start() {
@@ -102,7 +103,7 @@ stack_start() {
     sleep 0.05
   done
   start_bg "${ON_CMP[@]}" "$HOSTD" --foreground --mount "$MNT" --control "$SOCK" --dev-dir "$DEVDIR" \
-    --psk-file "$TMP/psk" --provider tcp --timeout 2 2>>"$TMP/hostd.log"
+    --psk-file "$TMP/psk" --provider tcp --timeout "${HOSTD_TIMEOUT:=2}" 2>>"$TMP/hostd.log"
   HOSTD_PID=$LAST_PID
   CLEANUPS+=("for _ in 1 2 3 4; do grep -q ' $MNT ' /proc/mounts && umount -l $MNT; done")
   deadline=$((SECONDS + 10))
