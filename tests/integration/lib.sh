@@ -104,7 +104,6 @@ stack_start() {
   done
   start_bg "${ON_CMP[@]}" "$HOSTD" --foreground --mount "$MNT" --control "$SOCK" --dev-dir "$DEVDIR" \
     --psk-file "$TMP/psk" --provider tcp --timeout "${HOSTD_TIMEOUT:=2}" 2>>"$TMP/hostd.log"
-  HOSTD_PID=$LAST_PID
   CLEANUPS+=("for _ in 1 2 3 4; do grep -q ' $MNT ' /proc/mounts && umount -l $MNT; done")
   deadline=$((SECONDS + 10))
   until "$RPCIE" status >/dev/null 2>&1; do

@@ -104,7 +104,7 @@ pass "RPCIE_MMIO_ERRORS=sigbus: the program's SIGBUS handler gets si_addr = the 
 : >"$ACCESS"
 "$RPCIE" run -- "$BEHAVIOUR" loop "$DEV0" 6 >"$TMP/loop.out" 2>"$TMP/loop.err" &
 loop_pid=$!
-PIDS+=($loop_pid)
+PIDS+=("$loop_pid")
 started=$SECONDS
 wait_file "$TMP/loop.out" 10 || die "the loop did not start: $(cat "$TMP/loop.err")"
 sleep 1
