@@ -70,3 +70,50 @@ netns_pair() {
   ip -n "$DEV" link set "vd$$" up
   ip -n "$CMP" link set "vc$$" up
 }
+
+# stack_start BUILDDIR PREFIX SUBNET EXPORT...: the real stack of the mapped-BAR tests:
+# rpcie-exportd (each EXPORT as --export, access log in $ACCESS) in one namespace and
+# rpcie-hostd (a real FUSE mount at $MNT, device links in $DEVDIR) in the other, over TCP.
+# hostd's --timeout is $HOSTD_TIMEOUT seconds (default 2; it also bounds hostd's attach).
+# Sets EXPORTD HOSTD RPCIE ON_DEV ON_CMP HOST MNT DEVDIR SOCK ACCESS, exports RPCIE_CONTROL,
+# and makes die() show the daemons' logs. Skips without /dev/fuse or namespaces.
+stack_start() {
+  local b=$1 prefix=$2 subnet=$3 deadline spec
+  shift 3
+  EXPORTD=$b/devexport/rpcie-exportd HOSTD=$b/frontend/rpcie-hostd RPCIE=$b/tools/rpcie
+  [ -e /dev/fuse ] || skip "no /dev/fuse"
+  netns_pair "$prefix" "$subnet"
+  ON_DEV=(nsenter --net="/run/netns/$DEV") ON_CMP=(nsenter --net="/run/netns/$CMP")
+  HOST=$subnet.1 MNT=$TMP/mnt DEVDIR=$TMP/dev SOCK=$TMP/hostd.sock ACCESS=$TMP/access.log
+  export RPCIE_CONTROL=$SOCK
+  die() {
+    echo "FAIL: $*" >&2
+    for l in hostd exportd; do [ -f "$TMP/$l.log" ] && { echo "--- $l.log" >&2; tail -n 25 "$TMP/$l.log" >&2; }; done
+    exit 1
+  }
+  mkdir -p "$DEVDIR"
+  "$RPCIE" keygen "$TMP/psk" >/dev/null || die "keygen"
+  local exports=()
+  for spec in "$@"; do exports+=(--export "$spec"); done
+  start_bg "${ON_DEV[@]}" "$EXPORTD" --listen "$HOST" --provider tcp --psk-file "$TMP/psk" "${exports[@]}" \
+    --access-log "$ACCESS" 2>>"$TMP/exportd.log"
+  deadline=$((SECONDS + 10))
+  until grep -q "listening on" "$TMP/exportd.log" 2>/dev/null; do
+    [ $SECONDS -ge $deadline ] && die "exporter did not start"
+    sleep 0.05
+  done
+  start_bg "${ON_CMP[@]}" "$HOSTD" --foreground --mount "$MNT" --control "$SOCK" --dev-dir "$DEVDIR" \
+    --psk-file "$TMP/psk" --provider tcp --timeout "${HOSTD_TIMEOUT:=2}" 2>>"$TMP/hostd.log"
+  CLEANUPS+=("for _ in 1 2 3 4; do grep -q ' $MNT ' /proc/mounts && umount -l $MNT; done")
+  deadline=$((SECONDS + 10))
+  until "$RPCIE" status >/dev/null 2>&1; do
+    [ $SECONDS -ge $deadline ] && die "hostd did not start"
+    sleep 0.05
+  done
+}
+
+# stack_attach EXPORT...: attaches each export of the stack, in order ($DEVDIR/rpcie0, 1, ...).
+stack_attach() {
+  local e
+  for e in "$@"; do "${ON_CMP[@]}" "$RPCIE" attach -r "$HOST" -e "$e" >/dev/null || die "attach $e"; done
+}

@@ -6,40 +6,9 @@
 # (the programs run under `rpcie run` are built without sanitizers: see tests/meson.build)
 . "$(dirname "$0")/lib.sh"
 B=$1 DRIVER=$2 DOORBELL_PROGRAMS=("$3" "$4")
-EXPORTD=$B/devexport/rpcie-exportd HOSTD=$B/frontend/rpcie-hostd RPCIE=$B/tools/rpcie
-[ -e /dev/fuse ] || skip "no /dev/fuse"
 command -v python3 >/dev/null || skip "python3 is not installed"
-netns_pair rpciem 169.254.81
-ON_DEV=(nsenter --net="/run/netns/$DEV") ON_CMP=(nsenter --net="/run/netns/$CMP")
-HOST=169.254.81.1
-MNT=$TMP/mnt DEVDIR=$TMP/dev SOCK=$TMP/hostd.sock ACCESS=$TMP/access.log
-export RPCIE_CONTROL=$SOCK
-die() {
-  echo "FAIL: $*" >&2
-  for l in hostd exportd; do [ -f "$TMP/$l.log" ] && { echo "--- $l.log" >&2; tail -n 25 "$TMP/$l.log" >&2; }; done
-  exit 1
-}
-mkdir -p "$DEVDIR"
-
-"$RPCIE" keygen "$TMP/psk" >/dev/null || die "keygen"
-start_bg "${ON_DEV[@]}" "$EXPORTD" --listen "$HOST" --provider tcp --psk-file "$TMP/psk" --export edu0=edu \
-  --export edu1=edu,dma=mirror --export mem0=membar,size=1M,doorbell=on --access-log "$ACCESS" 2>>"$TMP/exportd.log"
-deadline=$((SECONDS + 10))
-until grep -q "listening on" "$TMP/exportd.log" 2>/dev/null; do
-  [ $SECONDS -ge $deadline ] && die "exporter did not start"
-  sleep 0.05
-done
-start_bg "${ON_CMP[@]}" "$HOSTD" --foreground --mount "$MNT" --control "$SOCK" --dev-dir "$DEVDIR" \
-  --psk-file "$TMP/psk" --provider tcp --timeout 2 2>>"$TMP/hostd.log"
-CLEANUPS+=("for _ in 1 2 3 4; do grep -q ' $MNT ' /proc/mounts && umount -l $MNT; done")
-deadline=$((SECONDS + 10))
-until "$RPCIE" status >/dev/null 2>&1; do
-  [ $SECONDS -ge $deadline ] && die "hostd did not start"
-  sleep 0.05
-done
-"${ON_CMP[@]}" "$RPCIE" attach -r "$HOST" -e edu0 >/dev/null || die "attach edu0"
-"${ON_CMP[@]}" "$RPCIE" attach -r "$HOST" -e edu1 >/dev/null || die "attach edu1"
-"${ON_CMP[@]}" "$RPCIE" attach -r "$HOST" -e mem0 >/dev/null || die "attach mem0"
+stack_start "$B" rpciem 169.254.81 edu0=edu edu1=edu,dma=mirror mem0=membar,size=1M,doorbell=on
+stack_attach edu0 edu1 mem0
 EDU0=$DEVDIR/rpcie0 EDU1=$DEVDIR/rpcie1 MEM0=$DEVDIR/rpcie2
 
 # Outside `rpcie run` a register BAR does not map: the driver says what to do.

@@ -5,7 +5,7 @@
 //   bar_read   1 MiB pread (page cache dropped first)  vs Attachment::bar_read       (MB/s)
 //   dma_write  1 MiB memcpy into the mmap of `dma`     vs memcpy into local memory   (MB/s)
 //   dma_read   1 MiB memcpy out of the mmap of `dma`   vs memcpy out of local memory (MB/s)
-//   map_load, map_burst, plain: mapped register BARs under `rpcie run` (mmio_rows.hpp)
+//   map_load, map_burst, map_memcpy, plain: mapped register BARs under `rpcie run` (mmio_rows.hpp)
 // The exporter runs pinned to CPU 1, this process (the application) to CPU 0, hostd where
 // the scheduler puts it (on a compute server it shares the application's cores).
 #include "frontend.hpp"
@@ -104,7 +104,7 @@ Result<void> daemons_start(Setup& setup, const FrontendOptions& options, const s
     RPCIE_TRY_ASSIGN(
         setup.port,
         exportd_start(setup.exporter, program_find(options.exportd, "rpcie-exportd", "devexport"), provider, setup.psk,
-                      {"edu-a=edu", "edu-b=edu", "mem-a=membar,size=4M", "mem-b=membar,size=4M"}));
+                      {"edu-a=edu", "edu-b=edu", "mem-a=membar,size=4M", "mem-b=membar,size=4M,scratch=on"}));
   }
   setup.control_socket = dir + "/hostd.sock";
   RPCIE_TRY(setup.hostd.start(
@@ -188,6 +188,8 @@ Result<std::unique_ptr<Setup>> setup_open(const FrontendOptions& options, const 
   setup->edu_dir = *edu_dir;
   for (CommandChild* child : {&setup->mapped, &setup->plain})
     if (auto opened = child->open(*edu_dir); !opened) return error_in(opened.error(), "rpcie-bench-mmio");
+  if (auto opened = setup->mapped.scratch_open(*mem_dir); !opened)
+    return error_in(opened.error(), "rpcie-bench-mmio (mem-b needs scratch=on)");
   return setup;
 }
 

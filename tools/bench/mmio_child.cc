@@ -4,10 +4,16 @@
 // failed), one line each, until end of input.
 //   rpcie-bench-mmio
 // The first command is "open EDU_DEVICE_DIR" (answered "0"): the bench starts this program
-// before it opens its own fabric endpoints, so that no fork copies them.
+// before it opens its own fabric endpoints, so that no fork copies them. "scratch
+// MEMBAR_DEVICE_DIR" (answered "0") opens the register BAR resource4 of a membar,scratch=on.
 // Workloads, on edu's liveness register (BAR0 0x04, 4 bytes):
 //   map_load / pread_load      one load through the mapping / one 4-byte pread of resource0
 //   map_burst / pwrite_burst   1000 stores then one load, through the mapping / by pwrite and pread
+// and on membar's scratch BAR4 (plain registers, after "scratch"):
+//   map_memcpy / pwrite_memcpy glibc memcpy of 4 KiB into the mapping / 512 8-byte pwrites
+//                              of resource4 (a register file takes one access per call),
+//                              then one 4-byte load (mapping / pread) so that every store
+//                              was performed
 //   plain                      what a program does that never touches a BAR: open, fstat,
 //                              close of /proc/self/stat and an anonymous mmap/munmap
 #include <fcntl.h>
@@ -19,6 +25,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -26,9 +33,37 @@ namespace {
 
 constexpr std::uint64_t kLiveness = 0x04;
 constexpr int kBurst = 1000;
+constexpr std::size_t kCopy = 4096;
+
+// glibc's memcpy, through a pointer the compiler cannot see through (no inlined copy).
+void* (*volatile copy)(void*, const void*, std::size_t) = std::memcpy;
 
 int bar_fd = -1;
 volatile std::uint8_t* bar = nullptr;
+int scratch_fd = -1;
+std::uint8_t* scratch = nullptr;  // a mapping of resource4: every access is trapped
+std::uint8_t copy_source[kCopy];
+
+// The bytes stored by operation `i`: its first four bytes say which operation it was.
+void copy_source_fill(std::uint32_t i) {
+  for (std::size_t k = 0; k < kCopy; ++k) copy_source[k] = static_cast<std::uint8_t>(k * 7 + 1);
+  std::memcpy(copy_source, &i, sizeof i);
+}
+
+bool map_memcpy(std::uint32_t i) {
+  copy_source_fill(i);
+  copy(scratch, copy_source, kCopy);
+  return *reinterpret_cast<volatile std::uint32_t*>(scratch) == i;
+}
+
+// A register file takes one access per pwrite (at most 8 bytes): 512 of them.
+bool pwrite_memcpy(std::uint32_t i) {
+  copy_source_fill(i);
+  for (std::size_t at = 0; at < kCopy; at += 8)
+    if (pwrite(scratch_fd, copy_source + at, 8, static_cast<off_t>(at)) != 8) return false;
+  std::uint32_t v = 0;
+  return pread(scratch_fd, &v, 4, 0) == 4 && v == i;
+}
 
 bool bar_map() {
   if (bar != nullptr) return true;
@@ -59,6 +94,16 @@ bool plain() {
   return munmap(p, 65536) == 0 && ok;
 }
 
+// Opens and maps resource4 of a membar,scratch=on device.
+bool scratch_open(const char* dir) {
+  scratch_fd = open((std::string(dir) + "/resource4").c_str(), O_RDWR | O_CLOEXEC);
+  if (scratch_fd < 0) return false;
+  void* p = mmap(nullptr, kCopy, PROT_READ | PROT_WRITE, MAP_SHARED, scratch_fd, 0);
+  if (p == MAP_FAILED) return false;
+  scratch = static_cast<std::uint8_t*>(p);
+  return true;
+}
+
 // One operation of `workload`; false on failure (or an unknown workload).
 bool operation(const std::string& workload, std::uint32_t i) {
   if (workload == "map_load") {
@@ -76,6 +121,8 @@ bool operation(const std::string& workload, std::uint32_t i) {
     std::uint32_t v = 0;
     return pread(bar_fd, &v, 4, kLiveness) == 4 && v == ~(i + kBurst - 1);
   }
+  if (workload == "map_memcpy") return map_memcpy(i);
+  if (workload == "pwrite_memcpy") return pwrite_memcpy(i);
   if (workload == "plain") return plain();
   return false;
 }
@@ -93,10 +140,20 @@ int main(int argc, char** argv) {
   std::printf(bar_fd < 0 ? "error open resource0: %s\n" : "0\n", std::strerror(errno));
   std::fflush(stdout);
   if (bar_fd < 0) return 1;
-  char workload[64];
-  unsigned long operations = 0;
-  while (std::scanf("%63s %lu", workload, &operations) == 2) {
+  char workload[64], argument[4096];
+  while (std::scanf("%63s %4095s", workload, argument) == 2) {
     const std::string name(workload);
+    if (name == "scratch") {
+      std::printf(scratch_open(argument) ? "0\n" : "error scratch %s: %s\n", argument, std::strerror(errno));
+      std::fflush(stdout);
+      continue;
+    }
+    const unsigned long operations = std::strtoul(argument, nullptr, 10);
+    if (name.find("memcpy") != std::string::npos && scratch == nullptr) {
+      std::printf("error %s: no scratch BAR opened\n", workload);
+      std::fflush(stdout);
+      continue;
+    }
     if (name.rfind("map_", 0) == 0 && !bar_map()) {
       std::printf("error mmap resource0: %s\n", std::strerror(errno));
       std::fflush(stdout);

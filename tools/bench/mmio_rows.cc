@@ -64,6 +64,11 @@ Result<void> CommandChild::open(const std::string& device_dir) {
   return {};
 }
 
+Result<void> CommandChild::scratch_open(const std::string& device_dir) {
+  RPCIE_TRY(answer("scratch " + device_dir + "\n"));
+  return {};
+}
+
 Result<double> CommandChild::run(const std::string& workload, std::size_t operations) {
   RPCIE_TRY_ASSIGN(const std::string line, answer(workload + " " + std::to_string(operations) + "\n"));
   return std::strtod(line.c_str(), nullptr);
@@ -111,6 +116,14 @@ std::vector<Workload> mmio_workloads(CommandChild& mapped, CommandChild& plain) 
                   .warmup_operations = 2,
                   .baseline = in(mapped, "pwrite_burst"),
                   .subject = in(mapped, "map_burst"),
+                  .baseline_is = "pwrite",
+                  .subject_is = "mmap"});
+  rows.push_back({.name = "map_memcpy",
+                  .size = 4096,
+                  .unit = Unit::microseconds,
+                  .warmup_operations = 2,
+                  .baseline = in(mapped, "pwrite_memcpy"),
+                  .subject = in(mapped, "map_memcpy"),
                   .baseline_is = "pwrite",
                   .subject_is = "mmap"});
   rows.push_back({.name = "plain",

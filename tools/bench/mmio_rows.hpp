@@ -3,6 +3,8 @@
 // the same accesses by pread/pwrite of the file, in the same process:
 //   map_load    4 B register load through the mapping          vs a 4 B pread        (us)
 //   map_burst   1000 register stores and one load (mapping)    vs pwrite x1000+pread (us)
+//   map_memcpy  memcpy of 4 KiB into membar's scratch BAR4 and one load (mapping)
+//                                                              vs 512 8 B pwrites+pread (us)
 //   plain       open/fstat/close + mmap/munmap, under rpcie run vs without it         (us)
 #pragma once
 
@@ -29,6 +31,8 @@ class CommandChild {
   Result<void> start(const std::vector<std::string>& argv, int cpu);
   // Has the program open EDU_DEVICE_DIR's resource0 (its first command).
   Result<void> open(const std::string& device_dir);
+  // Has the program open and map MEMBAR_DEVICE_DIR's resource4 (a membar,scratch=on).
+  Result<void> scratch_open(const std::string& device_dir);
   // Seconds `operations` of `workload` took; EIO with the child's message if it failed,
   // ETIMEDOUT after 60 s.
   Result<double> run(const std::string& workload, std::size_t operations);

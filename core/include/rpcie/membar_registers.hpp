@@ -1,5 +1,6 @@
-// The membar device's doorbell register block (BAR2 with `doorbell=on`): the facts that the
-// emulating backend (devexport/backends/membar), the device checks and the tests share.
+// The membar device's register BARs (BAR2 with `doorbell=on`, BAR4 with `scratch=on`): the
+// facts that the emulating backend (devexport/backends/membar), the device checks and the
+// tests share.
 // Register table and behaviour: devexport/backends/membar/README.md. Header-only, part of
 // core's base like edu_registers.hpp: it knows nothing of the transport.
 //
@@ -39,5 +40,11 @@ inline constexpr std::uint64_t fnv1a_update(std::uint64_t hash, std::span<const 
   for (const std::uint8_t b : bytes) hash = (hash ^ b) * kFnvPrime;
   return hash;
 }
+
+// BAR4 (`scratch=on`): 4 KiB of plain registers. Every naturally aligned access of width
+// 1, 2, 4 or 8 reads back what was stored (little endian); zero at power-on and reset. A
+// target for trapped programs that may use any width at any offset.
+inline constexpr std::uint8_t kScratchBar = 4;
+inline constexpr std::uint64_t kScratchBarSize = 4096;
 
 }  // namespace rpcie::membar

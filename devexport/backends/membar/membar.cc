@@ -13,6 +13,7 @@
 #include "rpcie/host_buffer.hpp"
 #include "rpcie/membar_registers.hpp"
 #include "rpcie/units.hpp"
+#include "scratch.hpp"
 
 namespace rpcie::dev {
 
@@ -22,9 +23,11 @@ namespace {
 // I/O space bit; the rest are reserved or legacy and hard-wired to 0.
 constexpr std::uint16_t kCommandWritable =
     pci::kCommandMemory | pci::kCommandBusMaster | pci::kCommandParity | pci::kCommandSerr | pci::kCommandIntxDisable;
-// BAR0: memory, 64-bit, prefetchable. BAR2 (doorbell=on): memory, 32-bit, non-prefetchable.
+// BAR0: memory, 64-bit, prefetchable. BAR2 (doorbell=on) and BAR4 (scratch=on): memory,
+// 32-bit, non-prefetchable.
 constexpr std::uint32_t kBar0Flags = pci::kBarFlag64 | pci::kBarFlagPrefetchable;
 constexpr std::uint32_t kCfgBar2 = pci::kCfgBar0 + 4 * membar::kRegisterBar;
+constexpr std::uint32_t kCfgBar4 = pci::kCfgBar0 + 4 * membar::kScratchBar;
 constexpr std::uint8_t kInterruptPinA = 1;
 
 constexpr std::uint8_t kRevision = 0x01;
@@ -32,10 +35,16 @@ constexpr std::uint8_t kRevision = 0x01;
 class Membar final : public Backend {
  public:
   // `doorbell`: the BAR2 register block over this memory, or null (no BAR2, no vectors).
-  Membar(HostBuffer memory, std::unique_ptr<membar::Doorbell> doorbell)
-      : memory_(std::move(memory)), doorbell_(std::move(doorbell)) {
-    regions_[0] = {.bar = 0, .size = memory_.size(), .kind = RegionKind::memory, .is_64bit = true};
-    regions_[1] = {.bar = membar::kRegisterBar, .size = membar::kRegisterBarSize, .kind = RegionKind::registers};
+  // `scratch`: the BAR4 plain registers, or null (no BAR4).
+  Membar(HostBuffer memory, std::unique_ptr<membar::Doorbell> doorbell, std::unique_ptr<membar::Scratch> scratch)
+      : memory_(std::move(memory)), doorbell_(std::move(doorbell)), scratch_(std::move(scratch)) {
+    regions_[region_count_++] = {.bar = 0, .size = memory_.size(), .kind = RegionKind::memory, .is_64bit = true};
+    if (doorbell_)
+      regions_[region_count_++] = {
+          .bar = membar::kRegisterBar, .size = membar::kRegisterBarSize, .kind = RegionKind::registers};
+    if (scratch_)
+      regions_[region_count_++] = {
+          .bar = membar::kScratchBar, .size = membar::kScratchBarSize, .kind = RegionKind::registers};
     identity_.vendor = kMembarVendor;
     identity_.device = kMembarDevice;
     identity_.class_code = kMembarClass;
@@ -47,7 +56,7 @@ class Membar final : public Backend {
 
   std::string_view name() const noexcept override { return "membar"; }
   const Identity& identity() const noexcept override { return identity_; }
-  std::span<const Region> regions() const noexcept override { return {regions_.data(), doorbell_ ? 2u : 1u}; }
+  std::span<const Region> regions() const noexcept override { return {regions_.data(), region_count_}; }
   std::uint16_t vector_count() const noexcept override { return doorbell_ ? 1 : 0; }
 
   Result<std::uint32_t> config_read(std::uint32_t offset, unsigned width) override {
@@ -73,6 +82,7 @@ class Membar final : public Backend {
 
   Result<std::uint64_t> mmio_read(std::uint8_t bar, std::uint64_t offset, unsigned width) override {
     if (doorbell_ && bar == membar::kRegisterBar) return doorbell_->read(offset, width);
+    if (scratch_ && bar == membar::kScratchBar) return scratch_->read(offset, width);
     if (bar != 0 || !pci::access_valid(offset, width, regions_[0].size))
       return fail(EINVAL, access_text("read", bar, offset, width));
     std::uint8_t* at = memory_.data() + offset;
@@ -81,6 +91,7 @@ class Membar final : public Backend {
 
   Result<void> mmio_write(std::uint8_t bar, std::uint64_t offset, unsigned width, std::uint64_t value) override {
     if (doorbell_ && bar == membar::kRegisterBar) return doorbell_->write(offset, width, value);
+    if (scratch_ && bar == membar::kScratchBar) return scratch_->write(offset, width, value);
     if (bar != 0 || !pci::access_valid(offset, width, regions_[0].size))
       return fail(EINVAL, access_text("write", bar, offset, width));
     std::uint8_t* at = memory_.data() + offset;
@@ -104,11 +115,13 @@ class Membar final : public Backend {
   void detach() noexcept override {
     // The doorbell first: its worker must be out of the memory before it is zeroed.
     if (doorbell_) doorbell_->detach();
+    if (scratch_) scratch_->power_on();
     memory_and_config_power_on();
   }
 
   Result<void> reset() override {
     if (doorbell_) doorbell_->power_on();
+    if (scratch_) scratch_->power_on();
     memory_and_config_power_on();
     return {};
   }
@@ -127,7 +140,13 @@ class Membar final : public Backend {
 
   std::string access_text(const char* what, std::uint8_t bar, std::uint64_t offset, unsigned width) const {
     return "membar: " + std::string(what) + " of width " + std::to_string(width) + " at BAR" + std::to_string(bar) +
-           "+" + std::to_string(offset) + (doorbell_ ? " (the BARs are 0 and 2)" : " (BAR0 is the only BAR)");
+           "+" + std::to_string(offset) + " (the BARs are " + bars_text() + ")";
+  }
+
+  std::string bars_text() const {
+    std::string text;
+    for (std::size_t i = 0; i < region_count_; ++i) text += (i == 0 ? "" : ", ") + std::to_string(regions_[i].bar);
+    return text;
   }
 
   void put(std::uint32_t offset, unsigned width, std::uint32_t value, std::uint32_t writable) {
@@ -156,6 +175,7 @@ class Membar final : public Backend {
       put(kCfgBar2, 4, 0, static_cast<std::uint32_t>(~(membar::kRegisterBarSize - 1)));
       put(pci::kCfgInterruptPin, 1, kInterruptPinA, 0);
     }
+    if (scratch_) put(kCfgBar4, 4, 0, static_cast<std::uint32_t>(~(membar::kScratchBarSize - 1)));
     put(pci::kCfgSubsystemVendorId, 2, kMembarVendor, 0);
     put(pci::kCfgSubsystemId, 2, kMembarDevice, 0);
     put(pci::kCfgInterruptLine, 1, 0, 0xff);
@@ -181,7 +201,9 @@ class Membar final : public Backend {
 
   HostBuffer memory_;
   std::unique_ptr<membar::Doorbell> doorbell_;  // null without doorbell=on
-  std::array<Region, 2> regions_{};             // BAR0, then BAR2 when doorbell_
+  std::unique_ptr<membar::Scratch> scratch_;    // null without scratch=on
+  std::array<Region, 3> regions_{};             // BAR0, then BAR2 when doorbell_, BAR4 when scratch_
+  std::size_t region_count_ = 0;
   Identity identity_;
   std::array<std::uint8_t, pci::kConfigSpaceSize> config_{};
   std::array<std::uint8_t, pci::kConfigSpaceSize> wmask_{};  // 1 bits are writable
@@ -203,6 +225,7 @@ std::optional<bool> switch_parse(const std::string& value) {
 Result<std::unique_ptr<Backend>> membar_create(const std::map<std::string, std::string>& params) {
   std::uint64_t size = kMembarDefaultSize;
   bool doorbell = false;
+  bool scratch = false;
   for (const auto& [key, value] : params) {
     if (key == "size") {
       auto parsed = size_parse(value);
@@ -213,8 +236,12 @@ Result<std::unique_ptr<Backend>> membar_create(const std::map<std::string, std::
       auto on = switch_parse(value);
       if (!on) return fail(EINVAL, "membar: doorbell '" + value + "' is not on or off");
       doorbell = *on;
+    } else if (key == "scratch") {
+      auto on = switch_parse(value);
+      if (!on) return fail(EINVAL, "membar: scratch '" + value + "' is not on or off");
+      scratch = *on;
     } else {
-      return fail(EINVAL, "membar: unknown parameter '" + key + "' (membar takes: size, doorbell)");
+      return fail(EINVAL, "membar: unknown parameter '" + key + "' (membar takes: size, doorbell, scratch)");
     }
   }
   auto memory = HostBuffer::create(static_cast<std::size_t>(size));
@@ -223,7 +250,8 @@ Result<std::unique_ptr<Backend>> membar_create(const std::map<std::string, std::
   if (doorbell) {
     RPCIE_TRY_ASSIGN(unit, membar::Doorbell::create({memory->data(), memory->size()}));
   }
-  return std::make_unique<Membar>(std::move(*memory), std::move(unit));
+  auto registers = scratch ? std::make_unique<membar::Scratch>() : nullptr;
+  return std::make_unique<Membar>(std::move(*memory), std::move(unit), std::move(registers));
 }
 
 }  // namespace rpcie::dev

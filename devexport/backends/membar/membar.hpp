@@ -6,12 +6,16 @@
 // paths — MMIO of every width and one-sided RMA through bar_memory(0) — without a device
 // model in the way. With doorbell=on it adds BAR2, a 4 KiB register BAR whose doorbell
 // hashes a range of BAR0 and raises interrupt vector 0 (doorbell.hpp; register table in
-// README.md and rpcie/membar_registers.hpp): a device for ordering across BARs.
+// README.md and rpcie/membar_registers.hpp): a device for ordering across BARs. With
+// scratch=on it adds BAR4, a 4 KiB register BAR of plain registers that read back what was
+// stored at any width 1/2/4/8 (scratch.hpp): a target for every instruction a trapped
+// program may use on a register BAR.
 //
-// Parameters (`--export NAME=membar[,size=SIZE][,doorbell=on|off]`):
+// Parameters (`--export NAME=membar[,size=SIZE][,doorbell=on|off][,scratch=on|off]`):
 //   size      BAR0 size, a power of two from 4K to 16G, with K/M/G suffixes
 //             (rpcie::size_parse). Default 64M. EINVAL naming the value otherwise.
 //   doorbell  on/yes/true or off/no/false (default off). EINVAL naming the value otherwise.
+//   scratch   the same switch for BAR4 (default off); independent of doorbell.
 // Any other key is EINVAL naming it.
 //
 // Identity (synthetic on purpose, so no host or guest driver binds it by accident):
@@ -22,7 +26,8 @@
 //
 // Config space: a type-0 header, no capabilities. Writable: command (memory space, bus
 // master, parity, SERR, INTx disable), cache line size, latency timer, interrupt line and
-// BAR0/BAR1 (and BAR2 with doorbell=on; the address bits above the size: writing all-ones
+// BAR0/BAR1 (and BAR2 with doorbell=on, BAR4 with scratch=on; the address bits above the
+// size: writing all-ones
 // reads back the size mask, as BAR probing expects). Everything else is read-only;
 // extended space reads zero. With doorbell=on the interrupt pin reads 1 (INTA).
 //
@@ -30,11 +35,12 @@
 // writes hit the memory directly, whatever the command register says (the same bytes are
 // reachable by RMA through bar_memory(0), which has no decode gate either). A write stores
 // the low `width` bytes of `value`. BAR2 (doorbell=on): exactly the register table's
-// widths and offsets, EINVAL otherwise. No write is a doorbell in mmio_write_is_doorbell's
+// widths and offsets, EINVAL otherwise. BAR4 (scratch=on): widths 1/2/4/8 naturally aligned
+// inside its 4 KiB, EINVAL otherwise. No write is a doorbell in mmio_write_is_doorbell's
 // sense: the device reads its own BAR0, never host memory.
 //
 // attach(dma, irq): with doorbell=on, `irq` receives vector 0 from then on (null: none).
-// reset() and detach(): a doorbell in progress is cancelled, the registers cleared, the
+// reset() and detach(): a doorbell in progress is cancelled, the registers (BAR2, BAR4) cleared, the
 // memory zeroed and config space returned to power-on, so the next client never sees the
 // previous client's data.
 //
