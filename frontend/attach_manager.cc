@@ -20,9 +20,13 @@ using nlohmann::json;
 namespace {
 
 json counters_of(const client::AttachmentStats& s) {
-  return {{"config_reads", s.config_reads},     {"config_writes", s.config_writes},
-          {"mmio_reads", s.mmio_reads},         {"mmio_writes", s.mmio_writes},
-          {"bar_bytes_read", s.bar_bytes_read}, {"bar_bytes_written", s.bar_bytes_written},
+  return {{"config_reads", s.config_reads},
+          {"config_writes", s.config_writes},
+          {"mmio_reads", s.mmio_reads},
+          {"mmio_writes", s.mmio_writes},
+          {"bar_bytes_read", s.bar_bytes_read},
+          {"bar_bytes_written", s.bar_bytes_written},
+          {"posted_write_errors", s.posted_write_errors},
           {"interrupts", s.interrupts}};
 }
 

@@ -151,6 +151,9 @@ std::optional<int> options_parse(int argc, char** argv, Options& o) {
   // Measured (docs/performance.md): interrupt to poll() wake-up ~2 ms with the API default
   // of 2 ms, 0.2-0.3 ms with 250 us; a 4-byte register pread +5 vs +7 us over the API.
   o.context.client.receiver_quiet = std::chrono::microseconds(250);
+  // Programs' register stores (mapped BARs, resource files) are posted writes as on PCIe:
+  // one the device refuses is dropped and counted, never charged to the next access.
+  o.context.client.posted_errors = client::ClientOptions::PostedErrors::counted;
   return std::nullopt;
 }
 

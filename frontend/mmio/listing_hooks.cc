@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include <cerrno>
+#include <cstring>
 
 #include "path_hooks.hpp"
 #include "sysfs_paths.hpp"
@@ -119,7 +120,8 @@ int scan_extend(int n, Dirent*** names, ScanFilter<Dirent> filter, ScanCompare<D
     copy->d_off = e->d_off;
     copy->d_reclen = sizeof(Dirent);
     copy->d_type = e->d_type;
-    ::strncpy(copy->d_name, e->d_name, sizeof copy->d_name - 1);
+    // calloc zeroed the copy: the name stays terminated whatever its length.
+    std::memcpy(copy->d_name, e->d_name, ::strnlen(e->d_name, sizeof copy->d_name - 1));
     auto** grown = filter == nullptr || filter(copy) != 0
                        ? static_cast<Dirent**>(::realloc(*names, (static_cast<std::size_t>(n) + 1) * sizeof(Dirent*)))
                        : nullptr;

@@ -14,11 +14,18 @@
 //                              of resource4 (a register file takes one access per call),
 //                              then one 4-byte load (mapping / pread) so that every store
 //                              was performed
+//   map_store / fault_floor    one posted 4-byte store through the mapping (liveness) / the
+//                              least any trap-and-emulate pays per access: a SIGSEGV on a
+//                              PROT_NONE page of this program's own, answered by its own
+//                              handler that skips the hand-decoded 7-byte MOV (no decoder,
+//                              no device); fault_floor runs without `rpcie run`
 //   plain                      what a program does that never touches a BAR: open, fstat,
 //                              close of /proc/self/stat and an anonymous mmap/munmap
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -63,6 +70,28 @@ bool pwrite_memcpy(std::uint32_t i) {
     if (pwrite(scratch_fd, copy_source + at, 8, static_cast<off_t>(at)) != 8) return false;
   std::uint32_t v = 0;
   return pread(scratch_fd, &v, 4, 0) == 4 && v == i;
+}
+
+// fault_floor: `movl $imm32, 4(%reg)` is C7 /0 disp8 imm32, 7 bytes with a legacy register.
+constexpr long kFloorMovLength = 7;
+volatile std::uint8_t* floor_page = nullptr;
+
+void floor_skip(int, siginfo_t*, void* context) {
+  static_cast<ucontext_t*>(context)->uc_mcontext.gregs[REG_RIP] += kFloorMovLength;
+}
+
+bool fault_floor() {
+  if (floor_page == nullptr) {
+    struct sigaction sa {};
+    sa.sa_sigaction = floor_skip;
+    sa.sa_flags = SA_SIGINFO;
+    void* p = mmap(nullptr, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED || sigaction(SIGSEGV, &sa, nullptr) != 0) return false;
+    floor_page = static_cast<volatile std::uint8_t*>(p);
+  }
+  // "a" (rax): no REX prefix, so the instruction is exactly kFloorMovLength bytes.
+  __asm__ volatile("movl $1, 4(%0)" : : "a"(floor_page) : "memory");
+  return true;
 }
 
 bool bar_map() {
@@ -111,6 +140,11 @@ bool operation(const std::string& workload, std::uint32_t i) {
     return true;
   }
   if (workload == "pread_load") return pread_load();
+  if (workload == "map_store") {
+    liveness() = i;
+    return true;
+  }
+  if (workload == "fault_floor") return fault_floor();
   if (workload == "map_burst") {
     for (int k = 0; k < kBurst; ++k) liveness() = i + static_cast<std::uint32_t>(k);
     return liveness() == ~(i + kBurst - 1);  // edu's liveness register reads the inverse

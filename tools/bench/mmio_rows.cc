@@ -110,6 +110,14 @@ std::vector<Workload> mmio_workloads(CommandChild& mapped, CommandChild& plain) 
                   .subject = in(mapped, "map_load"),
                   .baseline_is = "pread",
                   .subject_is = "mmap"});
+  rows.push_back({.name = "map_store",
+                  .size = 4,
+                  .unit = Unit::microseconds,
+                  .warmup_operations = 16,
+                  .baseline = in(plain, "fault_floor"),
+                  .subject = in(mapped, "map_store"),
+                  .baseline_is = "fault floor",
+                  .subject_is = "mmap"});
   rows.push_back({.name = "map_burst",
                   .size = 1000,
                   .unit = Unit::microseconds,

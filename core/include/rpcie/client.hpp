@@ -20,7 +20,8 @@
 // Posted writes behave as on PCIe: a write that returned may still be lost if the link
 // dies before the device performed it; the next operation then fails (EIO / ENOTCONN),
 // never a silent success. An error the device side reports for a posted write (e.g. a
-// read-only BAR) is returned by the next operation too.
+// read-only BAR) is returned by the next operation too, unless ClientOptions::posted_errors
+// says to count it instead.
 //
 // Threading: an Attachment may be used from several threads at once; a thread waiting for
 // a reply receives for everyone (no hand-off on the latency path) and a background thread
@@ -98,6 +99,15 @@ struct ClientOptions {
   // after it. What the application writes into the window without pushing it is not seen by
   // the device. No effect on an on-demand export (the device reads the window itself there).
   bool window_push = false;
+  // What an error the device side reports for a posted MMIO write (a width or register it
+  // refuses) does. next_operation: the caller's next operation returns it instead of its own
+  // result (the caller learns of it, late). counted: it is counted
+  // (AttachmentStats::posted_write_errors) and logged (the 1st, 2nd, 4th, 8th, ... one), and
+  // the next operation is unaffected — what a PCIe root complex does with a posted write the
+  // device refuses (rpcie-hostd: programs' loads and stores behave as on hardware). A lost
+  // link fails the next operation either way.
+  enum class PostedErrors { next_operation, counted };
+  PostedErrors posted_errors = PostedErrors::next_operation;
 };
 
 // What the exporter exports, and who holds each export. (client_protocol.hpp has the
@@ -119,6 +129,7 @@ struct AttachmentStats {
   std::uint64_t mmio_reads = 0, mmio_writes = 0;
   std::uint64_t bar_bytes_read = 0, bar_bytes_written = 0;
   std::uint64_t window_bytes_pushed = 0;
+  std::uint64_t posted_write_errors = 0;  // reported by the device side (PostedErrors::counted)
   std::uint64_t interrupts = 0;
   std::uint64_t heartbeats = 0;
 };

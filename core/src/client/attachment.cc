@@ -187,7 +187,8 @@ Result<std::unique_ptr<Attachment>> Attachment::open(const std::string& host, st
   s->device = export_desc_from(reply->info);
   s->id = reply->attachment_id;
   s->lease = std::chrono::milliseconds(std::max<std::uint32_t>(reply->lease_ms, 100));
-  s->router = std::make_unique<ReplyRouter>(s->device.vectors, std::to_string(s->id) + " to " + s->device.name);
+  s->router = std::make_unique<ReplyRouter>(s->device.vectors, std::to_string(s->id) + " to " + s->device.name,
+                                            options.posted_errors == ClientOptions::PostedErrors::counted);
   RPCIE_TRY(session_open(*s, std::move(sock), export_name, options, window, deadline));
   parts_start(*s, options);
   std::unique_ptr<Attachment> a(new Attachment(std::move(s)));
@@ -246,6 +247,7 @@ AttachmentStats Attachment::stats() const {
     out = s_->stats;
   }
   out.interrupts = s_->router->interrupts_received();
+  out.posted_write_errors = s_->router->posted_write_errors();
   out.heartbeats = s_->lease_keeper->heartbeats();
   return out;
 }

@@ -33,7 +33,14 @@ bool ReplyRouter::store_locked(const proto::Decoded& d) {
           // Either the answer to a request that waits, or a posted write that failed at
           // the device: nobody waits for that one, the next operation reports it.
           const int code = m.code > 0 ? m.code : EPROTO;
-          if ((rid & kPostedBit) != 0) {
+          if ((rid & kPostedBit) != 0 && posted_errors_counted_) {
+            // Logged at 1, 2, 4, 8, ...: a program that keeps storing to a refused register
+            // must not flood the log, and the count is in the stats.
+            const std::uint64_t count = ++posted_errors_;
+            if ((count & (count - 1)) == 0)
+              RPCIE_LOG_WARN("client", "attachment {}: a posted write failed at the device ({} so far): {}", name_,
+                             count, m.text);
+          } else if ((rid & kPostedBit) != 0) {
             if (!posted_error_)
               posted_error_ =
                   Error{ErrorDomain::posix, code, "posted write failed at the device: " + std::string(m.text)};
@@ -109,6 +116,11 @@ std::optional<Error> ReplyRouter::error_pending() {
 std::uint64_t ReplyRouter::interrupt_count(std::uint16_t vector) const {
   std::lock_guard g(lock_);
   return vector < irq_counts_.size() ? irq_counts_[vector] : 0;
+}
+
+std::uint64_t ReplyRouter::posted_write_errors() const {
+  std::lock_guard g(lock_);
+  return posted_errors_;
 }
 
 std::uint64_t ReplyRouter::interrupts_received() const {

@@ -39,8 +39,11 @@ class ReplyRouter {
   };
 
   // `vectors`: interrupt vectors of the device; interrupts on others are ignored. `name`
-  // names the attachment in the failure's log line.
-  ReplyRouter(std::uint16_t vectors, std::string name) : name_(std::move(name)), irq_counts_(vectors, 0) {}
+  // names the attachment in the failure's log line. `posted_errors_counted`: an error for a
+  // posted write is counted and logged, not kept for the next operation
+  // (ClientOptions::PostedErrors::counted).
+  ReplyRouter(std::uint16_t vectors, std::string name, bool posted_errors_counted = false)
+      : name_(std::move(name)), posted_errors_counted_(posted_errors_counted), irq_counts_(vectors, 0) {}
 
   // A fresh request id (never 0, never with kPostedBit).
   std::uint64_t request_id();
@@ -66,6 +69,8 @@ class ReplyRouter {
 
   std::uint64_t interrupt_count(std::uint16_t vector) const;
   std::uint64_t interrupts_received() const;
+  // Errors for posted writes counted so far (posted_errors_counted only).
+  std::uint64_t posted_write_errors() const;
 
   // Sleeps until something is filed, the failure, or `until` (whichever comes first).
   void sleep(Deadline::Clock::time_point until);
@@ -79,6 +84,7 @@ class ReplyRouter {
   void listener_call();
 
   const std::string name_;
+  const bool posted_errors_counted_;
   mutable std::mutex lock_;
   std::condition_variable changed_;
   int sleepers_ = 0;
@@ -88,6 +94,7 @@ class ReplyRouter {
   std::uint64_t interrupts_ = 0;
   std::optional<Error> failed_;
   std::optional<Error> posted_error_;
+  std::uint64_t posted_errors_ = 0;  // counted ones
 
   std::mutex listener_lock_;
   std::function<void()> listener_;

@@ -1,6 +1,7 @@
 #include "ring.hpp"
 
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -189,7 +190,12 @@ bool RingConsumer::next(RingRequest& request, int timeout_ms, std::int64_t spin_
   const std::int64_t start = now_ns();
   const std::int64_t deadline = start + std::int64_t{timeout_ms} * 1000000;
   while (!ready()) {
-    if (now_ns() - start < spin_ns) continue;
+    if (now_ns() - start < spin_ns) {
+      // A producer on this same CPU must get to run: spinning without yielding would hold
+      // it off for the whole spin, once per store.
+      ::sched_yield();
+      continue;
+    }
     if (now_ns() >= deadline) return false;
     const std::uint32_t bell = header_->doorbell.load(std::memory_order_seq_cst);
     header_->consumer_sleeping.store(1, std::memory_order_seq_cst);

@@ -52,6 +52,26 @@ TEST_CASE("reply router: an error for a posted write is reported once, by the ne
   CHECK(reply->text == "odd");
 }
 
+TEST_CASE("reply router: counted posted-write errors leave the next operation alone") {
+  ReplyRouter r(1, "test", true);
+  r.message_file(decoded(proto::ErrorMsg{EINVAL, "refused width"}, 7 | kPostedBit));
+  r.message_file(decoded(proto::ErrorMsg{EINVAL, "refused width"}, 8 | kPostedBit));
+  CHECK(r.posted_write_errors() == 2);
+  CHECK_FALSE(r.error_pending());
+  // The read after them answers with its own value.
+  r.message_file(decoded(proto::ReadReply{0, 0x1234}, 9));
+  auto reply = r.reply_collect(9);
+  REQUIRE(reply);
+  CHECK(reply->status == 0);
+  CHECK(reply->value == 0x1234);
+  // An error answering a request is still that request's.
+  r.message_file(decoded(proto::ErrorMsg{EIO, "broken"}, 10));
+  auto failed = r.reply_take(10);
+  REQUIRE(failed);
+  CHECK(failed->status == EIO);
+  CHECK(r.posted_write_errors() == 2);
+}
+
 TEST_CASE("reply router: interrupt counts never go back, unknown vectors are ignored, the listener hears each") {
   ReplyRouter r(2, "test");
   int heard = 0;

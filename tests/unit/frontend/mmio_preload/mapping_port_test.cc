@@ -17,6 +17,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -64,8 +65,10 @@ struct FakeHostd {
   int listener = -1;
   std::atomic<bool> stop{false};
   std::atomic<int> requests{0};
+  std::mutex lock;  // guards last_request, servers, consumers and rings (the accept thread adds)
   std::string last_request;
-  std::vector<std::thread> threads;
+  std::thread acceptor;
+  std::vector<std::thread> servers;
   std::vector<std::unique_ptr<RingConsumer>> consumers;
   std::vector<std::pair<void*, std::size_t>> rings;
   std::atomic<int> served{0};
@@ -78,12 +81,13 @@ struct FakeHostd {
     std::strcpy(a.sun_path, path.c_str());
     REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
     REQUIRE(::listen(listener, 4) == 0);
-    threads.emplace_back([this] { accept_run(); });
+    acceptor = std::thread([this] { accept_run(); });
   }
   ~FakeHostd() {
     stop = true;
     ::shutdown(listener, SHUT_RDWR);
-    for (auto& t : threads) t.join();
+    acceptor.join();  // first: nothing adds a server after this
+    for (auto& t : servers) t.join();
     ::close(listener);
     ::unlink(path.c_str());
     for (auto [memory, bytes] : rings) ::munmap(memory, bytes);
@@ -94,6 +98,7 @@ struct FakeHostd {
       if (c < 0) return;
       char line[256] = {};
       const ssize_t n = ::read(c, line, sizeof line - 1);
+      std::lock_guard g(lock);
       ++requests;
       last_request.assign(line, n > 0 ? static_cast<std::size_t>(n) : 0);
       if (refuse) {
@@ -126,7 +131,7 @@ struct FakeHostd {
       std::memcpy(CMSG_DATA(cm), &memfd, sizeof memfd);
       REQUIRE(::sendmsg(c, &msg, MSG_NOSIGNAL) == static_cast<ssize_t>(answer.size()));
       ::close(memfd);
-      threads.emplace_back([this, consumer, c] { serve(*consumer, c); });
+      servers.emplace_back([this, consumer, c] { serve(*consumer, c); });
     }
   }
   void serve(RingConsumer& consumer, int connection) {
