@@ -129,11 +129,9 @@ Fd ControlServer::serve(Fd connection) {
     }
   }
   auto sent = answer_send(fd, reply.answer.dump(), reply.fds, Deadline::after(std::chrono::seconds(5)));
-  if (sent && reply.keep) {
-    reply.keep(std::move(connection));
-    return Fd();
-  }
-  return connection;
+  if (!reply.keep) return connection;
+  reply.keep(sent ? std::move(connection) : Fd());
+  return Fd();
 }
 
 }  // namespace rpcie::hostd

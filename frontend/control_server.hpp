@@ -27,8 +27,9 @@ class ControlServer {
   struct Reply {
     nlohmann::json answer{};
     std::vector<int> fds{};  // sent with the answer (SCM_RIGHTS); still owned by the handler's side
-    // Called after the answer was sent whole, with the connection, which it then owns
-    // (not called when sending failed). Empty: the connection is closed.
+    // Called once the answer was sent whole, with the connection, which it then owns; or,
+    // when sending failed, with an empty Fd (the handler lets go of what it set aside for
+    // the connection). Empty: the connection is closed.
     std::function<void(Fd connection)> keep{};
   };
   // `peer`: the connecting process's credentials (SO_PEERCRED).

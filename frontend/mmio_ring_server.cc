@@ -51,6 +51,11 @@ Result<std::unique_ptr<MmioRingServer>> MmioRingServer::create(std::shared_ptr<R
 MmioRingServer::~MmioRingServer() { stop(); }
 
 void MmioRingServer::serve(Fd connection) {
+  if (!connection) {  // the answer never reached the program: nobody will use the ring
+    consumer_.close();
+    done_.store(true);
+    return;
+  }
   connection_ = std::move(connection);
   drainer_ = std::thread([this] { drain_run(); });
 }
@@ -66,31 +71,61 @@ bool MmioRingServer::connection_ended() const {
   return ::poll(&p, 1, 0) != 0;
 }
 
-bool MmioRingServer::request_perform(const mmio::RingRequest& r, std::uint64_t& value) {
+bool MmioRingServer::request_valid(const mmio::RingRequest& r) const {
   // A hostile or confused program gets a failed access, nothing else: only its own ring sees it.
-  if ((r.op != mmio::RingOp::store && r.op != mmio::RingOp::load) || r.bar >= pci::kBarCount ||
-      register_size_[r.bar] == 0 || r.width > pci::kBarWidthMax ||
-      !pci::access_valid(r.offset, r.width, register_size_[r.bar]))
-    return false;
+  return (r.op == mmio::RingOp::store || r.op == mmio::RingOp::load) && r.bar < pci::kBarCount &&
+         register_size_[r.bar] != 0 && r.width <= pci::kBarWidthMax &&
+         pci::access_valid(r.offset, r.width, register_size_[r.bar]);
+}
+
+void MmioRingServer::link_error(const std::shared_ptr<client::Attachment>& link, const Error& error) {
+  if (error.to_errno() == ETIMEDOUT) device_->link_abandon(link, error);
+}
+
+bool MmioRingServer::load_perform(const mmio::RingRequest& r, std::uint64_t& value) {
+  if (!request_valid(r)) return false;
   auto link = device_->link();
   if (!link) return false;
-  const Deadline deadline = Deadline::after(timeout_);
-  if (r.op == mmio::RingOp::store) {
-    auto done = (*link)->mmio_write(static_cast<std::uint8_t>(r.bar), r.offset, r.width, r.value, deadline);
-    if (!done && done.error().to_errno() == ETIMEDOUT) device_->link_abandon(*link, done.error());
-    return static_cast<bool>(done);
-  }
-  auto read = (*link)->mmio_read(static_cast<std::uint8_t>(r.bar), r.offset, r.width, deadline);
+  auto read = (*link)->mmio_read(static_cast<std::uint8_t>(r.bar), r.offset, r.width, Deadline::after(timeout_));
   if (!read) {
-    if (read.error().to_errno() == ETIMEDOUT) device_->link_abandon(*link, read.error());
+    link_error(*link, read.error());
     return false;
   }
   value = *read;
   return true;
 }
 
+void MmioRingServer::burst_send() {
+  if (burst_.empty()) return;
+  auto link = device_->link();
+  if (!link) {
+    consumer_.stores_failed(burst_.size());
+  } else if (auto sent = (*link)->mmio_write_burst(burst_, Deadline::after(timeout_)); !sent) {
+    consumer_.stores_failed(burst_.size());
+    link_error(*link, sent.error());
+  }
+  burst_.clear();
+}
+
+bool MmioRingServer::burst_gather(const mmio::RingRequest& first, mmio::RingRequest& load) {
+  mmio::RingRequest r = first;
+  for (;;) {
+    const bool valid = request_valid(r);
+    if (valid) burst_.push_back({static_cast<std::uint8_t>(r.bar), r.width, r.offset, r.value});
+    consumer_.store_done(valid);  // the slot is free: the burst holds a copy
+    if (burst_.size() == kBurstMax) return false;
+    // Only what is there already: a posted store must not wait for company.
+    if (!consumer_.next(r, 0, 0)) return false;
+    if (r.op != mmio::RingOp::store) {
+      load = r;
+      return true;
+    }
+  }
+}
+
 void MmioRingServer::drain_run() {
   ::prctl(PR_SET_NAME, "rpcie-mmio-ring");
+  burst_.reserve(kBurstMax);
   mmio::RingRequest request;
   while (!stop_.load()) {
     if (!consumer_.next(request, kIdleCheckMs, kSpinNs)) {
@@ -99,12 +134,15 @@ void MmioRingServer::drain_run() {
       if (!link && link.error().code == ENOTCONN) break;  // detached
       continue;
     }
+    // Stores ready together leave together; a load goes after them (it must not pass them).
+    if (request.op == mmio::RingOp::store) {
+      const bool load_next = burst_gather(request, request);
+      burst_send();
+      if (!load_next) continue;
+    }
     std::uint64_t value = 0;
-    const bool ok = request_perform(request, value);
-    if (request.op == mmio::RingOp::store)
-      consumer_.store_done(ok);
-    else
-      consumer_.load_answer(ok, value);
+    const bool ok = load_perform(request, value);
+    consumer_.load_answer(ok, value);
   }
   consumer_.close();
   RPCIE_LOG_INFO("hostd", "MMIO ring of rpcie{} ended", device_->index());

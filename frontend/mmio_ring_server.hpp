@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include "remote_device.hpp"
 #include "ring.hpp"
@@ -36,6 +37,7 @@ namespace rpcie::hostd {
 class MmioRingServer {
  public:
   static constexpr std::uint32_t kCapacity = 1024;  // entries: ~1000 stores posted before a wait
+  static constexpr std::size_t kBurstMax = 256;     // stores the drainer posts in one burst
 
   // A ring for the register BARs of `device` (ENODEV if it has none), with its memfd, not
   // yet served.
@@ -50,6 +52,7 @@ class MmioRingServer {
   std::size_t bytes() const noexcept { return memory_.size(); }
 
   // Starts the drainer; `connection` is the program's control connection, watched for its end.
+  // An empty one (the answer could not be sent): the ring is closed and done() at once.
   void serve(Fd connection);
   void stop();
   bool done() const noexcept { return done_.load(); }
@@ -57,9 +60,18 @@ class MmioRingServer {
  private:
   MmioRingServer() = default;
   void drain_run();
-  // Performs one request on the device; false when it failed.
-  bool request_perform(const mmio::RingRequest& request, std::uint64_t& value);
+  // Whether a request names a register access the device could take (BAR, width, range).
+  bool request_valid(const mmio::RingRequest& request) const;
+  // Performs one load on the device; false when it failed.
+  bool load_perform(const mmio::RingRequest& request, std::uint64_t& value);
+  // Posts the stores gathered in `burst_` as one burst and empties it; failed ones are counted.
+  void burst_send();
+  // Gathers `first` (a store) and the stores ready behind it into burst_; a load met on the
+  // way is left in `load` (true returned).
+  bool burst_gather(const mmio::RingRequest& first, mmio::RingRequest& load);
   bool connection_ended() const;
+  // A link failure that timed out abandons the link (hostd reconnects), as the FUSE path does.
+  void link_error(const std::shared_ptr<client::Attachment>& link, const Error& error);
 
   std::shared_ptr<RemoteDevice> device_;
   std::array<std::uint64_t, pci::kBarCount> register_size_{};  // 0: not a register BAR
@@ -71,6 +83,7 @@ class MmioRingServer {
   std::atomic<bool> stop_{false};
   std::atomic<bool> done_{false};
   std::thread drainer_;
+  std::vector<client::Attachment::PostedWrite> burst_;  // the drainer's; reserved once
 };
 
 }  // namespace rpcie::hostd

@@ -302,6 +302,20 @@ Result<void> Attachment::mmio_write(std::uint8_t bar, std::uint64_t offset, unsi
   return {};
 }
 
+Result<void> Attachment::mmio_write_burst(std::span<const PostedWrite> writes, Deadline deadline) {
+  Dispatcher::Call call(*s_->dispatcher, true);
+  for (const auto& w : writes) {
+    RPCIE_TRY(mmio_check(s_->device, w.bar, w.offset, w.width));
+    if (w.width < 8 && (w.value >> (8 * w.width)) != 0) return fail(EINVAL, "MMIO write: value wider than the access");
+  }
+  if (auto e = s_->router->error_pending()) return tl::unexpected(*e);
+  s_->stats_update([&](AttachmentStats& st) { st.mmio_writes += writes.size(); });
+  for (const auto& w : writes)
+    if (s_->batch->burst_add({w.bar, static_cast<std::uint8_t>(w.width), w.offset, w.value}, Deadline::Clock::now()))
+      RPCIE_TRY(s_->batch_flush(deadline));
+  return s_->batch_flush(deadline);
+}
+
 Result<void> Attachment::flush(Deadline deadline) {
   // A config read of the vendor ID is the cheapest non-posted request: its reply proves
   // every earlier write performed (rule 2).

@@ -28,6 +28,16 @@ PostedBatch::Added PostedBatch::batch_start_locked(Clock::time_point now, Clock:
   return out;
 }
 
+bool PostedBatch::burst_add(const proto::MmioWrite& write, Clock::time_point now) {
+  std::lock_guard g(lock_);
+  writes_.push_back(write);
+  if (writes_.size() == 1) {
+    since_ = now;
+    pending_.store(true, std::memory_order_relaxed);
+  }
+  return writes_.size() >= writes_max_;
+}
+
 bool PostedBatch::push_set(std::span<const std::uint8_t> bytes, std::uint64_t at, Clock::time_point now) {
   std::lock_guard g(lock_);
   if (!empty_locked()) return false;

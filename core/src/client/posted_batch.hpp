@@ -62,6 +62,10 @@ class PostedBatch {
     return out;
   }
 
+  // Queues one write of a burst whose sender sends the batch itself (no eager send, no
+  // dispatcher wake-up). true: the batch is full, send it before queueing more.
+  bool burst_add(const proto::MmioWrite& write, Clock::time_point now);
+
   // Takes a copy of `bytes` for window offset `at` when the batch is empty (true); false
   // when writes or bytes wait already (send them first: the push is ordered after them).
   bool push_set(std::span<const std::uint8_t> bytes, std::uint64_t at, Clock::time_point now);

@@ -222,6 +222,10 @@ void RingConsumer::store_done(bool ok) noexcept {
   }
 }
 
+void RingConsumer::stores_failed(std::uint64_t count) noexcept {
+  header_->store_failures.fetch_add(count, std::memory_order_relaxed);
+}
+
 void RingConsumer::load_answer(bool ok, std::uint64_t value) noexcept {
   RingEntry& entry = entries_[head_ & mask_];
   entry.value = ok ? value : ~std::uint64_t{0};

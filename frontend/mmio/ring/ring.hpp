@@ -117,8 +117,11 @@ class RingConsumer {
   // sleeping on the doorbell). false: nothing arrived in time. After a true, call exactly
   // one of store_done() / load_answer() before the next call.
   bool next(RingRequest& request, int timeout_ms, std::int64_t spin_ns) noexcept;
-  // The store just taken was performed (ok) or not (counted in store_failures).
+  // The store just taken was performed (ok) or not (counted in store_failures). Its slot
+  // is free again: the caller keeps what it still needs of the request.
   void store_done(bool ok) noexcept;
+  // `count` stores taken earlier (store_done(true) when taken) could not be performed after all.
+  void stores_failed(std::uint64_t count) noexcept;
   // Answers the load just taken and wakes its producer.
   void load_answer(bool ok, std::uint64_t value) noexcept;
   // No more answers will come: producers fail from now on, and waiting ones are woken.

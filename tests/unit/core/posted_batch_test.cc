@@ -68,6 +68,34 @@ TEST_CASE("posted batch: a full batch is sent by the writer that filled it") {
   CHECK(add(b, write_at(8), t0, never).send_now);
 }
 
+TEST_CASE("posted batch: a burst queues without eager sends, says when full, and leaves in order") {
+  PostedBatch b(3);
+  CHECK_FALSE(b.burst_add(write_at(0), t0));  // no eager send for the first ones of a burst
+  CHECK(b.pending());
+  CHECK(*b.due() == t0 + PostedBatch::kBatchDelay);  // due as any batch, should its sender stop
+  CHECK_FALSE(b.burst_add(write_at(4), t0 + 1us));
+  CHECK(b.burst_add(write_at(8), t0 + 2us));  // full: the sender sends it now
+  auto taken = b.take(t0 + 2us);
+  REQUIRE(taken);
+  REQUIRE(taken->writes.size() == 3);
+  CHECK(taken->writes[0].offset == 0);
+  CHECK(taken->writes[1].offset == 4);
+  CHECK(taken->writes[2].offset == 8);
+  CHECK_FALSE(b.pending());
+  // A burst's writes join writes already waiting, behind them.
+  for (int i = 0; i < PostedBatch::kEagerWrites; ++i) {
+    REQUIRE(add(b, write_at(0), t0 + 10us, never).send_now);
+    REQUIRE(b.take(t0 + 10us));
+  }
+  CHECK(add(b, write_at(100), t0 + 11us, never).wake);
+  CHECK_FALSE(b.burst_add(write_at(200), t0 + 12us));
+  taken = b.take(t0 + 12us);
+  REQUIRE(taken);
+  REQUIRE(taken->writes.size() == 2);
+  CHECK(taken->writes[0].offset == 100);
+  CHECK(taken->writes[1].offset == 200);
+}
+
 TEST_CASE("posted batch: take returns writes in order, and only once due when asked so") {
   PostedBatch b;
   for (int i = 0; i < PostedBatch::kEagerWrites; ++i) {

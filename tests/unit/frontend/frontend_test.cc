@@ -302,6 +302,31 @@ TEST_CASE("control server: an answer may carry a file descriptor and keep its co
   close(fd);
 }
 
+TEST_CASE("control server: when the answer cannot be sent, keep hears of it with an empty connection") {
+  TempDir d;
+  const std::string path = d.path + "/gone.sock";
+  std::promise<void> closed;
+  auto closed_seen = closed.get_future().share();
+  std::promise<bool> kept;
+  auto server =
+      hostd::ControlServer::start(path, getgid(), 0660, [&](const json&, const ucred&) -> hostd::ControlServer::Reply {
+        // Answer only once the program is gone: the send must fail.
+        REQUIRE(closed_seen.wait_for(std::chrono::seconds(5)) == std::future_status::ready);
+        return {.answer = {{"ring_bytes", 4}},
+                .keep = [&kept](rpcie::Fd connection) { kept.set_value(static_cast<bool>(connection)); }};
+      });
+  REQUIRE(server.has_value());
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  auto a = unix_address(path);
+  REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  REQUIRE(control::line_write(fd, R"({"op":"ring"})", soon()).has_value());
+  close(fd);
+  closed.set_value();
+  auto outcome = kept.get_future();
+  REQUIRE(outcome.wait_for(std::chrono::seconds(5)) == std::future_status::ready);
+  CHECK_FALSE(outcome.get());  // called, and with no connection
+}
+
 TEST_CASE("peer_may_use: root, the other bits, or the group bits with the group among the peer's") {
   const ucred root{getpid(), 0, 0};
   CHECK(hostd::peer_may_use(root, 1234, 0600));
