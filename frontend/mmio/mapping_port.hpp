@@ -55,7 +55,7 @@ class MappingPort final : public BarPort {
   DeviceRingPool* rings_ = nullptr;
 };
 
-// Posted stores rpcie-hostd dropped (could not perform: link lost, timeout, refused) that
+// Posted stores rpcie-hostd dropped (could not carry to the device: no link, a timeout) that
 // ports have learnt of since the previous take, over all ports of the process; each is handed
 // out once. Lock-free, async-signal-safe.
 std::uint64_t stores_dropped_take() noexcept;
