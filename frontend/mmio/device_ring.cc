@@ -136,6 +136,7 @@ bool DeviceRing::open(const char* control_path, int bar_fd) noexcept {
     producer_.reset();
     return false;
   }
+  store_failures_taken_.store(producer_.store_failures());
   socket_ = fd;
   memory_ = memory;
   bytes_ = bytes;
@@ -150,6 +151,15 @@ void DeviceRing::close() noexcept {
   bytes_ = 0;
   socket_ = -1;
   producer_.reset();
+  store_failures_taken_.store(0);
+}
+
+std::uint64_t DeviceRing::store_failures_take() noexcept {
+  const std::uint64_t now = producer_.store_failures();  // only grows while the ring is open
+  std::uint64_t taken = store_failures_taken_.load();
+  while (now > taken)
+    if (store_failures_taken_.compare_exchange_weak(taken, now)) return now - taken;
+  return 0;  // nothing new, or a racing take handed it out already
 }
 
 DeviceRing* DeviceRingPool::acquire(const DeviceKey& device, const char* control_path, int bar_fd) noexcept {

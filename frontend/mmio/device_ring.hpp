@@ -8,6 +8,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -36,12 +37,19 @@ class DeviceRing {
   // (EIO after its deadline) comes before ours.
   int timeout_ms() const noexcept { return timeout_ms_; }
 
+  // Posted stores hostd reported it could not perform (the ring's store_failures) since the
+  // previous take, by any thread: each is handed out once. After a load returned, every store
+  // before it has been counted. Lock-free, async-signal-safe; 0 when the ring is not open.
+  // A child after fork shares the ring with its parent and so sees the parent's too.
+  std::uint64_t store_failures_take() noexcept;
+
  private:
   int socket_ = -1;
   void* memory_ = nullptr;
   std::size_t bytes_ = 0;
   int timeout_ms_ = 0;
   RingProducer producer_;
+  std::atomic<std::uint64_t> store_failures_taken_{0};
 };
 
 // The process's device rings, shared by mappings of the same device (refcounted). Writer-side

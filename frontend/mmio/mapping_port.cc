@@ -2,9 +2,24 @@
 
 #include <sys/mman.h>
 
+#include <atomic>
+
 #include "trap_table.hpp"
 
 namespace rpcie::mmio {
+
+namespace {
+constinit std::atomic<std::uint64_t> g_stores_dropped{0};
+}  // namespace
+
+std::uint64_t stores_dropped_take() noexcept { return g_stores_dropped.exchange(0); }
+
+// Also after the ring closed: stores hostd dropped before it ended are still to be told.
+void MappingPort::stores_dropped_note() noexcept {
+  if (ring_ == nullptr) return;
+  const std::uint64_t dropped = ring_->store_failures_take();
+  if (dropped != 0) g_stores_dropped.fetch_add(dropped);
+}
 
 void MappingPort::open(int fd, const BarFile& file, const TrapTable* writeback, DeviceRing* ring,
                        DeviceRingPool* rings) noexcept {
@@ -26,17 +41,25 @@ void MappingPort::close() noexcept {
 }
 
 bool MappingPort::load(std::uint64_t offset, unsigned width, std::uint64_t& value) noexcept {
-  if (!ring_usable()) return file_.load(offset, width, value);
-  return ring_->producer().load(bar_, offset, width, value, ring_->timeout_ms());
+  const bool ok = ring_usable() ? ring_->producer().load(bar_, offset, width, value, ring_->timeout_ms())
+                                : file_.load(offset, width, value);
+  stores_dropped_note();
+  return ok;
 }
 
 bool MappingPort::store(std::uint64_t offset, unsigned width, std::uint64_t value) noexcept {
-  if (!ring_usable()) return file_.store(offset, width, value);
+  if (!ring_usable()) {
+    const bool ok = file_.store(offset, width, value);
+    stores_dropped_note();
+    return ok;
+  }
   if (writeback_ != nullptr)
     writeback_->memory_each(device_, [](std::uintptr_t base, std::size_t length) {
       ::msync(reinterpret_cast<void*>(base), length, MS_SYNC);
     });
-  return ring_->producer().store(bar_, offset, width, value, ring_->timeout_ms());
+  const bool ok = ring_->producer().store(bar_, offset, width, value, ring_->timeout_ms());
+  stores_dropped_note();  // earlier stores' fate, as far as hostd has got
+  return ok;
 }
 
 MappingPort* MappingPortPool::take() noexcept {

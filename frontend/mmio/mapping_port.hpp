@@ -7,6 +7,10 @@
 // Before a store, the same device's memory-BAR mappings are written back (msync MS_SYNC),
 // whichever way the store goes: PCIe rule 3 across BARs (docs/protocol.md).
 //
+// After each access through a ring (or of a port whose ring has closed), the posted stores
+// hostd reported dropped are added to a process-wide count (stores_dropped_take): after a load
+// that count covers every earlier store on the device.
+//
 // load/store: async-signal-safe, thread-safe. open/close: the writer's (see FilePort).
 #pragma once
 
@@ -41,6 +45,7 @@ class MappingPort final : public BarPort {
 
  private:
   bool ring_usable() const noexcept { return ring_ != nullptr && !ring_->producer().closed(); }
+  void stores_dropped_note() noexcept;
 
   FilePort file_;
   unsigned bar_ = 0;
@@ -49,6 +54,11 @@ class MappingPort final : public BarPort {
   DeviceRing* ring_ = nullptr;
   DeviceRingPool* rings_ = nullptr;
 };
+
+// Posted stores rpcie-hostd dropped (could not carry to the device: no link, a timeout) that
+// ports have learnt of since the previous take, over all ports of the process; each is handed
+// out once. Lock-free, async-signal-safe.
+std::uint64_t stores_dropped_take() noexcept;
 
 // A fixed pool of ports (no allocation). Writer-side only: callers serialize take/release.
 class MappingPortPool {

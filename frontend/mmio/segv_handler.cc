@@ -29,9 +29,8 @@ bool fault_allowed(const TrapEntry& entry, const ucontext_t& context) noexcept {
   return (entry.prot & (PROT_READ | PROT_WRITE)) != 0;
 }
 
-// At most one failure message per second (the count says how many there were).
-bool log_allowed() noexcept {
-  static std::atomic<std::int64_t> last_second{-1};
+// At most one message of a kind per second (the count says how many there were).
+bool log_allowed(std::atomic<std::int64_t>& last_second) noexcept {
   timespec now{};
   clock_gettime(CLOCK_MONOTONIC, &now);
   std::int64_t last = last_second.load();
@@ -39,11 +38,31 @@ bool log_allowed() noexcept {
 }
 
 void failure_log(const Emulation& emulation, bool sigbus) noexcept {
-  if (!log_allowed()) return;
+  static std::atomic<std::int64_t> last_second{-1};
+  if (!log_allowed(last_second)) return;
   SafeLine line;
   line.text("rpcie-mmio: MMIO access failed at ").hex(emulation.address).text(" (instruction at ").hex(emulation.rip);
   line.text(sigbus ? "): raising SIGBUS" : "): loads read all ones, stores are dropped");
   line.text(" (").dec(access_failures()).text(" failed so far)").write_stderr();
+}
+
+// Posted stores hostd could not perform, learnt of by the ports (after a load, every store
+// before it is known): counted as failed accesses and said. A line held back by the rate limit
+// is said later, summed, at the next trapped access after the second has passed.
+void stores_dropped_report() noexcept {
+  static std::atomic<std::uint64_t> unsaid{0};
+  static std::atomic<std::int64_t> last_second{-1};
+  const std::uint64_t dropped = stores_dropped_take();
+  if (dropped != 0) {
+    access_failures_add(dropped);
+    unsaid.fetch_add(dropped);
+  }
+  if (unsaid.load() == 0 || !log_allowed(last_second)) return;
+  const std::uint64_t count = unsaid.exchange(0);
+  if (count == 0) return;
+  SafeLine line;
+  line.text("rpcie-mmio: ").dec(count).text(count == 1 ? " posted store was" : " posted stores were");
+  line.text(" dropped by rpcie-hostd (").dec(access_failures()).text(" failed so far)").write_stderr();
 }
 
 [[noreturn]] void unsupported_end(const Emulation& emulation) noexcept {
@@ -83,9 +102,11 @@ bool trapped_fault_handle(ucontext_t& context, std::uintptr_t address) noexcept 
   if (entry == nullptr || entry->kind != EntryKind::trapped || !fault_allowed(*entry, context)) return false;
   const std::uint64_t failures = access_failures();
   const Emulation emulation = instruction_emulate(context, address, state.table, state.mode);
+  const bool failed = access_failures() != failures;  // before the dropped stores are added
+  stores_dropped_report();
   switch (emulation.kind) {
     case Emulation::Kind::done:
-      if (access_failures() != failures) failure_log(emulation, false);
+      if (failed) failure_log(emulation, false);
       return true;
     case Emulation::Kind::not_trapped:
       return false;

@@ -14,6 +14,9 @@ constexpr std::uintptr_t kPage = 4096;
 }  // namespace
 
 std::uint64_t access_failures() noexcept { return g_access_failures.load(std::memory_order_relaxed); }
+void access_failures_add(std::uint64_t count) noexcept {
+  g_access_failures.fetch_add(count, std::memory_order_relaxed);
+}
 
 std::uint64_t bytes_value(const std::uint8_t* bytes, unsigned length) noexcept {
   std::uint64_t value = 0;

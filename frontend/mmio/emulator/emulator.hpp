@@ -45,8 +45,12 @@ struct Emulation {
 Emulation instruction_emulate(ucontext_t& context, std::uintptr_t fault_address, const TrapLookup& traps,
                               FailMode mode) noexcept;
 
-// Failed accesses since the process started, in either mode.
+// Failed accesses since the process started, in either mode, and those learnt of later
+// (access_failures_add).
 std::uint64_t access_failures() noexcept;
+// Counts `count` more failed accesses the emulator did not see fail: posted stores that were
+// accepted, then dropped on the device side. Async-signal-safe.
+void access_failures_add(std::uint64_t count) noexcept;
 
 // One line (no newline) naming what happened, e.g. "unsupported instruction at 0x401136:
 // 0f 38 f5 07 (pdep)": into `text`, truncated to `size`; returns the length. Async-signal-safe.

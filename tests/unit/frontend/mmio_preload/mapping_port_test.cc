@@ -15,9 +15,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
-#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -72,6 +72,7 @@ struct FakeHostd {
   std::vector<std::unique_ptr<RingConsumer>> consumers;
   std::vector<std::pair<void*, std::size_t>> rings;
   std::atomic<int> served{0};
+  std::atomic<std::uint64_t> store_fail_offset{~std::uint64_t{0}};  // stores here are reported failed
   std::uint8_t registers[4096] = {};
 
   explicit FakeHostd(const std::string& socket_path) : path(socket_path) {
@@ -140,8 +141,9 @@ struct FakeHostd {
       if (!consumer.next(r, 20, 0)) continue;
       ++served;
       if (r.op == RingOp::store) {
-        std::memcpy(registers + r.offset, &r.value, r.width);
-        consumer.store_done(true);
+        const bool ok = r.offset != store_fail_offset;
+        if (ok) std::memcpy(registers + r.offset, &r.value, r.width);
+        consumer.store_done(ok);
       } else {
         std::uint64_t v = 0;
         std::memcpy(&v, registers + r.offset, r.width);
@@ -195,6 +197,89 @@ TEST_CASE("with a ring, accesses go to hostd's ring, not the file; one ring per 
   CHECK(hostd.served == 2);
   port.close();
   rings->release(ring);  // the second acquire's reference
+  ::close(fd);
+  delete rings;
+}
+
+TEST_CASE("a store hostd could not perform is handed out once, after the next load; later accesses work") {
+  DeviceDir d;
+  FakeHostd hostd(d.root + "/hostd.sock");
+  auto* rings = new DeviceRingPool;
+  const int fd = d.open_bar();
+  BarFile file;
+  REQUIRE(bar_probe(fd, file));
+  DeviceRing* ring = rings->acquire(file.device, hostd.path.c_str(), fd);
+  REQUIRE(ring != nullptr);
+  MappingPort port;
+  port.open(::dup(fd), file, nullptr, ring, rings);
+  REQUIRE(port.ring_used());
+  CHECK(stores_dropped_take() == 0);
+  hostd.store_fail_offset = 0x30;
+
+  CHECK(port.store(0x30, 4, 0x11111111));  // posted: accepted, dropped later
+  CHECK(port.store(0x10, 4, 0xabcd0123));
+  std::uint64_t value = 0;
+  CHECK(port.load(0x10, 4, value));  // served after both stores: their fate is known
+  CHECK(value == 0xabcd0123);
+  CHECK(stores_dropped_take() == 1);
+  CHECK(stores_dropped_take() == 0);  // handed out once
+  CHECK(ring->store_failures_take() == 0);
+  std::uint32_t dropped_word = 0;
+  std::memcpy(&dropped_word, hostd.registers + 0x30, 4);
+  CHECK(dropped_word == 0);  // the device never got it
+
+  // Two more dropped, between good stores: counted together at the next load.
+  CHECK(port.store(0x30, 4, 1));
+  CHECK(port.store(0x18, 8, 0x0102030405060708));
+  CHECK(port.store(0x30, 2, 2));
+  CHECK(port.load(0x18, 8, value));
+  CHECK(value == 0x0102030405060708);
+  CHECK(stores_dropped_take() == 2);
+  CHECK(hostd.served == 7);
+  CHECK(d.file_word(0x10) == 0);  // all through the ring
+
+  // Drops hostd counted before it closed the ring are still handed out, by the file path.
+  CHECK(port.store(0x30, 4, 3));
+  // Wait until hostd has counted it (the 4th on this ring), without an access that would take it.
+  for (int i = 0; i < 1000 && ring->producer().store_failures() < 4; ++i) ::usleep(1000);
+  REQUIRE(ring->producer().store_failures() == 4);
+  hostd.consumers.front()->close();
+  CHECK(port.store(0x30, 4, 4));  // the file port now
+  CHECK(stores_dropped_take() == 1);
+  port.close();
+  ::close(fd);
+  delete rings;
+}
+
+TEST_CASE("DeviceRing::store_failures_take hands each failure to one taker among racing threads") {
+  DeviceDir d;
+  FakeHostd hostd(d.root + "/hostd.sock");
+  auto* rings = new DeviceRingPool;
+  const int fd = d.open_bar();
+  BarFile file;
+  REQUIRE(bar_probe(fd, file));
+  DeviceRing* ring = rings->acquire(file.device, hostd.path.c_str(), fd);
+  REQUIRE(ring != nullptr);
+  hostd.store_fail_offset = 0x40;
+  constexpr int kDropped = 500;
+  std::atomic<bool> producing{true};
+  std::atomic<std::uint64_t> taken{0};
+  std::vector<std::thread> takers;
+  for (int t = 0; t < 3; ++t)
+    takers.emplace_back([&] {
+      while (producing) taken += ring->store_failures_take();
+    });
+  std::uint64_t value = 0;
+  for (int i = 0; i < kDropped; ++i) {
+    REQUIRE(ring->producer().store(0, 0x40, 4, static_cast<std::uint64_t>(i), ring->timeout_ms()));
+    if (i % 50 == 49) REQUIRE(ring->producer().load(0, 0x40, 4, value, ring->timeout_ms()));
+  }
+  producing = false;
+  for (auto& t : takers) t.join();
+  taken += ring->store_failures_take();
+  CHECK(taken == kDropped);
+  CHECK(ring->producer().store_failures() == kDropped);
+  rings->release(ring);
   ::close(fd);
   delete rings;
 }
