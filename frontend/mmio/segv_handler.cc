@@ -100,9 +100,8 @@ bool trapped_fault_handle(ucontext_t& context, std::uintptr_t address) noexcept 
   TrapTable::Reader reader(state.table);
   const TrapEntry* entry = state.table.entry_find(address);
   if (entry == nullptr || entry->kind != EntryKind::trapped || !fault_allowed(*entry, context)) return false;
-  const std::uint64_t failures = access_failures();
   const Emulation emulation = instruction_emulate(context, address, state.table, state.mode);
-  const bool failed = access_failures() != failures;  // before the dropped stores are added
+  const bool failed = emulation.failed != 0;  // this instruction's own, not another thread's
   stores_dropped_report();
   switch (emulation.kind) {
     case Emulation::Kind::done:

@@ -37,6 +37,7 @@ bool Bus::bar_transfer(const TrapRange& range, std::uintptr_t address, unsigned 
     const bool ok = kStore ? range.port->store(offset, width, value) : range.port->load(offset, width, value);
     if (!ok) {
       g_access_failures.fetch_add(1, std::memory_order_relaxed);
+      ++failed_count_;
       if (mode_ == FailMode::sigbus) {
         failed_address_ = address;
         return false;

@@ -28,6 +28,8 @@ class Bus {
   bool store(std::uintptr_t address, unsigned length, const std::uint8_t* in) noexcept;
   bool trapped(std::uintptr_t address) const noexcept { return traps_.find(address) != nullptr; }
   std::uintptr_t failed_address() const noexcept { return failed_address_; }
+  // BAR accesses of this bus that failed (in either mode).
+  unsigned failed_count() const noexcept { return failed_count_; }
 
  private:
   template <bool kStore>
@@ -38,6 +40,7 @@ class Bus {
   const TrapLookup& traps_;
   FailMode mode_;
   std::uintptr_t failed_address_ = 0;
+  unsigned failed_count_ = 0;
 };
 
 // Little-endian packing of up to 8 bytes.

@@ -30,7 +30,9 @@ Emulation instruction_emulate(ucontext_t& context, std::uintptr_t fault_address,
   if (handler != nullptr) {
     Bus bus(traps, mode);
     Exec exec{cpu, decoded, bus};
-    switch (handler(exec)) {
+    const Step step = handler(exec);
+    emulation.failed = bus.failed_count();
+    switch (step) {
       case Step::done:
         cpu.rip_set(emulation.rip + decoded.length);
         emulation.kind = Emulation::Kind::done;

@@ -39,6 +39,7 @@ struct Emulation {
   std::uint8_t bytes[15] = {};  // its bytes, as many as were readable (`length`)
   std::uint8_t length = 0;
   std::uintptr_t address = 0;  // the faulting address; for access_failed the access's address
+  unsigned failed = 0;         // this instruction's BAR accesses that failed (loads read all ones)
 };
 
 // Emulates the instruction at the context's RIP, which faulted at `fault_address`.

@@ -29,10 +29,18 @@ TEST_CASE("a failed access reads all ones, drops the store, and is counted") {
   std::uint64_t v = 0;
   asm volatile("movl 0x10(%[p]), %k[v]" : [v] "=r"(v) : [p] "r"(bar()) : "memory");
   CHECK(v == 0xffffffffu);
+  CHECK(harness().last_failed == 1);  // the instruction knows its own failures
   asm volatile("movq %[v], 0x18(%[p])" : : [v] "r"(std::uint64_t{0}), [p] "r"(bar()) : "memory");
   CHECK(device().bytes[0x18] == 0x11);
   CHECK(access_failures() == before + 2);
+  // A 16-byte move is two 8-byte accesses: both fail.
+  asm volatile("movdqu 0x20(%[p]), %%xmm0" : : [p] "r"(bar()) : "xmm0", "memory");
+  CHECK(harness().last_failed == 2);
   device().fail = false;
+  // Another thread's failures are not this instruction's.
+  access_failures_add(5);
+  asm volatile("movl 0x10(%[p]), %k[v]" : [v] "=r"(v) : [p] "r"(bar()) : "memory");
+  CHECK(harness().last_failed == 0);
 }
 
 TEST_CASE("FailMode::sigbus reports access_failed at the access's address and leaves the registers") {
@@ -47,6 +55,7 @@ TEST_CASE("FailMode::sigbus reports access_failed at the access's address and le
                                                        : "memory"));
   CHECK(e.kind == Emulation::Kind::access_failed);
   CHECK(e.address == reinterpret_cast<std::uintptr_t>(bar() + 0x22));
+  CHECK(e.failed == 1);
   CHECK(access_failures() == before + 1);
   char line[200];
   const std::size_t n = emulation_describe(e, line, sizeof line);

@@ -12,7 +12,10 @@ void on_segv(int, siginfo_t* info, void* context) {
   Harness& h = harness();
   const Emulation e = instruction_emulate(*static_cast<ucontext_t*>(context),
                                           reinterpret_cast<std::uintptr_t>(info->si_addr), h.traps, h.mode.load());
-  if (e.kind == Emulation::Kind::done) return;
+  if (e.kind == Emulation::Kind::done) {
+    h.last_failed = e.failed;
+    return;
+  }
   Escape& x = escape();
   if (x.armed) {
     x.emulation = e;

@@ -71,6 +71,7 @@ struct Harness {
   FakeBar device;
   OneRange traps;
   std::atomic<FailMode> mode{FailMode::all_ones};
+  std::atomic<unsigned> last_failed{0};  // Emulation::failed of the last `done` emulation
 };
 Harness& harness();
 // Installs the SIGSEGV handler; every test calls it first (doctest installs its own crash
