@@ -112,15 +112,19 @@ bool MmioRingServer::burst_gather(const mmio::RingRequest& first, mmio::RingRequ
   for (;;) {
     const bool valid = request_valid(r);
     if (valid) burst_.push_back({static_cast<std::uint8_t>(r.bar), r.width, r.offset, r.value});
-    consumer_.store_done(valid);  // the slot is free: the burst holds a copy
-    if (burst_.size() == kBurstMax) return false;
+    consumer_.store_done(valid, false);  // the slot is free: the burst holds a copy
     // Only what is there already: a posted store must not wait for company.
-    if (!consumer_.next(r, 0, 0)) return false;
+    if (burst_.size() == kBurstMax || !consumer_.next(r, 0, 0)) break;
     if (r.op != mmio::RingOp::store) {
       load = r;
+      consumer_.producers_wake();
       return true;
     }
   }
+  // Once per burst: a producer that waits for a slot (a ring filled by one `rep stos`) is
+  // woken once for all the slots freed, not once per slot.
+  consumer_.producers_wake();
+  return false;
 }
 
 void MmioRingServer::drain_run() {

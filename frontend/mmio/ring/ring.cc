@@ -211,11 +211,15 @@ bool RingConsumer::next(RingRequest& request, int timeout_ms, std::int64_t spin_
   return true;
 }
 
-void RingConsumer::store_done(bool ok) noexcept {
+void RingConsumer::store_done(bool ok, bool wake) noexcept {
   if (!ok) header_->store_failures.fetch_add(1, std::memory_order_relaxed);
   // seq_cst: pairs with a waiting producer's producers_waiting increment and re-check.
   entries_[head_ & mask_].sequence.store(head_ + mask_ + 1, std::memory_order_seq_cst);
   ++head_;
+  if (wake) producers_wake();
+}
+
+void RingConsumer::producers_wake() noexcept {
   if (header_->producers_waiting.load(std::memory_order_seq_cst) != 0) {
     header_->slot_freed.fetch_add(1, std::memory_order_seq_cst);
     futex_wake_all(header_->slot_freed);

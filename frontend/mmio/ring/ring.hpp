@@ -118,8 +118,12 @@ class RingConsumer {
   // one of store_done() / load_answer() before the next call.
   bool next(RingRequest& request, int timeout_ms, std::int64_t spin_ns) noexcept;
   // The store just taken was performed (ok) or not (counted in store_failures). Its slot
-  // is free again: the caller keeps what it still needs of the request.
-  void store_done(bool ok) noexcept;
+  // is free again: the caller keeps what it still needs of the request. `wake` false: the
+  // producers waiting for a slot are not woken yet (the caller frees more slots first, then
+  // calls producers_wake() once: one wake-up per burst instead of one per slot).
+  void store_done(bool ok, bool wake = true) noexcept;
+  // Wakes the producers waiting for a free slot, if any.
+  void producers_wake() noexcept;
   // `count` stores taken earlier (store_done(true) when taken) could not be performed after all.
   void stores_failed(std::uint64_t count) noexcept;
   // Answers the load just taken and wakes its producer.

@@ -8,6 +8,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <thread>
@@ -214,6 +215,36 @@ TEST_CASE("a full ring with no consumer fails the store at its deadline") {
   CHECK(producer.store(0, 0, 4, 1, 50));
   CHECK(producer.store(0, 0, 4, 2, 50));
   CHECK_FALSE(producer.store(0, 0, 4, 3, 50));
+}
+
+TEST_CASE("slots freed without a wake-up leave a waiting producer asleep until producers_wake") {
+  SharedRing ring(2);
+  RingProducer producer;
+  RingConsumer consumer;
+  REQUIRE(producer.attach(ring.memory, ring.size));
+  REQUIRE(consumer.attach(ring.memory, ring.size));
+  REQUIRE(producer.store(0, 0, 4, 1, 100));
+  REQUIRE(producer.store(0, 4, 4, 2, 100));
+  std::atomic<bool> stored{false};
+  std::thread third([&] { stored = producer.store(0, 8, 4, 3, 5000); });  // the ring is full: it waits
+  while (reinterpret_cast<RingHeader*>(ring.memory)->producers_waiting.load() == 0) std::this_thread::yield();
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // from counted to asleep on the futex
+  RingRequest r;
+  REQUIRE(consumer.next(r, 100, 0));
+  consumer.store_done(true, false);
+  REQUIRE(consumer.next(r, 100, 0));
+  consumer.store_done(true, false);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CHECK_FALSE(stored.load());  // asleep: nobody woke it
+  const auto woken = std::chrono::steady_clock::now();
+  consumer.producers_wake();
+  third.join();
+  CHECK(stored.load());
+  CHECK(std::chrono::steady_clock::now() - woken < std::chrono::seconds(2));  // woken, not timed out
+  REQUIRE(consumer.next(r, 100, 0));
+  CHECK(r.offset == 8);
+  CHECK(r.value == 3);
+  consumer.store_done(true);
 }
 
 TEST_CASE("producers in a forked child and the parent share the ring") {
