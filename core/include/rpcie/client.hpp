@@ -157,6 +157,8 @@ class Attachment {
   // 20 us or by the next operation (the first few writes of a burst are sent at once, by
   // this call). If the batch cannot be sent within the deadline of the
   // call that sends it (a dead link), those writes are lost and the attachment fails (EIO).
+  Result<void> mmio_write(std::uint8_t bar, std::uint64_t offset, unsigned width, std::uint64_t value,
+                          Deadline deadline);
   struct PostedWrite {
     std::uint8_t bar = 0;
     unsigned width = 0;
@@ -168,8 +170,6 @@ class Attachment {
   // size allows, before this call returns. Every write is checked first: EINVAL and none is
   // queued if one is not a valid register access.
   Result<void> mmio_write_burst(std::span<const PostedWrite> writes, Deadline deadline);
-  Result<void> mmio_write(std::uint8_t bar, std::uint64_t offset, unsigned width, std::uint64_t value,
-                          Deadline deadline);
   // Returns once every earlier posted write has been performed by the device.
   Result<void> flush(Deadline deadline);
 
