@@ -196,8 +196,12 @@ Result<OwnedMessage> Socket::message_recv(Deadline deadline) {
         if (!mac_->open(body, msg.last(proto::kMacTrailer))) {
           // A forged or corrupted frame: drop it and keep the stream (the MAC's sequence
           // number did not advance, so the next genuine frame still verifies).
+          // Logged at a bounded rate for the whole process: an injector can send frames
+          // far faster than anyone reads a log.
           ++frames_dropped_;
-          RPCIE_LOG_WARN("bootstrap", "dropped a frame from {} whose MAC does not verify", peer_address());
+          static LogLimiter limiter;
+          RPCIE_LOG_LIMITED(limiter, LogLevel::warn, "bootstrap", "dropped a frame from {} whose MAC does not verify",
+                            peer_address());
           continue;
         }
         msg = body;
