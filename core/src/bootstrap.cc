@@ -245,7 +245,10 @@ Result<Listener> Listener::open(const std::string& address, std::uint16_t port) 
     Socket guard(fd);
     int one = 1;
     ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (::bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || ::listen(fd, 64) != 0) {
+    // The longest backlog the kernel allows (net.core.somaxconn): a burst of connections
+    // then waits in the queue for the accept loop instead of having its handshakes dropped
+    // and retried a second later.
+    if (::bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || ::listen(fd, SOMAXCONN) != 0) {
       last = Error{ErrorDomain::posix, errno,
                    "listen on " + (address.empty() ? std::string("*") : address) + ":" + service};
       continue;
