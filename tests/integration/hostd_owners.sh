@@ -9,7 +9,12 @@
 . "$(dirname "$0")/lib.sh"
 B=$1
 command -v python3 >/dev/null || skip "python3 is not installed"
-command -v runuser >/dev/null || skip "runuser is not installed"
+for tool in runuser strace; do
+  if ! command -v $tool >/dev/null; then
+    [ "${CI:-}" = true ] && die "$tool is not installed (scripts/deps)"
+    skip "$tool is not installed"
+  fi
+done
 
 # Two users in a group of their own (removed on exit). Under CI a failure here is a failure.
 GROUP=rpcieo$$ UA=rpcieoa$$ UB=rpcieob$$
@@ -146,9 +151,23 @@ cli root detach -d rpcie0
 pass "detach --all as B detaches B's only (kept 2); root attaches beside A and detaches A's device"
 
 # --- --max-dma-window: refused before anything is allocated ---------------------------------
+# hostd is traced (strace -p) through the refused requests and then one at the cap: the
+# refused ones must not create, size or map a window; the one at the cap shows that the
+# trace would see it.
 shm_count() { find /dev/shm -maxdepth 1 -name "rpcie-dma-$HOSTD_PID-*" | wc -l; }
 kib() { awk -v k="$1:" '$1 == k { print $2 }' /proc/"$HOSTD_PID"/status; }
-attaches() { grep -c "accepted\|attach" "$TMP/exportd.log"; }  # connections and attaches seen
+attaches() { grep -c "accepted\\|attach" "$TMP/exportd.log"; }  # connections and attaches seen
+traced() {  # every thread of hostd has a tracer
+  local t
+  for t in /proc/"$HOSTD_PID"/task/*; do grep -q "^TracerPid:[[:space:]]*[1-9]" "$t/status" || return 1; done
+}
+strace -f -qq -e trace=openat,ftruncate,fallocate,mmap -o "$TMP/window.st" -p "$HOSTD_PID" 2>"$TMP/strace.err" &
+TRACER=$!
+deadline=$((SECONDS + 10))
+until traced; do
+  [ $SECONDS -ge $deadline ] && die "strace did not attach to hostd: $(cat "$TMP/strace.err")"
+  sleep 0.05
+done
 shm0=$(shm_count) rss0=$(kib RssShmem) vm0=$(kib VmSize) ex0=$(attaches) dev0=$(find "$DEVDIR" | wc -l)
 for bytes in 67112960 1099511627776; do  # 64M + 4K, 1T
   raw "$UA" "{\"op\":\"attach\",\"host\":\"$HOST\",\"export\":\"edu0\",\"dma_window\":$bytes}"
@@ -157,6 +176,8 @@ done
 cli "$UA" attach -r "$HOST" -e edu0 --dma-window 128M
 [ $RC = 1 ] && [ "$(cat "$TMP/err")" = "rpcie: error: dma_window of 134217728 bytes is over --max-dma-window (67108864 bytes)" ] ||
   die "CLI attach with a 128M window: rc $RC, $(cat "$TMP/err")"
+grep -E "rpcie-dma-|ftruncate|fallocate" "$TMP/window.st" && die "a refused window was created or sized (trace above)"
+grep -E "mmap\(NULL, (6710[0-9]{4}|1099511627776|134217728)," "$TMP/window.st" && die "a refused window was mapped"
 [ "$(shm_count)" = "$shm0" ] || die "a refused window left $(($(shm_count) - shm0)) files in /dev/shm"
 [ "$(kib RssShmem)" -le $((rss0 + 1024)) ] || die "hostd's shared memory grew from $rss0 to $(kib RssShmem) KiB"
 [ "$(kib VmSize)" -lt $((vm0 + 65536)) ] || die "hostd's address space grew from $vm0 to $(kib VmSize) KiB"
@@ -164,9 +185,12 @@ cli "$UA" attach -r "$HOST" -e edu0 --dma-window 128M
 [ "$(find "$DEVDIR" | wc -l)" = "$dev0" ] || die "a refused window left links: $(find "$DEVDIR")"
 raw "$UA" "{\"op\":\"attach\",\"host\":\"$HOST\",\"export\":\"edu0\",\"dma_window\":67108864}"
 [ "$(jget "j['device']" <"$TMP/out")" = rpcie0 ] || die "a window at the cap: $(cat "$TMP/out")"
+kill -INT "$TRACER" && wait "$TRACER" 2>/dev/null
+grep -q "rpcie-dma-$HOSTD_PID-rpcie0-.*O_CREAT" "$TMP/window.st" && grep -q "ftruncate(.*67108864" "$TMP/window.st" ||
+  die "the trace did not see the window at the cap being made: $(grep -c . "$TMP/window.st") lines"
 [ "$(stat -L -c %s "$DEVDIR/rpcie0/dma")" = 67108864 ] || die "window at the cap: $(stat -L -c %s "$DEVDIR/rpcie0/dma")"
 cli "$UA" detach -d rpcie0
-pass "dma_window over --max-dma-window: EINVAL naming the cap; no /dev/shm file, memory, exporter call or link; at the cap it works"
+pass "dma_window over --max-dma-window: EINVAL naming the cap; traced: no window created, sized or mapped, no exporter call; at the cap it works"
 
 # --- names that would become paths ------------------------------------------------------------
 before=$(find "$DEVDIR" "$TMP" -maxdepth 4 | sort) ex0=$(attaches)
