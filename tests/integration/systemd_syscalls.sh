@@ -31,7 +31,8 @@ die() {
 }
 mkdir -p "$TMP/dev"
 "$RPCIE" keygen "$TMP/psk" >/dev/null || die "keygen"
-TRACE=(strace -f -qq -o)
+# LeakSanitizer cannot work under ptrace: off for the traced daemons of a sanitizer build.
+TRACE=(env "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" strace -f -qq -o)
 start_bg "${ON_DEV[@]}" "${TRACE[@]}" "$TMP/exportd.st" "$EXPORTD" --listen "$HOST" --provider tcp \
   --psk-file "$TMP/psk" --export edu0=edu --export edu1=edu,dma=mirror --export mem0=membar,size=1M 2>>"$TMP/exportd.log"
 EXPORTER=$LAST_PID
@@ -56,7 +57,8 @@ for e in edu0 edu1 mem0; do "$RPCIE" attach --control "$SOCK" -r "$HOST" -e "$e"
 lspci -A linux-sysfs -O "sysfs.path=$MNT/pci" -vv >/dev/null 2>&1 || die "lspci"
 "$RPCIE" status --control "$SOCK" >/dev/null || die "status"
 "$RPCIE" detach --control "$SOCK" --all >/dev/null || die "detach"
-# The daemons are the tracers' children (nsenter execs strace); SIGTERM is their clean stop.
+# The daemons are the tracers' children (nsenter and env exec strace); SIGTERM is their
+# clean stop.
 kill -TERM "$(pgrep -P "$HOSTD_TRACER")" "$(pgrep -P "$EXPORTER")"
 wait "$HOSTD_TRACER" || die "hostd's exit status on SIGTERM"
 wait "$EXPORTER" || die "exportd's exit status on SIGTERM"
