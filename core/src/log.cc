@@ -36,10 +36,44 @@ bool log_level_parse(std::string_view text, LogLevel* out) noexcept {
   return false;
 }
 
+std::string log_escape(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto b = static_cast<unsigned char>(c);
+    if (b == '\\') {
+      out += "\\\\";
+    } else if (b < 0x20 || b == 0x7f) {
+      out += fmt::format("\\x{:02x}", b);
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+LogLimiter::Admission LogLimiter::admit() noexcept {
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard held(lock_);
+  if (now - window_start_ >= interval_) {
+    window_start_ = now;
+    in_window_ = 0;
+  }
+  if (in_window_ >= burst_) {
+    ++suppressed_;
+    return {};
+  }
+  ++in_window_;
+  const Admission a{true, suppressed_};
+  suppressed_ = 0;
+  return a;
+}
+
 void log_write(LogLevel level, std::string_view subsystem, std::string_view text) noexcept {
   static constexpr const char* kTags[] = {"error", "warn", "info", "debug"};
   try {
-    std::string line = fmt::format("rpcie[{}] {}: {}: {}\n", getpid(), subsystem, kTags[static_cast<int>(level)], text);
+    std::string line =
+        fmt::format("rpcie[{}] {}: {}: {}\n", getpid(), subsystem, kTags[static_cast<int>(level)], log_escape(text));
     ssize_t rc = ::write(STDERR_FILENO, line.data(), line.size());
     (void)rc;  // nowhere to report a failed log write
   } catch (...) {
