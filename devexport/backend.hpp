@@ -17,9 +17,10 @@
 // Errors: Result<...> with errno values. EINVAL for an access the contract rejects (bad
 // width, misaligned, outside the region or config space), ENOTSUP for an optional operation
 // the backend does not have, EPERM for an access the backend's safety policy refuses
-// (pci-sysfs on a function bound to a host driver), EIO for a device that failed. An access
-// that is legal for the contract but that the device itself does not decode is not an
-// error: it reads all-ones and ignores writes, as a PCIe device does (edu's spec says so).
+// (pci-sysfs: a function bound to a host driver, a config write its table refuses), EIO
+// for a device that failed. An access that is legal for the contract but that the device
+// itself does not decode is not an error: it reads all-ones and ignores writes, as a PCIe
+// device does (edu's spec says so).
 //
 // Ownership: the exporter owns each Backend (unique_ptr); the DmaPort and IrqSink given to
 // attach() stay valid until detach() returns. detach() must stop using them before it
@@ -146,7 +147,8 @@ class Backend {
   }
   virtual void detach() noexcept {}
 
-  // Function-level reset: power-on state. ENOTSUP where not possible (pci-sysfs).
+  // Function-level reset: power-on state. ENOTSUP where not possible (pci-sysfs without a
+  // sysfs reset file).
   virtual Result<void> reset() { return fail(ENOTSUP, "reset is not supported by this device"); }
 
   // Optional: device work on the exporter's attachment thread. An asynchronous device

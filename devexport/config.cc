@@ -1,13 +1,14 @@
 #include "config.hpp"
 
 #include <algorithm>
-#include <set>
+#include <map>
 #include <sstream>
 
 #include <toml++/toml.h>
 
 #include "rpcie/auth.hpp"
 #include "rpcie/bootstrap.hpp"
+#include "rpcie/log.hpp"
 #include "rpcie/process.hpp"
 #include "rpcie/units.hpp"
 
@@ -44,16 +45,6 @@ Result<void> exporter_key_apply(ExportConfig& e, const std::string& key, const s
 
 bool exporter_key(const std::string& key) { return key == "dma" || key == "shared" || key == "allow"; }
 
-template <class... Known>
-Result<void> keys_check(const toml::table& t, const std::string& where, Known... known) {
-  for (auto&& [k, v] : t) {
-    (void)v;
-    const std::string_view key = k.str();
-    if (((key != known) && ...)) return fail(EINVAL, where + "unknown key '" + std::string(key) + "'");
-  }
-  return {};
-}
-
 Result<std::string> string_get(const toml::node& n, const std::string& where) {
   if (auto s = n.value<std::string>()) return *s;
   return fail(EINVAL, where + "must be a string");
@@ -80,6 +71,11 @@ Result<ExportConfig> export_config_parse(std::string_view text) {
 
 namespace {
 
+// "FILE:LINE: " of a node of the file (toml++ keeps each node's source region).
+std::string at(const std::string& path, const toml::node& n) {
+  return path + ":" + std::to_string(n.source().begin.line) + ": ";
+}
+
 Result<toml::table> table_load(const std::string& path) {
   try {
     return toml::parse_file(path);
@@ -92,69 +88,98 @@ Result<toml::table> table_load(const std::string& path) {
   }
 }
 
-// listen, provider, psk-file, lease, access-log.
-Result<void> top_keys_apply(const toml::table& root, const std::string& file, ExporterConfig& config) {
+// Unknown keys of `t`, each named with its line.
+template <class... Known>
+Result<void> keys_check(const toml::table& t, const std::string& path, const std::string& what, Known... known) {
+  for (auto&& [k, v] : t) {
+    const std::string_view key = k.str();
+    if (((key != known) && ...)) return fail(EINVAL, at(path, v) + what + "unknown key '" + std::string(key) + "'");
+  }
+  return {};
+}
+
+Result<std::uint32_t> count_get(const toml::node& n, const std::string& where, std::int64_t max) {
+  auto v = n.value_exact<std::int64_t>();
+  if (!v || *v < 1 || *v > max) return fail(EINVAL, where + "must be an integer from 1 to " + std::to_string(max));
+  return static_cast<std::uint32_t>(*v);
+}
+
+// listen, provider, psk-file, lease, access-log, preauth-per-address, preauth-max.
+Result<void> top_keys_apply(const toml::table& root, const std::string& path, ExporterConfig& config) {
   if (auto* n = root.get("listen")) {
-    RPCIE_TRY_ASSIGN(auto s, string_get(*n, file + "listen "));
+    RPCIE_TRY_ASSIGN(auto s, string_get(*n, at(path, *n) + "listen "));
     auto a = address_parse(s, config.port);
-    if (!a) return fail(EINVAL, file + "listen: " + a.error().message);
+    if (!a) return fail(EINVAL, at(path, *n) + "listen: " + a.error().message);
     config.listen_host = a->first;
     config.port = a->second;
+    config.listen_origin = path + ":" + std::to_string(n->source().begin.line);
   }
   if (auto* n = root.get("provider")) {
-    RPCIE_TRY_ASSIGN(auto s, string_get(*n, file + "provider "));
+    RPCIE_TRY_ASSIGN(auto s, string_get(*n, at(path, *n) + "provider "));
     auto p = providers::provider_parse(s);
-    if (!p) return fail(EINVAL, file + "provider: unknown provider '" + s + "'");
+    if (!p) return fail(EINVAL, at(path, *n) + "provider: unknown provider '" + s + "'");
     config.provider = *p;
   }
   if (auto* n = root.get("psk-file")) {
-    RPCIE_TRY_ASSIGN(config.psk_file, string_get(*n, file + "psk-file "));
+    RPCIE_TRY_ASSIGN(config.psk_file, string_get(*n, at(path, *n) + "psk-file "));
+    config.psk_file_origin = path + ":" + std::to_string(n->source().begin.line);
   }
   if (auto* n = root.get("access-log")) {
-    RPCIE_TRY_ASSIGN(config.access_log, string_get(*n, file + "access-log "));
-    if (config.access_log.empty()) return fail(EINVAL, file + "access-log: an empty path");
+    RPCIE_TRY_ASSIGN(config.access_log, string_get(*n, at(path, *n) + "access-log "));
+    if (config.access_log.empty()) return fail(EINVAL, at(path, *n) + "access-log: an empty path");
+    config.access_log_origin = path + ":" + std::to_string(n->source().begin.line);
   }
   if (auto* n = root.get("lease")) {
-    RPCIE_TRY_ASSIGN(auto s, string_get(*n, file + "lease "));
+    RPCIE_TRY_ASSIGN(auto s, string_get(*n, at(path, *n) + "lease "));
     auto d = duration_parse(s);
     if (!d || *d < std::chrono::milliseconds(100))
-      return fail(EINVAL, file + "lease: '" + s + "' is not a duration of at least 100ms");
+      return fail(EINVAL, at(path, *n) + "lease: '" + s + "' is not a duration of at least 100ms");
     config.lease = std::chrono::duration_cast<std::chrono::milliseconds>(*d);
+  }
+  if (auto* n = root.get("preauth-per-address")) {
+    RPCIE_TRY_ASSIGN(config.preauth_per_address, count_get(*n, at(path, *n) + "preauth-per-address ", 4096));
+  }
+  if (auto* n = root.get("preauth-max")) {
+    RPCIE_TRY_ASSIGN(config.preauth_max, count_get(*n, at(path, *n) + "preauth-max ", 65536));
   }
   return {};
 }
 
 // Each table of an array of tables (`key` = [[key]]), with its place for error messages.
 template <class Apply>
-Result<void> tables_each(const toml::table& root, const std::string& file, const char* key, Apply&& apply) {
+Result<void> tables_each(const toml::table& root, const std::string& path, const char* key, Apply&& apply) {
   auto* n = root.get(key);
   if (!n) return {};
   auto* arr = n->as_array();
-  if (!arr) return fail(EINVAL, file + key + " must be an array of tables ([[" + key + "]])");
+  if (!arr) return fail(EINVAL, at(path, *n) + key + " must be an array of tables ([[" + key + "]])");
   for (std::size_t i = 0; i < arr->size(); ++i) {
-    const std::string where = file + key + " " + std::to_string(i + 1) + ": ";
-    auto* t = (*arr)[i].as_table();
-    if (!t) return fail(EINVAL, where + "not a table");
-    RPCIE_TRY(apply(*t, where));
+    const auto& item = (*arr)[i];
+    auto* t = item.as_table();
+    if (!t) return fail(EINVAL, at(path, item) + key + " " + std::to_string(i + 1) + ": not a table");
+    RPCIE_TRY(apply(*t, path + ":" + std::to_string(t->source().begin.line), key + (" " + std::to_string(i + 1))));
   }
   return {};
 }
 
-Result<ClientConfig> client_table_parse(const toml::table& t, const std::string& where) {
-  RPCIE_TRY(keys_check(t, where, "name", "psk-file"));
+// `origin` is "FILE:LINE" of the table, `what` its name in messages ("client 2").
+Result<ClientConfig> client_table_parse(const toml::table& t, const std::string& path, const std::string& origin,
+                                        const std::string& what) {
+  RPCIE_TRY(keys_check(t, path, what + ": ", "name", "psk-file"));
   auto* name = t.get("name");
   auto* psk = t.get("psk-file");
-  if (!name || !psk) return fail(EINVAL, where + "needs name and psk-file");
+  if (!name || !psk) return fail(EINVAL, origin + ": " + what + ": needs name and psk-file");
   ClientConfig c;
-  RPCIE_TRY_ASSIGN(c.name, string_get(*name, where + "name "));
-  RPCIE_TRY_ASSIGN(c.psk_file, string_get(*psk, where + "psk-file "));
+  c.origin = origin;
+  RPCIE_TRY_ASSIGN(c.name, string_get(*name, at(path, *name) + what + ": name "));
+  RPCIE_TRY_ASSIGN(c.psk_file, string_get(*psk, at(path, *psk) + what + ": psk-file "));
   return c;
 }
 
 // params = { key = value }: strings, integers and booleans, as the flag form's text.
-Result<void> export_params_apply(const toml::node& params, const std::string& where, ExportConfig& e) {
+Result<void> export_params_apply(const toml::node& params, const std::string& path, const std::string& what,
+                                 ExportConfig& e) {
   auto* pt = params.as_table();
-  if (!pt) return fail(EINVAL, where + "params must be a table");
+  if (!pt) return fail(EINVAL, at(path, params) + what + "params must be a table");
   for (auto&& [pk, pv] : *pt) {
     std::string key(pk.str());
     std::string value;
@@ -165,43 +190,52 @@ Result<void> export_params_apply(const toml::node& params, const std::string& wh
     else if (auto bv = pv.value_exact<bool>())
       value = *bv ? "yes" : "no";
     else
-      return fail(EINVAL, where + "params." + key + " must be a string, integer or boolean");
-    if (exporter_key(key)) return fail(EINVAL, where + "params." + key + " belongs at the export level");
+      return fail(EINVAL, at(path, pv) + what + "params." + key + " must be a string, integer or boolean");
+    if (exporter_key(key)) return fail(EINVAL, at(path, pv) + what + "params." + key + " belongs at the export level");
     e.spec.params[key] = value;
   }
   return {};
 }
 
-Result<ExportConfig> export_table_parse(const toml::table& t, const std::string& where, const std::string& file) {
-  RPCIE_TRY(keys_check(t, where, "name", "backend", "dma", "shared", "allow", "params"));
+Result<void> export_allow_apply(const toml::node& allow, const std::string& path, const std::string& what,
+                                ExportConfig& e) {
+  auto* list = allow.as_array();
+  if (!list) return fail(EINVAL, at(path, allow) + what + "allow must be an array of client names");
+  for (auto&& item : *list) {
+    auto s = item.value<std::string>();
+    if (!s || !auth::client_name_valid(*s))
+      return fail(EINVAL, at(path, item) + what + "allow: entries must be client names");
+    e.allow.push_back(*s);
+    e.allow_origin.push_back(path + ":" + std::to_string(item.source().begin.line));
+  }
+  return {};
+}
+
+Result<ExportConfig> export_table_parse(const toml::table& t, const std::string& path, const std::string& origin,
+                                        const std::string& table) {
+  std::string what = table + ": ";
+  RPCIE_TRY(keys_check(t, path, what, "name", "backend", "dma", "shared", "allow", "params"));
   auto* name = t.get("name");
   auto* backend = t.get("backend");
-  if (!name || !backend) return fail(EINVAL, where + "needs name and backend");
-  RPCIE_TRY_ASSIGN(auto ns, string_get(*name, where + "name "));
-  RPCIE_TRY_ASSIGN(auto bs, string_get(*backend, where + "backend "));
+  if (!name || !backend) return fail(EINVAL, origin + ": " + what + "needs name and backend");
+  RPCIE_TRY_ASSIGN(auto ns, string_get(*name, at(path, *name) + what + "name "));
+  RPCIE_TRY_ASSIGN(auto bs, string_get(*backend, at(path, *backend) + what + "backend "));
   // Build the flag form and parse it: one set of rules for both.
   auto e = export_config_parse(ns + "=" + bs);
-  if (!e) return fail(EINVAL, where + e.error().message);
+  if (!e) return fail(EINVAL, at(path, *name) + what + e.error().message);
+  e->origin = origin;
   if (auto* dma = t.get("dma")) {
-    RPCIE_TRY_ASSIGN(auto s, string_get(*dma, where + "dma "));
+    RPCIE_TRY_ASSIGN(auto s, string_get(*dma, at(path, *dma) + what + "dma "));
     auto r = exporter_key_apply(*e, "dma", s);
-    if (!r) return fail(EINVAL, file + r.error().message);
+    if (!r) return fail(EINVAL, at(path, *dma) + r.error().message);
   }
   if (auto* shared = t.get("shared")) {
     auto b = shared->value<bool>();
-    if (!b) return fail(EINVAL, where + "shared must be true or false");
+    if (!b) return fail(EINVAL, at(path, *shared) + what + "shared must be true or false");
     e->shared = *b;
   }
-  if (auto* allow = t.get("allow")) {
-    auto* list = allow->as_array();
-    if (!list) return fail(EINVAL, where + "allow must be an array of client names");
-    for (auto&& item : *list) {
-      auto s = item.value<std::string>();
-      if (!s || !auth::client_name_valid(*s)) return fail(EINVAL, where + "allow: entries must be client names");
-      e->allow.push_back(*s);
-    }
-  }
-  if (auto* params = t.get("params")) RPCIE_TRY(export_params_apply(*params, where, *e));
+  if (auto* allow = t.get("allow")) RPCIE_TRY(export_allow_apply(*allow, path, what, *e));
+  if (auto* params = t.get("params")) RPCIE_TRY(export_params_apply(*params, path, what, *e));
   return e;
 }
 
@@ -209,30 +243,47 @@ Result<ExportConfig> export_table_parse(const toml::table& t, const std::string&
 
 Result<void> config_file_apply(const std::string& path, ExporterConfig& config) {
   RPCIE_TRY_ASSIGN(const toml::table root, table_load(path));
-  const std::string file = path + ": ";
-  RPCIE_TRY(keys_check(root, file, "listen", "provider", "psk-file", "lease", "access-log", "client", "export"));
-  RPCIE_TRY(top_keys_apply(root, file, config));
-  RPCIE_TRY(tables_each(root, file, "client", [&](const toml::table& t, const std::string& where) -> Result<void> {
-    RPCIE_TRY_ASSIGN(auto c, client_table_parse(t, where));
-    config.clients.push_back(std::move(c));
-    return {};
-  }));
-  return tables_each(root, file, "export", [&](const toml::table& t, const std::string& where) -> Result<void> {
-    RPCIE_TRY_ASSIGN(auto e, export_table_parse(t, where, file));
-    config.exports.push_back(std::move(e));
-    return {};
-  });
+  RPCIE_TRY(keys_check(root, path, "", "listen", "provider", "psk-file", "lease", "access-log", "preauth-per-address",
+                       "preauth-max", "client", "export"));
+  RPCIE_TRY(top_keys_apply(root, path, config));
+  RPCIE_TRY(tables_each(root, path, "client",
+                        [&](const toml::table& t, const std::string& origin, const std::string& what) -> Result<void> {
+                          RPCIE_TRY_ASSIGN(auto c, client_table_parse(t, path, origin, what));
+                          config.clients.push_back(std::move(c));
+                          return {};
+                        }));
+  return tables_each(root, path, "export",
+                     [&](const toml::table& t, const std::string& origin, const std::string& what) -> Result<void> {
+                       RPCIE_TRY_ASSIGN(auto e, export_table_parse(t, path, origin, what));
+                       config.exports.push_back(std::move(e));
+                       return {};
+                     });
 }
 
 Result<void> config_check(const ExporterConfig& config) {
   if (config.exports.empty()) return fail(EINVAL, "nothing to export: give --export or [[export]] in the config");
-  std::set<std::string> names;
-  for (const auto& e : config.exports)
-    if (!names.insert(e.spec.name).second) return fail(EINVAL, "export '" + e.spec.name + "' is defined twice");
-  std::set<std::string> clients;
+  std::map<std::string, std::string> names;  // export name -> origin
+  for (const auto& e : config.exports) {
+    auto [it, fresh] = names.emplace(e.spec.name, e.origin);
+    if (!fresh)
+      return fail(EINVAL, e.origin + ": export '" + e.spec.name + "' is defined twice (first at " + it->second + ")");
+  }
+  std::map<std::string, std::string> clients;  // client name -> origin
   for (const auto& c : config.clients) {
-    if (!auth::client_name_valid(c.name)) return fail(EINVAL, "client name '" + c.name + "' is not valid");
-    if (!clients.insert(c.name).second) return fail(EINVAL, "client '" + c.name + "' is defined twice");
+    if (!auth::client_name_valid(c.name))
+      return fail(EINVAL, c.origin + ": client name '" + log_escape(c.name) + "' is not valid");
+    auto [it, fresh] = clients.emplace(c.name, c.origin);
+    if (!fresh)
+      return fail(EINVAL, c.origin + ": client '" + c.name + "' is defined twice (first at " + it->second + ")");
+  }
+  for (const auto& e : config.exports) {
+    for (std::size_t i = 0; i < e.allow.size(); ++i) {
+      if (clients.count(e.allow[i])) continue;
+      const std::string& where = i < e.allow_origin.size() ? e.allow_origin[i] : e.origin;
+      return fail(EINVAL, where + ": export '" + e.spec.name + "': allow: client '" + e.allow[i] +
+                              "' has no [[client]] entry with a key of its own (the shared key is accepted under "
+                              "any such name, so the allow list would not restrict anything): add one");
+    }
   }
   if (config.clients.empty() && config.psk_file.empty())
     return fail(EINVAL, "no keys: give a psk-file or [[client]] entries");

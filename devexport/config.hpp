@@ -15,6 +15,10 @@
 // --provider, --psk-file, --access-log override the file.
 //
 // Loading only parses and checks; keys are read and backends created by the exporter.
+//
+// Every setting remembers where it came from (its `origin`: "FILE:LINE" of the file, or
+// the flag, "--export"), so that every error about it, here or when the exporter starts,
+// names that place.
 #pragma once
 
 #include <chrono>
@@ -35,12 +39,15 @@ struct ExportConfig {
   ExportSpec spec;  // backend parameters only (exporter keys removed)
   DmaMode dma = DmaMode::on_demand;
   bool shared = false;
-  std::vector<std::string> allow;  // client names; empty: every authenticated client
+  std::vector<std::string> allow;         // client names; empty: every authenticated client
+  std::vector<std::string> allow_origin;  // where each allow entry was given (same order)
+  std::string origin = "--export";        // where the export was defined
 };
 
 struct ClientConfig {
   std::string name;
   std::string psk_file;
+  std::string origin = "[[client]]";  // "FILE:LINE" of its [[client]] table
 };
 
 struct ExporterConfig {
@@ -52,18 +59,30 @@ struct ExporterConfig {
   std::vector<ExportConfig> exports;
   std::chrono::milliseconds lease{5000};
   std::string access_log;  // "" : no access log
+  // Pre-authentication connections (exporter.hpp): at most this many per source address,
+  // at most `preauth_max` in all; each must authenticate within `preauth_timeout`.
+  std::uint32_t preauth_per_address = 4;
+  std::uint32_t preauth_max = 512;
+  std::chrono::milliseconds preauth_timeout{1000};
+  // Where psk-file, listen and access-log came from: "FILE:LINE", the flag, or the default.
+  std::string psk_file_origin = "--psk-file";
+  std::string listen_origin = "--listen";
+  std::string access_log_origin = "--access-log";
 };
 
 // Applies the TOML file at `path` to `config`. EINVAL with "FILE:LINE:COL: reason" for a
-// syntax error, "FILE: key: reason" for a bad value or an unknown key; ENOENT etc. when the
-// file cannot be read.
+// syntax error, "FILE:LINE: key: reason" for a bad value or an unknown key (LINE of the
+// value, or of the table that lacks a key); ENOENT when the file cannot be read.
 Result<void> config_file_apply(const std::string& path, ExporterConfig& config);
 
 // "NAME=BACKEND[,key=value...]" with the exporter's own keys split off.
 Result<ExportConfig> export_config_parse(std::string_view text);
 
 // Checks the whole configuration: distinct export and client names, valid client names in
-// allow lists and [[client]], at least one export.
+// allow lists and [[client]], at least one export, and every name of an allow list with a
+// [[client]] entry of its own (an allow list names clients; the shared key is accepted under
+// any name without one, so without that entry every holder of the shared key could use
+// the name). Errors start with the origin of the offending entry ("FILE:LINE: ").
 Result<void> config_check(const ExporterConfig& config);
 
 }  // namespace rpcie::dev

@@ -9,6 +9,7 @@
 
 #include "access_log.hpp"
 #include "export_table.hpp"
+#include "preauth_gate.hpp"
 #include "rpcie/auth.hpp"
 #include "rpcie/bootstrap.hpp"
 #include "rpcie/fd.hpp"
@@ -24,6 +25,8 @@ using namespace std::chrono_literals;
 
 constexpr std::uint64_t kWindowMax = 4ULL << 30;
 constexpr std::uint64_t kMirrorMax = 1ULL << 30;
+// Every wait of an authenticated connection's requests and of an attach's Session handshake.
+// (A connection's authentication has config.preauth_timeout.)
 constexpr auto kHandshakeTimeout = 5s;
 // How often a waiting thread (the accept loop, a connection whose client is silent) looks at
 // the stop flag and the lease.
@@ -35,6 +38,14 @@ struct Exporter::Impl {
   ExporterConfig config;
   std::optional<Listener> listener;
   auth::ServerKeys keys;
+  std::unique_ptr<PreauthGate> preauth;
+  std::atomic<std::size_t> authenticated{0};  // connections past their handshake
+  struct Counters {
+    std::atomic<std::uint64_t> accepted{0}, refused_preauth{0}, refused_busy{0}, auth_failed{0}, frames_dropped{0},
+        frames_malformed{0};
+  } counters;
+  // Events a peer can cause at will: logged at a bounded rate, with the count left out.
+  LogLimiter refused_log, auth_failed_log, malformed_log;
   std::unique_ptr<AccessLog> access_log;  // null without --access-log; outlives every attachment
   ExportTable exports;
   std::atomic<std::uint64_t> next_attachment{1};
@@ -150,25 +161,57 @@ struct Exporter::Impl {
     // The reply to goodbye goes out once the device is reset and the keys are closed, so
     // that a client that re-attaches right after finds the export free.
     Socket keep = std::move(a->bootstrap());
+    counters.frames_dropped.fetch_add(keep.frames_dropped());
     a->teardown(last);
     if (goodbye) (void)keep.message_send(proto::Goodbye{}, *goodbye, Deadline::after(1s));
     return {};
   }
 
-  void connection_serve(Socket sock) {
-    const std::string peer = sock.peer_address();
-    auto client = auth::handshake_server(sock, keys, Deadline::after(kHandshakeTimeout));
+  // Authenticates the connection (it holds `ticket`, a pre-authentication place, until
+  // then, and must be done by `deadline`), then serves it.
+  void connection_serve(Socket sock, PreauthGate::Ticket ticket, const std::string& peer, Deadline deadline) {
+    auto client = auth::handshake_server(sock, keys, deadline);
+    ticket.reset();
     if (!client) {
-      RPCIE_LOG_WARN("exportd", "{}: {}", peer, client.error().describe());
+      counters.auth_failed.fetch_add(1);
+      counters.frames_dropped.fetch_add(sock.frames_dropped());
+      RPCIE_LOG_LIMITED(auth_failed_log, LogLevel::warn, "exportd", "{}: {}", peer, client.error().describe());
       return;
     }
     RPCIE_LOG_DEBUG("exportd", "{}: authenticated as {}", peer, *client);
+    if (authenticated.fetch_add(1) >= kMaxConnections) {
+      authenticated.fetch_sub(1);
+      counters.refused_busy.fetch_add(1);
+      RPCIE_LOG_LIMITED(refused_log, LogLevel::warn, "exportd",
+                        "{} ({}): refused: {} authenticated connections already", *client, peer, kMaxConnections);
+      (void)sock.message_send(proto::ErrorMsg{EBUSY, "too many connections"}, 0, Deadline::after(100ms));
+      return;
+    }
+    authenticated_serve(sock, peer, *client);
+    authenticated.fetch_sub(1);
+  }
+
+  void authenticated_serve(Socket& sock, const std::string& peer, const std::string& client) {
+    struct DropCount {  // the socket's bad-MAC count, whichever way the connection ends
+      Impl& im;
+      Socket& sock;
+      ~DropCount() {
+        if (sock.valid()) im.counters.frames_dropped.fetch_add(sock.frames_dropped());
+      }
+    } drop_count{*this, sock};
     auto last_heard = Deadline::Clock::now();
     while (!stopping() && sock.valid()) {
       if (Deadline::Clock::now() - last_heard > config.lease) return;  // idle unattached connection
       if (!fd_wait(sock.fd(), POLLIN, Deadline::after(kIdleSlice), "waiting for a request")) continue;
       auto m = sock.message_recv(Deadline::after(kHandshakeTimeout));
-      if (!m) return;
+      if (!m) {
+        if (m.error().code == EPROTO || m.error().code == EMSGSIZE || m.error().code == EPROTONOSUPPORT) {
+          counters.frames_malformed.fetch_add(1);
+          RPCIE_LOG_LIMITED(malformed_log, LogLevel::warn, "exportd", "{} ({}): closing after a malformed frame: {}",
+                            client, peer, m.error().describe());
+        }
+        return;
+      }
       last_heard = Deadline::Clock::now();
       const auto rid = m->decoded.header.request_id;
       const auto deadline = Deadline::after(kHandshakeTimeout);
@@ -176,9 +219,9 @@ struct Exporter::Impl {
         std::vector<std::string> storage;
         (void)sock.message_send(exports.list(storage), rid, deadline);
       } else if (auto* req = std::get_if<proto::AttachRequest>(&m->decoded.message)) {
-        auto r = attach(sock, *req, rid, *client);
+        auto r = attach(sock, *req, rid, client);
         if (r) return;  // the attachment took the connection and has ended
-        RPCIE_LOG_INFO("exportd", "{} ({}): attach refused: {}", *client, peer, r.error().message);
+        RPCIE_LOG_INFO("exportd", "{} ({}): attach refused: {}", client, peer, r.error().message);
         (void)sock.message_send(proto::ErrorMsg{r.error().to_errno(), r.error().message}, rid, deadline);
       } else if (auto* hb = std::get_if<proto::Heartbeat>(&m->decoded.message)) {
         (void)sock.message_send(proto::Heartbeat{hb->sequence}, rid, deadline);
@@ -191,6 +234,18 @@ struct Exporter::Impl {
         return;
       }
     }
+  }
+
+  // Over a cap: one error frame if the socket takes it at once (it always does, a new
+  // connection's send buffer is empty), then closed by the caller.
+  void preauth_refuse(Socket& s, const std::string& peer, PreauthGate::Refusal why) {
+    counters.refused_preauth.fetch_add(1);
+    const bool address = why == PreauthGate::Refusal::address;
+    RPCIE_LOG_LIMITED(refused_log, LogLevel::warn, "exportd", "{}: refused: {} unauthenticated connections {}", peer,
+                      address ? preauth->per_address() : preauth->total(), address ? "from this address" : "in all");
+    const std::string text =
+        address ? "too many unauthenticated connections from this address" : "too many unauthenticated connections";
+    (void)s.message_send(proto::ErrorMsg{EBUSY, text}, 0, Deadline::after(0ms));
   }
 
   void connections_reap(bool all) {
@@ -210,31 +265,54 @@ Exporter::~Exporter() = default;
 
 std::uint16_t Exporter::port() const noexcept { return impl_->listener->port(); }
 
+namespace {
+
+// `r`'s error with its origin ("FILE:LINE: ", or the flag) in front.
+template <class T>
+Result<T> at(const std::string& origin, Result<T> r) {
+  if (r) return r;
+  return tl::unexpected(Error{r.error().domain, r.error().code, origin + ": " + r.error().message});
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Exporter>> Exporter::create(const ExporterConfig& config) {
   RPCIE_TRY(config_check(config));
   auto impl = std::make_unique<Impl>();
   impl->config = config;
+  impl->preauth = std::make_unique<PreauthGate>(config.preauth_per_address, config.preauth_max);
   if (!config.psk_file.empty()) {
-    RPCIE_TRY_ASSIGN(auto k, auth::key_load(config.psk_file));
+    RPCIE_TRY_ASSIGN(auto k, at(config.psk_file_origin, auth::key_load(config.psk_file)));
     impl->keys.shared.emplace(std::move(k));
   }
   for (const auto& c : config.clients) {
     auto k = auth::key_load(c.psk_file);
-    if (!k) return fail(k.error().code, "client '" + c.name + "': " + k.error().message);
+    if (!k) return fail(k.error().code, c.origin + ": client '" + c.name + "': " + k.error().message);
     impl->keys.clients.insert_or_assign(c.name, std::move(*k));
   }
+  // One key nobody has, for every name without one (handshake.hpp): made here, once.
+  RPCIE_TRY(impl->keys.decoy_make());
+  RPCIE_LOG_DEBUG("exportd", "decoy key made: every client name without a key is answered with it");
   if (!config.access_log.empty()) {
-    RPCIE_TRY_ASSIGN(impl->access_log, AccessLog::open(config.access_log));
+    RPCIE_TRY_ASSIGN(impl->access_log, at(config.access_log_origin, AccessLog::open(config.access_log)));
   }
   for (const auto& e : config.exports) {
-    RPCIE_TRY_ASSIGN(auto b, backend_create(e.spec));
+    RPCIE_TRY_ASSIGN(auto b, at(e.origin, backend_create(e.spec)));
     if (e.shared && b->uses_dma())
-      return fail(EINVAL, "export '" + e.spec.name + "': a device that does DMA cannot be shared");
+      return fail(EINVAL, e.origin + ": export '" + e.spec.name + "': a device that does DMA cannot be shared");
     impl->exports.add(e, std::move(b));
   }
-  RPCIE_TRY_ASSIGN(Listener l, Listener::open(config.listen_host == "0.0.0.0" ? "" : config.listen_host, config.port));
+  RPCIE_TRY_ASSIGN(
+      Listener l,
+      at(config.listen_origin, Listener::open(config.listen_host == "0.0.0.0" ? "" : config.listen_host, config.port)));
   impl->listener.emplace(std::move(l));
   return std::unique_ptr<Exporter>(new Exporter(std::move(impl)));
+}
+
+Exporter::Stats Exporter::stats() const noexcept {
+  const auto& c = impl_->counters;
+  return Stats{c.accepted.load(),    c.refused_preauth.load(), c.refused_busy.load(),
+               c.auth_failed.load(), c.frames_dropped.load(),  c.frames_malformed.load()};
 }
 
 void Exporter::run(const std::atomic<bool>& stop) {
@@ -253,19 +331,30 @@ void Exporter::run(const std::atomic<bool>& stop) {
       }
       continue;
     }
-    if (im.connections.size() >= kMaxConnections) {
-      (void)s->message_send(proto::ErrorMsg{EBUSY, "too many connections"}, 0, Deadline::after(100ms));
-      continue;
+    im.counters.accepted.fetch_add(1);
+    const Deadline deadline = Deadline::after(im.config.preauth_timeout);  // from the accept
+    std::string peer = s->peer_address();
+    auto admission = im.preauth->admit(peer);
+    if (!admission.ticket) {
+      im.preauth_refuse(*s, peer, admission.why);
+      continue;  // closed here: never left to wait
     }
     auto done = std::make_shared<std::atomic<bool>>(false);
-    im.connections.push_back({std::thread([&im, done, sock = std::move(*s)]() mutable {
-                                im.connection_serve(std::move(sock));
+    im.connections.push_back({std::thread([&im, done, deadline, peer = std::move(peer), sock = std::move(*s),
+                                           ticket = std::move(*admission.ticket)]() mutable {
+                                im.connection_serve(std::move(sock), std::move(ticket), peer, deadline);
                                 done->store(true);
                               }),
                               done});
   }
   im.connections_reap(true);
-  RPCIE_LOG_INFO("exportd", "stopped");
+  const Stats st = stats();
+  RPCIE_LOG_INFO("exportd",
+                 "stopped: {} connections accepted, {} refused over the pre-authentication caps, {} refused as too "
+                 "many, {} failed authentications, {} bootstrap frames dropped for a bad MAC, {} closed for a "
+                 "malformed frame",
+                 st.accepted, st.refused_preauth, st.refused_busy, st.auth_failed, st.frames_dropped,
+                 st.frames_malformed);
 }
 
 }  // namespace rpcie::dev

@@ -10,9 +10,26 @@
 // client's requests in order, the device's DMA and interrupts. The exports and their holders
 // are an ExportTable (export_table.hpp); the handshake is rpcie/handshake.hpp's server half.
 //
-// Threading: run() accepts on the calling thread; each connection has a thread; at most
-// kMaxConnections at once (further ones are refused with an error message). stop (the
-// atomic passed to run) ends everything within about a second.
+// Connections, in two pools that never take from each other:
+//  - pre-authentication: from accept until the handshake ends. At most
+//    config.preauth_per_address from one source address and config.preauth_max in all; a
+//    connection over either cap is accepted and closed at once (an EBUSY error frame, then
+//    close: never left in the listen backlog), whatever its address, even one that has
+//    authenticated clients. Each must authenticate within config.preauth_timeout (1 s) of
+//    its accept, or it is closed.
+//  - authenticated: at most kMaxConnections; a further one is refused (EBUSY, "too many
+//    connections") right after its handshake.
+// So idle or slow connections, however many, cannot keep an authenticated client out;
+// only a peer with more than preauth_max / preauth_per_address addresses can fill the
+// pre-authentication pool, and only for as long as it keeps reopening connections.
+//
+// Unknown client names are answered with one decoy key made in create() (auth::ServerKeys).
+// Failed handshakes and refused connections are logged at a bounded rate (LogLimiter), with
+// the count of lines left out, and counted in stats().
+//
+// Threading: run() accepts on the calling thread and never blocks on a peer (a refusal is
+// one non-blocking send); each admitted connection has a thread. stop (the atomic passed to
+// run) ends everything within about a second. stats() may be called from any thread.
 #pragma once
 
 #include <atomic>
@@ -34,8 +51,20 @@ class Exporter {
   Exporter& operator=(const Exporter&) = delete;
 
   std::uint16_t port() const noexcept;
-  // Serves until `stop` is true; then ends every attachment and returns.
+  // Serves until `stop` is true; then ends every attachment and returns. Logs the stats
+  // at info as it stops.
   void run(const std::atomic<bool>& stop);
+
+  // Counters since create(); each read is a snapshot.
+  struct Stats {
+    std::uint64_t accepted = 0;          // connections accepted (refused ones included)
+    std::uint64_t refused_preauth = 0;   // over a pre-authentication cap: closed at once
+    std::uint64_t refused_busy = 0;      // authenticated, but kMaxConnections were already
+    std::uint64_t auth_failed = 0;       // handshakes that failed or timed out
+    std::uint64_t frames_dropped = 0;    // bootstrap frames dropped for a bad MAC (ended connections)
+    std::uint64_t frames_malformed = 0;  // authenticated connections closed for a malformed frame
+  };
+  Stats stats() const noexcept;
 
   struct Impl;
 

@@ -1,6 +1,8 @@
 // rpcie-exportd — exports PCIe functions (emulated or real) to rpcie clients over
 // libfabric. See docs/rpcie-exportd.md.
 
+#include <sys/resource.h>
+
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +23,15 @@ namespace {
 int error_exit(const std::string& text, int code = 1) {
   std::fprintf(stderr, "rpcie-exportd: error: %s\n", text.c_str());
   return code;
+}
+
+// Every connection holds a descriptor, pre-authentication ones included (up to
+// preauth-max of them): take the hard limit rather than the usual soft 1024.
+void descriptors_raise() {
+  rlimit r{};
+  if (::getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur >= r.rlim_max) return;
+  r.rlim_cur = r.rlim_max;
+  (void)::setrlimit(RLIMIT_NOFILE, &r);  // the soft limit stays as it was if refused
 }
 
 }  // namespace
@@ -64,15 +75,26 @@ int main(int argc, char** argv) {
     if (!p) return error_exit("--provider: " + why, 2);
     config.provider = *p;
   }
-  if (!psk_file.empty()) config.psk_file = psk_file;
-  if (!access_log.empty()) config.access_log = access_log;
-  if (config.psk_file.empty() && config.clients.empty()) config.psk_file = rpcie::auth::kDefaultKeyPath;
+  if (!listen.empty()) config.listen_origin = "--listen";
+  if (!psk_file.empty()) {
+    config.psk_file = psk_file;
+    config.psk_file_origin = "--psk-file";
+  }
+  if (!access_log.empty()) {
+    config.access_log = access_log;
+    config.access_log_origin = "--access-log";
+  }
+  if (config.psk_file.empty() && config.clients.empty()) {
+    config.psk_file = rpcie::auth::kDefaultKeyPath;
+    config.psk_file_origin = "the default shared key";
+  }
   for (const auto& text : exports) {
     auto e = rpcie::dev::export_config_parse(text);
     if (!e) return error_exit("--export: " + e.error().message, 2);
     config.exports.push_back(std::move(*e));
   }
 
+  descriptors_raise();
   auto exporter = rpcie::dev::Exporter::create(config);
   if (!exporter) return error_exit(exporter.error().describe());
   // The port line is what scripts wait for (port 0 picks a free one).

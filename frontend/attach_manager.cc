@@ -1,12 +1,17 @@
 #include "attach_manager.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
+#include "dev_links.hpp"
 #include "rpcie/client.hpp"
 #include "rpcie/control.hpp"
 #include "rpcie/deadline.hpp"
@@ -30,17 +35,45 @@ json counters_of(const client::AttachmentStats& s) {
           {"interrupts", s.interrupts}};
 }
 
+// A JSON integer that is not negative (nlohmann keeps non-negative numbers built from a
+// signed type as signed); nullopt for anything else.
+std::optional<std::uint64_t> unsigned_of(const json& v) {
+  if (v.is_number_unsigned()) return v.get<std::uint64_t>();
+  if (v.is_number_integer() && v.get<std::int64_t>() >= 0) return static_cast<std::uint64_t>(v.get<std::int64_t>());
+  return std::nullopt;
+}
+
 }  // namespace
 
-Result<AttachParams> attach_request_parse(const json& r, std::size_t window_default) {
+Result<AttachParams> attach_request_parse(const json& r, const AttachPolicy& policy) {
   if (!r.contains("host") || !r["host"].is_string() || !r.contains("export") || !r["export"].is_string())
     return fail(EINVAL, "attach needs \"host\" and \"export\"");
   AttachParams p;
   p.host = r["host"].get<std::string>();
   p.export_name = r["export"].get<std::string>();
-  p.port = r.value("port", kDefaultPort);
-  p.window_size = r.value("dma_window", static_cast<std::uint64_t>(window_default));
-  if (p.port == 0) return fail(EINVAL, "port 0");
+  RPCIE_TRY(host_name_check(p.host));
+  RPCIE_TRY(export_name_check(p.export_name));
+  p.port = kDefaultPort;
+  if (r.contains("port")) {
+    const auto port = unsigned_of(r["port"]);
+    if (!port || *port == 0 || *port > 65535) return fail(EINVAL, "port: expected 1-65535, got " + r["port"].dump());
+    p.port = static_cast<std::uint16_t>(*port);
+  }
+  p.window_size = policy.window_default;
+  if (r.contains("dma_window")) {
+    const auto window = unsigned_of(r["dma_window"]);
+    if (!window) return fail(EINVAL, "dma_window: expected a size in bytes, got " + r["dma_window"].dump());
+    const std::uint64_t bytes = *window;
+    // Before anything is reserved or allocated: a request cannot commit memory beyond the cap.
+    if (bytes > policy.window_max)
+      return fail(EINVAL, "dma_window of " + std::to_string(bytes) + " bytes is over --max-dma-window (" +
+                              std::to_string(policy.window_max) + " bytes)");
+    const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+    if (bytes == 0 || bytes % page != 0)
+      return fail(EINVAL, "dma_window of " + std::to_string(bytes) +
+                              " bytes is not a positive multiple of the page size (" + std::to_string(page) + ")");
+    p.window_size = static_cast<std::size_t>(bytes);
+  }
   return p;
 }
 
@@ -59,8 +92,8 @@ bool peer_may_use(const ucred& peer, gid_t group, mode_t mode) {
   return false;
 }
 
-AttachManager::AttachManager(const AttachContext& context, std::size_t window_default, Tree& tree)
-    : context_(context), window_default_(window_default), tree_(tree) {}
+AttachManager::AttachManager(const AttachContext& context, AttachPolicy policy, Tree& tree)
+    : context_(context), policy_(std::move(policy)), tree_(tree) {}
 
 AttachManager::~AttachManager() {
   std::lock_guard g(rings_lock_);
@@ -68,8 +101,12 @@ AttachManager::~AttachManager() {
 }
 
 ControlServer::Reply AttachManager::request(const json& r, const ucred& peer) {
-  if (r["op"].get<std::string>() == "mmio_ring") return mmio_ring(r, peer);
-  return ControlServer::Reply{.answer = handle(r)};
+  const auto op = r["op"].get<std::string>();
+  if (op == "mmio_ring") return mmio_ring(r, peer);
+  if (op == "attach") return {.answer = attach(r, peer.uid)};
+  if (op == "detach") return {.answer = detach(r, peer.uid)};
+  if (op == "status") return {.answer = status(peer.uid)};
+  return {.answer = {{"error", "unknown op '" + log_escape(op.substr(0, 64)) + "'"}, {"errno", EINVAL}}};
 }
 
 ControlServer::Reply AttachManager::mmio_ring(const json& r, const ucred& peer) {
@@ -96,64 +133,97 @@ ControlServer::Reply AttachManager::mmio_ring(const json& r, const ucred& peer) 
                               .keep = [server](Fd connection) { server->serve(std::move(connection)); }};
 }
 
-json AttachManager::handle(const json& r) {
-  const auto op = r["op"].get<std::string>();
-  if (op == "attach") return attach(r);
-  if (op == "detach") return detach(r);
-  if (op == "status") return status();
-  return {{"error", "unknown op '" + op + "'"}, {"errno", EINVAL}};
-}
-
-json AttachManager::attach(const json& r) {
-  auto p = attach_request_parse(r, window_default_);
+json AttachManager::attach(const json& r, uid_t peer) {
+  auto p = attach_request_parse(r, policy_);
   if (!p) return control::error_answer(p.error());
+  if (peer != 0 && !policy_.remotes.empty() &&
+      std::find(policy_.remotes.begin(), policy_.remotes.end(), std::pair{p->host, p->port}) == policy_.remotes.end())
+    return control::error_answer(
+        Error{ErrorDomain::posix, EPERM,
+              p->host + ":" + std::to_string(p->port) +
+                  " is not an exporter this hostd lets non-root users attach from (--allow-remote)"});
   const unsigned index = tree_.index_reserve();
+  auto claim = owners_.claim(index, peer, *p);
+  if (!claim) {
+    tree_.index_release(index);
+    return control::error_answer(claim.error());
+  }
+  const auto undo = [&] {
+    owners_.release(index, *claim);
+    tree_.index_release(index);
+  };
   auto dev = RemoteDevice::attach(*p, context_, index, Deadline::after(context_.timeout));
   if (!dev) {
-    tree_.index_release(index);
+    undo();
     return control::error_answer(dev.error());
   }
   auto pub = tree_.publish(*dev);
   if (!pub) {
     (void)(*dev)->detach(Deadline::after(context_.timeout));
-    tree_.index_release(index);
+    undo();
     return control::error_answer(pub.error());
   }
+  RPCIE_LOG_INFO("hostd", "{}: attached for uid {}", pub->name, peer);
   return {{"device", pub->name}, {"path", pub->path}, {"sysfs", pub->sysfs}};
 }
 
-json AttachManager::detach(const json& r) {
-  std::vector<std::string> names;
-  if (r.value("all", false)) {
-    names = tree_.names();
-  } else if (r.contains("device") && r["device"].is_string()) {
-    names.push_back(r["device"].get<std::string>());
-  } else {
+json AttachManager::detach(const json& r, uid_t peer) {
+  const bool all = r.value("all", false);
+  if (!all && !(r.contains("device") && r["device"].is_string()))
     return {{"error", "detach needs \"device\" or \"all\""}, {"errno", EINVAL}};
+  // One detach at a time: between a device's ownership check and its withdraw, its name
+  // cannot be withdrawn and given to another user's attach.
+  std::lock_guard one_at_a_time(detach_lock_);
+  std::vector<std::pair<std::string, unsigned>> targets;  // name, index
+  std::uint64_t kept = 0;
+  if (all) {
+    for (const auto& v : tree_.devices()) {
+      if (owner_match(peer, owners_.owner(v.device->index())))
+        targets.emplace_back(v.name, v.device->index());
+      else
+        ++kept;
+    }
+  } else {
+    const auto name = r["device"].get<std::string>();
+    for (const auto& v : tree_.devices())
+      if (v.name == name) targets.emplace_back(v.name, v.device->index());
+    if (targets.empty()) return {{"error", "no device " + log_escape(name.substr(0, 64))}, {"errno", ENOENT}};
+    if (auto allowed = owners_.detach_check(peer, name, targets[0].second); !allowed)
+      return control::error_answer(allowed.error());
   }
   json done = json::array();
   std::string failures;
-  for (const auto& n : names) {
+  for (const auto& [n, index] : targets) {
+    const auto serial = owners_.serial(index);
     auto w = tree_.withdraw(n, Deadline::after(context_.timeout));
+    if (serial) owners_.release(index, *serial);
     // The device is gone from the tree either way; a failed goodbye is only reported.
     if (w || w.error().code != ENOENT) done.push_back(n);
     if (!w) failures += (failures.empty() ? "" : "; ") + n + ": " + w.error().message;
   }
   if (done.empty() && !failures.empty()) return {{"error", failures}, {"errno", ENOENT}};
   json out{{"detached", done}};
+  if (all) out["kept"] = kept;  // other users' attachments, which only they or root detach
   if (!failures.empty()) out["warning"] = failures;
   return out;
 }
 
-json AttachManager::status() const {
+json AttachManager::status(uid_t peer) const {
   json list = json::array();
   for (const auto& v : tree_.devices()) {
+    const auto owner = owners_.owner(v.device->index());
+    if (!owner_match(peer, owner)) {
+      // Another user's: that it exists (its name is in the device directory anyway), no more.
+      list.push_back({{"device", v.name}, {"hidden", true}});
+      continue;
+    }
     const auto s = v.device->status();
     const auto& p = v.device->params();
     const auto& d = v.device->desc();
     char id[16];
     std::snprintf(id, sizeof id, "%04x:%04x", d.vendor, d.device);
     json e{{"device", v.name},
+           {"uid", owner ? json(*owner) : json(nullptr)},
            {"path", v.path},
            {"sysfs", v.sysfs},
            {"exporter", p.host + ":" + std::to_string(p.port)},

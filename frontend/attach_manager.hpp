@@ -1,19 +1,26 @@
 // The control socket's requests (rpcie/control.hpp) acted on: attach a remote device and
 // publish it in the tree, withdraw devices, report their status. The answers' fields are in
-// docs/rpcie-hostd.md.
-// Thread-safety: handle() is called concurrently by the control server; the tree serializes
-// what must be.
+// docs/rpcie-hostd.md. Every request carries the requester's credentials (SO_PEERCRED):
+// attachments are owned by the uid that made them (attach_owners.hpp); a non-root user
+// detaches and sees the details of only their own, root all.
+// Thread-safety: request() is called concurrently by the control server; the tree serializes
+// what must be, detaches are serialized here (an ownership check and its withdraw are one
+// step: the name cannot change hands between them).
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include <sys/socket.h>
 
 #include <nlohmann/json.hpp>
 
+#include "attach_owners.hpp"
 #include "control_server.hpp"
 #include "mmio_ring_server.hpp"
 #include "remote_device.hpp"
@@ -22,9 +29,20 @@
 
 namespace rpcie::hostd {
 
-// An attach request's parameters: "host" and "export" required, "port" (not 0) and
-// "dma_window" (bytes) with defaults. EINVAL with the reason otherwise.
-Result<AttachParams> attach_request_parse(const nlohmann::json& request, std::size_t window_default);
+// What attach requests may ask for: hostd's options.
+struct AttachPolicy {
+  std::size_t window_default = 16u << 20;  // --dma-window
+  std::size_t window_max = 256u << 20;     // --max-dma-window: no request gets more
+  // --allow-remote: the exporters (host as the request names it, port) that non-root users
+  // may attach from; empty: any. Root may attach from any.
+  std::vector<std::pair<std::string, std::uint16_t>> remotes;
+};
+
+// An attach request's parameters: "host" (host_name_check) and "export" (export_name_check)
+// required; "port" (1-65535) and "dma_window" (bytes, a positive multiple of the page size, at
+// most policy.window_max) with defaults. EINVAL with the reason otherwise; nothing is
+// allocated before this passed.
+Result<AttachParams> attach_request_parse(const nlohmann::json& request, const AttachPolicy& policy);
 
 // Whether a process with `peer`'s credentials may read and write a device's files, which are
 // root:`group` with `mode`: root, or the mode's "other" read-write bits, or its group bits and
@@ -33,28 +51,29 @@ bool peer_may_use(const ucred& peer, gid_t group, mode_t mode);
 
 class AttachManager {
  public:
-  // `tree` must outlive the manager; `window_default` is --dma-window.
-  AttachManager(const AttachContext& context, std::size_t window_default, Tree& tree);
+  // `tree` must outlive the manager.
+  AttachManager(const AttachContext& context, AttachPolicy policy, Tree& tree);
 
   ~AttachManager();  // stops the MMIO rings
 
-  // One request ({"op": ...}, already checked to be an object with a string "op"); an
-  // unknown op or a failure is answered {"error", "errno"}.
-  nlohmann::json handle(const nlohmann::json& request);
-  // The same, with the requester's credentials, for the control server: also serves
-  // {"op":"mmio_ring","bdf":B} (the memfd of a new ring for the device's register BARs passed with the answer
+  // One request ({"op": ...}, already checked to be an object with a string "op") from a
+  // process with credentials `peer`; an unknown op or a failure is answered {"error",
+  // "errno"} (EPERM: another user's attachment). Also serves {"op":"mmio_ring","bdf":B}
+  // (the memfd of a new ring for the device's register BARs passed with the answer
   // {"ring_bytes":N,"timeout_ms":T}, the connection kept by the ring's server).
   ControlServer::Reply request(const nlohmann::json& request, const ucred& peer);
 
  private:
   ControlServer::Reply mmio_ring(const nlohmann::json& request, const ucred& peer);
-  nlohmann::json attach(const nlohmann::json& request);
-  nlohmann::json detach(const nlohmann::json& request);
-  nlohmann::json status() const;
+  nlohmann::json attach(const nlohmann::json& request, uid_t peer);
+  nlohmann::json detach(const nlohmann::json& request, uid_t peer);
+  nlohmann::json status(uid_t peer) const;
 
   const AttachContext context_;
-  const std::size_t window_default_;
+  const AttachPolicy policy_;
   Tree& tree_;
+  AttachOwners owners_;
+  std::mutex detach_lock_;
   std::mutex rings_lock_;
   std::vector<std::unique_ptr<MmioRingServer>> rings_;  // ended ones are reaped at the next request
 };

@@ -7,6 +7,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <fcntl.h>
 #include <grp.h>
@@ -17,6 +18,7 @@
 
 #include "attach_manager.hpp"
 #include "control_server.hpp"
+#include "dev_links.hpp"
 #include "remote_device.hpp"
 #include "rpcie/auth.hpp"
 #include "rpcie/client.hpp"
@@ -86,22 +88,38 @@ void background_ready(int fd) {
 struct Options {
   hostd::TreeOptions tree;
   hostd::AttachContext context;
-  std::size_t window_default = 16u << 20;
+  hostd::AttachPolicy policy;
   std::string control_path;
   bool foreground = false;
 };
 
 // The flags' texts made values; an error message for the first that is wrong.
-std::optional<std::string> options_check(Options& o, const std::string& timeout, const std::string& window,
-                                         const std::string& group, const std::string& mode,
-                                         const std::string& provider) {
+// --dma-window, --max-dma-window and --allow-remote: what attach requests may ask for.
+std::optional<std::string> policy_check(hostd::AttachPolicy& policy, const std::string& window,
+                                        const std::string& window_max, const std::vector<std::string>& remotes) {
+  const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  auto w = size_parse(window);
+  if (!w || *w == 0 || *w % page != 0) return "--dma-window: expected a size in pages (e.g. 16M), got '" + window + "'";
+  auto m = size_parse(window_max);
+  if (!m || *m == 0 || *m % page != 0)
+    return "--max-dma-window: expected a size in pages (e.g. 256M), got '" + window_max + "'";
+  if (*w > *m) return "--dma-window " + window + " is over --max-dma-window " + window_max;
+  policy.window_default = *w;
+  policy.window_max = *m;
+  for (const auto& text : remotes) {
+    auto a = address_parse(text, kDefaultPort);
+    if (!a) return "--allow-remote: " + a.error().message;
+    if (auto ok = hostd::host_name_check(a->first); !ok) return "--allow-remote: " + ok.error().message;
+    policy.remotes.push_back(*a);
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> options_check(Options& o, const std::string& timeout, const std::string& group,
+                                         const std::string& mode, const std::string& provider) {
   auto t = duration_parse(timeout);
   if (!t || *t < std::chrono::milliseconds(100)) return "--timeout: expected seconds >= 0.1, got '" + timeout + "'";
   o.tree.timeout = o.context.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(*t);
-  auto w = size_parse(window);
-  const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
-  if (!w || *w == 0 || *w % page != 0) return "--dma-window: expected a size in pages (e.g. 16M), got '" + window + "'";
-  o.window_default = *w;
   auto g = group_parse(group);
   if (!g) return "--group: no group '" + group + "'";
   char* end = nullptr;
@@ -121,13 +139,18 @@ std::optional<std::string> options_check(Options& o, const std::string& timeout,
 // Fills `o` from the command line; an exit status if the program is to end (help, bad usage).
 std::optional<int> options_parse(int argc, char** argv, Options& o) {
   CLI::App app{"rpcie-hostd: remote PCIe devices as files (FUSE, sysfs layout)"};
-  std::string psk_file = auth::kDefaultKeyPath, provider, timeout = "5", window = "16M", group, mode = "0660", name;
+  std::string psk_file = auth::kDefaultKeyPath, provider, timeout = "5", window = "16M", window_max = "256M", group,
+              mode = "0660", name;
+  std::vector<std::string> remotes;
   app.add_option("--mount", o.tree.mount, "mount point (default /run/rpcie)");
   app.add_option("--control", o.control_path, "control socket (default $RPCIE_CONTROL, else /run/rpcie.sock)");
   app.add_option("--psk-file", psk_file, "pre-shared key (default /etc/rpcie/psk)");
   app.add_option("--provider", provider, "auto, tcp, shm, verbs, efa, tcp;ofi_rxm, verbs;ofi_rxm");
   app.add_option("--timeout", timeout, "bound on every operation, in seconds (default 5; also 500ms)");
   app.add_option("--dma-window", window, "default DMA window size per attachment (default 16M)");
+  app.add_option("--max-dma-window", window_max, "largest DMA window an attach may ask for (default 256M)");
+  app.add_option("--allow-remote", remotes,
+                 "HOST[:PORT] non-root users may attach from (repeatable; default: any; root: any)");
   app.add_option("--group", group, "group that may use the devices and the control socket");
   app.add_option("--mode", mode, "mode of device files, DMA windows and the control socket (default 0660)");
   app.add_option("--name", name, "client name the exporters know our key by (default: host name)");
@@ -141,7 +164,8 @@ std::optional<int> options_parse(int argc, char** argv, Options& o) {
   }
   // The same resolution as the rpcie CLI's, so that both find one socket.
   o.control_path = control::socket_path_resolve(o.control_path);
-  if (auto wrong = options_check(o, timeout, window, group, mode, provider)) return error_exit(*wrong, 2);
+  if (auto wrong = options_check(o, timeout, group, mode, provider)) return error_exit(*wrong, 2);
+  if (auto wrong = policy_check(o.policy, window, window_max, remotes)) return error_exit(*wrong, 2);
   auto key = auth::key_load(psk_file);
   if (!key) return error_exit(key.error().describe());
   o.context.client.key = std::make_shared<const auth::Key>(std::move(*key));
@@ -176,7 +200,7 @@ int main(int argc, char** argv) {
   if (!stale) return error_exit(stale.error().describe());
   auto tree = hostd::Tree::mount(o.tree);
   if (!tree) return error_exit(tree.error().describe());
-  hostd::AttachManager manager(o.context, o.window_default, **tree);
+  hostd::AttachManager manager(o.context, o.policy, **tree);
   auto control =
       hostd::ControlServer::start(o.control_path, o.tree.group, o.tree.mode,
                                   [&manager](const json& r, const ucred& peer) { return manager.request(r, peer); });

@@ -73,7 +73,7 @@ Result<void> Tree::withdraw(const std::string& name, Deadline deadline) {
   auto node = m.nodes.remove_named(name);
   if (!node) return fail(ENOENT, "no device " + name);
   node->dev->listen(nullptr);
-  dev_links_remove(node->links);
+  dev_links_remove(node->links, m.sysfs_path(*node));
   // The kernel forgets the directory and its entries now (no stale cached lookups).
   auto* se = m.fuse->session();
   for (const auto& [fname, id] : node->files())

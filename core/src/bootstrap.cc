@@ -196,8 +196,12 @@ Result<OwnedMessage> Socket::message_recv(Deadline deadline) {
         if (!mac_->open(body, msg.last(proto::kMacTrailer))) {
           // A forged or corrupted frame: drop it and keep the stream (the MAC's sequence
           // number did not advance, so the next genuine frame still verifies).
+          // Logged at a bounded rate for the whole process: an injector can send frames
+          // far faster than anyone reads a log.
           ++frames_dropped_;
-          RPCIE_LOG_WARN("bootstrap", "dropped a frame from {} whose MAC does not verify", peer_address());
+          static LogLimiter limiter;
+          RPCIE_LOG_LIMITED(limiter, LogLevel::warn, "bootstrap", "dropped a frame from {} whose MAC does not verify",
+                            peer_address());
           continue;
         }
         msg = body;
@@ -241,7 +245,10 @@ Result<Listener> Listener::open(const std::string& address, std::uint16_t port) 
     Socket guard(fd);
     int one = 1;
     ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (::bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || ::listen(fd, 64) != 0) {
+    // The longest backlog the kernel allows (net.core.somaxconn): a burst of connections
+    // then waits in the queue for the accept loop instead of having its handshakes dropped
+    // and retried a second later.
+    if (::bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || ::listen(fd, SOMAXCONN) != 0) {
       last = Error{ErrorDomain::posix, errno,
                    "listen on " + (address.empty() ? std::string("*") : address) + ":" + service};
       continue;

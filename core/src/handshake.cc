@@ -29,6 +29,14 @@ const Key* ServerKeys::find(std::string_view name) const noexcept {
   return nullptr;
 }
 
+Result<void> ServerKeys::decoy_make() {
+  const Nonce junk = nonce_random();  // kNonceBytes == kKeyMinBytes random bytes
+  static_assert(kNonceBytes >= kKeyMinBytes);
+  RPCIE_TRY_ASSIGN(auto k, Key::create(junk));
+  decoy.emplace(std::move(k));
+  return {};
+}
+
 Result<void> handshake_client(Socket& socket, const Key& key, std::string_view name, std::string_view server,
                               Deadline deadline) {
   const std::string who(name);
@@ -60,25 +68,23 @@ Result<std::string> handshake_server(Socket& socket, const ServerKeys& keys, Dea
                 std::string("peer sent ") + proto::msg_type_name(first.decoded.header.type) + " before authenticating");
   }
   const std::string name(hello->client);
+  // The name as it may appear in texts: a peer's bytes that fail the name rule are not echoed.
+  const std::string who = client_name_valid(name) ? "client '" + name + "'" : std::string("an invalid client name");
   const Nonce client_nonce = auth_bytes(hello->nonce);
   const Key* key = keys.find(name);
-  std::optional<Key> decoy;
-  if (!key) {
-    // The same answer as for a known name, with a key nobody has: the client's check of our
-    // proof fails, and the reply does not tell which names exist.
-    const Nonce junk = nonce_random();
-    RPCIE_TRY_ASSIGN(auto k, Key::create(junk));
-    decoy.emplace(std::move(k));
-  }
-  const Key& use = key ? *key : *decoy;
+  // Unknown: the same answer as for a known name, with the key nobody has (made once at
+  // start): the client's check of our proof fails, and the reply does not tell which names
+  // exist.
+  if (!key && !keys.decoy) return fail(EINVAL, "server keys without a decoy key (ServerKeys::decoy_make)");
+  const Key& use = key ? *key : *keys.decoy;
   const Nonce server_nonce = nonce_random();
   const Proof mine = proof_compute(use, Role::server, name, client_nonce, server_nonce);
   RPCIE_TRY(socket.message_send(proto::AuthChallenge{server_nonce, mine}, 0, deadline));
   RPCIE_TRY_ASSIGN(const OwnedMessage answer, socket.message_recv(deadline));
   const auto* proof = std::get_if<proto::AuthProof>(&answer.decoded.message);
   if (!key || !proof || !proof_verify(use, Role::client, name, client_nonce, server_nonce, auth_bytes(proof->proof))) {
-    (void)socket.message_send(proto::ErrorMsg{EACCES, "authentication failed for client '" + name + "'"}, 0, deadline);
-    return fail(EACCES, "authentication failed for client '" + name + "' from " + socket.peer_address());
+    (void)socket.message_send(proto::ErrorMsg{EACCES, "authentication failed for " + who}, 0, deadline);
+    return fail(EACCES, "authentication failed for " + who + " from " + socket.peer_address());
   }
   RPCIE_TRY(socket.message_send(proto::AuthOk{}, 0, deadline));
   socket.frame_mac_set(FrameMac(session_key_derive(use, name, client_nonce, server_nonce), Role::server));

@@ -49,10 +49,11 @@ backend = "edu"
 allow = ["alice"]
 TOML
 "$RPCIE" keygen "$TMP/alice.psk" >/dev/null || die "keygen (alice)"
-# A real PCI function bound to a host driver, exported read-only (where this machine has one).
+# A real PCI function bound to a host driver, exported read-only (where this machine has
+# one); not a bridge (class 0x06xxxx), which pci-sysfs refuses to export.
 SYSFS_EXPORT=() BDF=
 for d in /sys/bus/pci/devices/*; do
-  [ -e "$d/driver" ] && [ -e "$d/config" ] && { BDF=$(basename "$d"); break; }
+  [ -e "$d/driver" ] && [ -e "$d/config" ] && [[ $(cat "$d/class") != 0x06* ]] && { BDF=$(basename "$d"); break; }
 done
 [ -n "$BDF" ] && SYSFS_EXPORT=(--export "sys0=pci-sysfs,bdf=$BDF")
 

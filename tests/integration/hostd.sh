@@ -68,7 +68,8 @@ for args in "attach" "attach -r $HOST" "detach" "detach -d rpcie0 --all" "status
 done
 "$RPCIE" status >/dev/null 2>"$TMP/err"; rc=$?
 [ $rc = 1 ] && grep -q "rpcie: error: no rpcie-hostd listens" "$TMP/err" || die "status without hostd: rc $rc, $(cat "$TMP/err")"
-for args in "--timeout soon" "--dma-window 3" "--mode 999" "--group no-such-group-$$" "--bogus"; do
+for args in "--timeout soon" "--dma-window 3" "--mode 999" "--group no-such-group-$$" "--bogus" "--max-dma-window 3" \
+            "--dma-window 512M" "--max-dma-window 8M" "--allow-remote a/b" "--allow-remote [::1"; do
   "$HOSTD" --foreground --mount "$MNT" --control "$SOCK" --psk-file "$TMP/psk" $args >/dev/null 2>"$TMP/err"; rc=$?
   [ $rc = 2 ] || die "rpcie-hostd $args: exit $rc, expected 2 ($(cat "$TMP/err"))"
 done

@@ -74,8 +74,9 @@ netns_pair() {
 # stack_start BUILDDIR PREFIX SUBNET EXPORT...: the real stack of the mapped-BAR tests:
 # rpcie-exportd (each EXPORT as --export, access log in $ACCESS) in one namespace and
 # rpcie-hostd (a real FUSE mount at $MNT, device links in $DEVDIR) in the other, over TCP.
-# hostd's --timeout is $HOSTD_TIMEOUT seconds (default 2; it also bounds hostd's attach).
-# Sets EXPORTD HOSTD RPCIE ON_DEV ON_CMP HOST MNT DEVDIR SOCK ACCESS, exports RPCIE_CONTROL,
+# hostd's --timeout is $HOSTD_TIMEOUT seconds (default 2; it also bounds hostd's attach); the
+# array HOSTD_ARGS, if set, adds options to hostd's command line.
+# Sets EXPORTD HOSTD HOSTD_PID RPCIE ON_DEV ON_CMP HOST MNT DEVDIR SOCK ACCESS, exports RPCIE_CONTROL,
 # and makes die() show the daemons' logs. Skips without /dev/fuse or namespaces.
 stack_start() {
   local b=$1 prefix=$2 subnet=$3 deadline spec
@@ -103,7 +104,9 @@ stack_start() {
     sleep 0.05
   done
   start_bg "${ON_CMP[@]}" "$HOSTD" --foreground --mount "$MNT" --control "$SOCK" --dev-dir "$DEVDIR" \
-    --psk-file "$TMP/psk" --provider tcp --timeout "${HOSTD_TIMEOUT:=2}" 2>>"$TMP/hostd.log"
+    --psk-file "$TMP/psk" --provider tcp --timeout "${HOSTD_TIMEOUT:=2}" ${HOSTD_ARGS[@]+"${HOSTD_ARGS[@]}"} \
+    2>>"$TMP/hostd.log"
+  HOSTD_PID=$LAST_PID
   CLEANUPS+=("for _ in 1 2 3 4; do grep -q ' $MNT ' /proc/mounts && umount -l $MNT; done")
   deadline=$((SECONDS + 10))
   until "$RPCIE" status >/dev/null 2>&1; do

@@ -102,6 +102,10 @@ void status_print_text(const nlohmann::json& answer) {
   std::printf("%-8s %-22s %-12s %-13s %-12s %4s %10s %10s %8s\n", "DEVICE", "EXPORTER", "EXPORT", "STATE", "PROVIDER",
               "GEN", "MMIO_RD", "MMIO_WR", "IRQS");
   for (const auto& a : answer.value("attachments", nlohmann::json::array())) {
+    if (a.value("hidden", false)) {  // another user's: hostd tells only that it exists
+      std::printf("%-8s (another user's attachment; details hidden)\n", a.value("device", "").c_str());
+      continue;
+    }
     const auto& c = a.value("counters", nlohmann::json::object());
     std::printf("%-8s %-22s %-12s %-13s %-12s %4llu %10llu %10llu %8llu\n", a.value("device", "").c_str(),
                 a.value("exporter", "").c_str(), a.value("export", "").c_str(), a.value("state", "").c_str(),
@@ -220,6 +224,9 @@ int detach_run(const Options& o) {
   return control_run(o.control_path, request, o.control_timeout_s, o.json(), [](const nlohmann::json& a) {
     for (const auto& n : a.value("detached", nlohmann::json::array()))
       std::printf("detached %s\n", n.get<std::string>().c_str());
+    if (const auto kept = a.value("kept", 0ull); kept > 0)
+      std::printf("kept %llu attachment%s of other users (only they or root may detach them)\n",
+                  static_cast<unsigned long long>(kept), kept == 1 ? "" : "s");
   });
 }
 

@@ -49,9 +49,14 @@ namespace rpcie::auth {
 struct ServerKeys {
   std::map<std::string, Key, std::less<>> clients;  // each client's own key, by name
   std::optional<Key> shared;                        // for any valid name not in `clients`
+  // The key nobody has, with which the server answers every name it has no key for (made
+  // once, by decoy_make(), before the server runs; handshake_server needs it).
+  std::optional<Key> decoy;
   // The key for `name`: its own, else the shared key if `name` passes client_name_valid,
   // else null.
   const Key* find(std::string_view name) const noexcept;
+  // Draws `decoy` from random bytes (kKeyMinBytes). ENOMEM when no secure memory can be had.
+  Result<void> decoy_make();
 };
 
 // The client half, on a freshly connected `socket`: proves that this client, `name`, holds
@@ -69,13 +74,15 @@ Result<void> handshake_client(Socket& socket, const Key& key, std::string_view n
 //    (auth_hello)", that message's request id); returns EACCES.
 //  - Client proof wrong, missing (any other message instead) or made against a decoy:
 //    answered with error (EACCES, "authentication failed for client 'NAME'", request id 0);
-//    returns EACCES naming the client and the peer address.
+//    returns EACCES naming the client and the peer address. A name that fails
+//    client_name_valid is never echoed (it came from the peer and may hold any byte): the
+//    text then says "an invalid client name" instead of 'NAME'.
 //  - A name `keys` has no key for gets the same answer as a known one: an auth_challenge of
-//    the same size, its proof made with a random key drawn for this connection (the decoy),
-//    then the wait for the client's proof and the refusal above. So the messages do not tell
-//    which names exist, and the work differs only by drawing the decoy key (one allocation
-//    of secure memory, not equalised). The client's check of the decoy proof fails as for a
-//    wrong key.
+//    the same size, its proof made with `keys.decoy` (made once at start, never per
+//    connection), then the wait for the client's proof and the refusal above. So the
+//    messages do not tell which names exist, and the work is the same: one lookup, one
+//    proof. The client's check of the decoy proof fails as for a wrong key. EINVAL (nothing
+//    sent) for such a name when `keys.decoy` was never made: a server bug.
 Result<std::string> handshake_server(Socket& socket, const ServerKeys& keys, Deadline deadline);
 
 }  // namespace rpcie::auth

@@ -5,6 +5,7 @@
 #include <bit>
 #include <cctype>
 #include <cerrno>
+#include <cstring>
 #include <optional>
 #include <utility>
 
@@ -14,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "config_policy.hpp"
 #include "rpcie/log.hpp"
 #include "rpcie/mapping.hpp"
 #include "sysfs_files.hpp"
@@ -27,7 +29,6 @@ static_assert(std::endian::native == std::endian::little, "pci-sysfs assumes a l
 namespace {
 
 constexpr std::string_view kDefaultRoot = "/sys/bus/pci/devices";
-constexpr std::uint32_t kCfgHeaderType = 0x0e;
 
 struct Params {
   std::string bdf;  // normalised to lower case, as sysfs names functions
@@ -85,18 +86,21 @@ Result<std::uint64_t> attribute_hex(const std::string& dir, const char* name, st
 
 std::uint32_t all_ones(unsigned width) { return width == 4 ? 0xffffffffu : (1u << (8 * width)) - 1; }
 
-// Registers that place the function in the host's address space: BARs and expansion ROM.
-// A client writing them (BAR probing, assigning its own addresses) would move the host's
-// device under the host's feet, so they are never passed through.
-bool config_places_function(std::uint8_t header_type, std::uint32_t offset, unsigned width) {
-  auto overlaps = [&](std::uint32_t from, std::uint32_t to) { return offset < to && offset + width > from; };
-  switch (header_type & 0x7f) {
-    case 0:
-      return overlaps(pci::kCfgBar0, pci::kCfgBarEnd) || overlaps(pci::kCfgRomAddress, pci::kCfgRomAddress + 4);
-    case 1:
-      return overlaps(0x10, 0x18) || overlaps(0x38, 0x3c);
+// What a bridge's subclass calls it, for the refusal.
+const char* bridge_kind(std::uint32_t class_code) {
+  switch ((class_code >> 8) & 0xff) {
+    case 0x00:
+      return "a host bridge";
+    case 0x01:
+      return "an ISA bridge";
+    case 0x04:
+      return "a PCI-to-PCI bridge";
+    case 0x07:
+      return "a CardBus bridge";
+    case 0x09:
+      return "a semi-transparent PCI-to-PCI bridge";
     default:
-      return overlaps(0x10, 0x40);  // CardBus and unknown layouts: the whole rest of the header
+      return "a bridge";
   }
 }
 
@@ -130,21 +134,18 @@ class PciSysfs final : public Backend {
   Result<void> config_write(std::uint32_t offset, unsigned width, std::uint32_t value) override {
     if (!pci::access_valid(offset, width, pci::kConfigSpaceSize, pci::kConfigWidthMax))
       return fail(EINVAL, where() + "config write of width " + std::to_string(width) + " at " + hex(offset));
-    const std::string what = "config write at " + hex(offset);
+    if (width < 4) value &= all_ones(width);
+    const std::string what = fmt::format("config write of {:#x} at {:#x} (width {})", value, offset, width);
     if (auto free = unbound(what); !free) return free;
-    if (!config_write_) return fail(EPERM, where() + what + " refused: config writes need config-write=yes");
-    if (config_places_function(header_type_, offset, width))
-      return fail(EPERM, where() + what + " refused: BAR and expansion ROM registers stay the host's");
+    if (!config_write_) return refuse(what + " refused: config writes need config-write=yes");
     // Not decoded (past the file's end): ignored, as by a device without the register; and
     // never extend a file by writing past it.
-    if (offset + width > config_file_size_) return {};
-    if (width < 4) value &= all_ones(width);
-    ssize_t n;
-    do n = ::pwrite(config_fd_.get(), &value, width, offset);
-    while (n < 0 && errno == EINTR);
-    if (n < 0) return fail(errno, where() + what);
-    if (static_cast<std::size_t>(n) != width) return fail(EIO, where() + what + ": short write");
-    return {};
+    if (offset + width > policy_.size()) return {};
+    RPCIE_TRY_ASSIGN(const std::uint32_t current, config_exact_read(offset, width));
+    auto merged = policy_.write_merge(offset, width, value, current);
+    if (!merged) return refuse(what + " refused: " + merged.error().message);
+    if (!merged->any) return {};  // nothing in it the client may write: dropped
+    return config_exact_write(config_fd_.get(), offset, width, merged->value);
   }
 
   Result<std::uint64_t> mmio_read(std::uint8_t bar, std::uint64_t offset, unsigned width) override {
@@ -167,6 +168,11 @@ class PciSysfs final : public Backend {
   Result<void> mmio_write(std::uint8_t bar, std::uint64_t offset, unsigned width, std::uint64_t value) override {
     const std::string what = "write of BAR" + std::to_string(bar) + "+" + hex(offset);
     if (auto ok = bar_check(bar, offset, width, what); !ok) return ok;
+    if (msix_ && bar == msix_->bar && offset < msix_->offset + msix_->length && offset + width > msix_->offset)
+      return refuse(
+          fmt::format("{} refused: the MSI-X table (BAR{} {:#x}..{:#x}) holds interrupt message addresses "
+                      "and data, which stay the host's",
+                      what, bar, msix_->offset, msix_->offset + msix_->length - 1));
     BarAccess& a = bars_[bar];
     if (a.map) {
       std::uint8_t* at = a.map.data() + offset;
@@ -181,9 +187,45 @@ class PciSysfs final : public Backend {
     return {};
   }
 
+  // Bus mastering must be off before a client reaches the function: with it on, a register
+  // write could start DMA into the device server's memory (no IOMMU confines it), and no
+  // client can turn it on (the config policy). The config space is saved for detach.
+  Result<void> attach(DmaPort* dma, IrqSink* irq) override {
+    (void)dma, (void)irq;
+    if (!driver_.empty()) return {};  // read-only export: nothing of the client reaches the device
+    RPCIE_TRY(unbound("attach"));
+    RPCIE_TRY(bus_master_off("attach"));
+    if (config_write_) {
+      RPCIE_TRY_ASSIGN(saved_config_, config_image_read());
+    }
+    return {};
+  }
+
+  // The function back as the client found it: reset through sysfs where it has a reset
+  // method, then the registers a client may write restored to their values at attach
+  // (needed after a reset too: the kernel restores what the function had before it, the
+  // client's values), Command last; bus mastering checked off again.
+  void detach() noexcept override {
+    if (!driver_.empty()) return;
+    if (auto free = unbound("detach"); !free) {
+      RPCIE_LOG_WARN("pci-sysfs", "{}; the function is left as it is", free.error().message);
+      return;
+    }
+    if (auto reset = function_reset(); !reset)
+      RPCIE_LOG_WARN("pci-sysfs", "{}: reset at detach failed: {}", bdf_, reset.error().describe());
+    if (!saved_config_.empty()) {
+      if (auto restored = config_restore(); !restored)
+        RPCIE_LOG_WARN("pci-sysfs", "{}: config space not restored at detach: {}", bdf_, restored.error().describe());
+      saved_config_.clear();
+    }
+    if (auto off = bus_master_off("detach"); !off) RPCIE_LOG_ERROR("pci-sysfs", "{}", off.error().describe());
+  }
+
   Result<void> reset() override {
     if (auto free = unbound("reset"); !free) return free;
-    return fail(ENOTSUP, where() + "reset is not supported by pci-sysfs");
+    RPCIE_TRY_ASSIGN(const bool done, function_reset());
+    if (!done) return fail(ENOTSUP, where() + "reset: the function has no reset method (no sysfs reset file)");
+    return {};
   }
 
  private:
@@ -224,6 +266,118 @@ class PciSysfs final : public Backend {
     return unbound(what);
   }
 
+  // A refusal a client can cause at will: logged, at a bounded rate.
+  tl::unexpected<Error> refuse(const std::string& what) {
+    std::string message = where() + what;
+    RPCIE_LOG_LIMITED(refusals_, LogLevel::warn, "pci-sysfs", "{}", message);
+    return fail(EPERM, std::move(message));
+  }
+
+  // Exactly `width` bytes of config space, or an error (EIO when the file gives fewer).
+  Result<std::uint32_t> config_exact_read(std::uint32_t offset, unsigned width) const {
+    std::uint32_t value = 0;
+    ssize_t n;
+    do n = ::pread(config_fd_.get(), &value, width, offset);
+    while (n < 0 && errno == EINTR);
+    if (n < 0) return fail(errno, where() + "config read at " + hex(offset));
+    if (static_cast<std::size_t>(n) != width) return fail(EIO, where() + "config read at " + hex(offset) + ": short");
+    return value;
+  }
+
+  Result<void> config_exact_write(int fd, std::uint32_t offset, unsigned width, std::uint32_t value) const {
+    ssize_t n;
+    do n = ::pwrite(fd, &value, width, offset);
+    while (n < 0 && errno == EINTR);
+    if (n < 0) return fail(errno, where() + "config write at " + hex(offset));
+    if (static_cast<std::size_t>(n) != width) return fail(EIO, where() + "config write at " + hex(offset) + ": short");
+    return {};
+  }
+
+  // The whole config space as the file gives it to this process.
+  Result<std::vector<std::uint8_t>> config_image_read() const {
+    std::vector<std::uint8_t> image(config_file_size_);
+    std::size_t got = 0;
+    while (got < image.size()) {
+      const ssize_t n = ::pread(config_fd_.get(), image.data() + got, image.size() - got, static_cast<off_t>(got));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return fail(errno, where() + "config read");
+      if (n == 0) break;
+      got += static_cast<std::size_t>(n);
+    }
+    image.resize(got);
+    return image;
+  }
+
+  // Clears Command's bus master bit where it is on; EPERM when it does not clear.
+  Result<void> bus_master_off(const char* when) const {
+    RPCIE_TRY_ASSIGN(const std::uint32_t command, config_exact_read(pci::kCfgCommand, 2));
+    if (!(command & pci::kCommandBusMaster)) return {};
+    // config is open read-only without config-write=yes: this one write needs its own descriptor.
+    Fd writable;
+    int fd = config_fd_.get();
+    if (!config_write_) {
+      auto rw = sysfs::file_open(dir_ + "/config", O_RDWR);
+      if (!rw)
+        return fail(rw.error().code, where() + "bus mastering is on and cannot be cleared: " + rw.error().message);
+      writable = std::move(*rw);
+      fd = writable.get();
+    }
+    RPCIE_TRY(config_exact_write(fd, pci::kCfgCommand, 2, command & ~std::uint32_t{pci::kCommandBusMaster}));
+    RPCIE_TRY_ASSIGN(const std::uint32_t after, config_exact_read(pci::kCfgCommand, 2));
+    if (after & pci::kCommandBusMaster)
+      return fail(EPERM, where() + "bus mastering is on and does not clear (Command " + hex(after) +
+                             "): refusing to serve a function whose DMA would reach the device server's memory");
+    RPCIE_LOG_WARN("pci-sysfs", "{}: bus mastering was on at {}: cleared", bdf_, when);
+    return {};
+  }
+
+  // Writes the function's sysfs `reset` file; false when it has none (no reset method).
+  Result<bool> function_reset() const {
+    auto fd = sysfs::file_open(dir_ + "/reset", O_WRONLY);
+    if (!fd && fd.error().code == ENOENT) return false;
+    if (!fd) return fail(fd.error().code, where() + fd.error().message);
+    ssize_t n;
+    do n = ::write(fd->get(), "1", 1);
+    while (n < 0 && errno == EINTR);
+    if (n != 1) return fail(n < 0 ? errno : EIO, where() + "write " + dir_ + "/reset");
+    return true;
+  }
+
+  // The writable registers back to saved_config_, from the end of config space down to
+  // the header, Command last: the function stops decoding (if it did not at attach) only
+  // once everything else is back. Each write is the narrowest aligned access that covers
+  // the bytes to restore, so that no neighbouring register is written needlessly.
+  Result<void> config_restore() const {
+    RPCIE_TRY_ASSIGN(const std::vector<std::uint8_t> now, config_image_read());
+    const auto end =
+        static_cast<std::uint32_t>(std::min({saved_config_.size(), now.size(), std::size_t{policy_.size()}}));
+    const auto le = [](const std::vector<std::uint8_t>& image, std::uint32_t at, unsigned width) {
+      std::uint32_t v = 0;
+      std::memcpy(&v, image.data() + at, width);
+      return v;
+    };
+    const auto restore = [&](std::uint32_t at, unsigned width) {
+      return policy_.restore_merge(at, width, le(saved_config_, at, width), le(now, at, width));
+    };
+    const auto dword_restore = [&](std::uint32_t dword) -> Result<void> {
+      std::uint32_t first = 4, last = 0;  // the bytes that differ
+      for (std::uint32_t i = 0; i < 4; ++i)
+        if (restore(dword + i, 1)) first = std::min(first, i), last = i;
+      if (first > last) return {};
+      const unsigned width = last == first ? 1 : (first / 2 == last / 2 ? 2 : 4);
+      const std::uint32_t at = dword + (width == 4 ? 0 : first & ~(width - 1));
+      const auto value = restore(at, width);  // set: a byte inside differs
+      return value ? config_exact_write(config_fd_.get(), at, width, *value) : Result<void>{};
+    };
+    for (std::uint32_t at = end & ~3u; at > pci::kCfgCommand + 4;) {
+      at -= 4;
+      RPCIE_TRY(dword_restore(at));
+    }
+    if (auto command = restore(pci::kCfgCommand, 2))
+      return config_exact_write(config_fd_.get(), pci::kCfgCommand, 2, *command);
+    return {};
+  }
+
   std::string dir_;
   std::string bdf_;
   std::string driver_;  // bound at creation: the export is read-only for good
@@ -232,7 +386,10 @@ class PciSysfs final : public Backend {
   std::vector<Region> regions_;
   Fd config_fd_;
   std::uint64_t config_file_size_ = 0;
-  std::uint8_t header_type_ = 0;
+  ConfigPolicy policy_;                     // unbound functions: what a client may write
+  std::optional<MsixTable> msix_;           // refused to register writes
+  std::vector<std::uint8_t> saved_config_;  // at attach, with config-write=yes
+  LogLimiter refusals_;
   std::array<BarAccess, pci::kBarCount> bars_;
 };
 
@@ -273,6 +430,11 @@ Result<std::unique_ptr<Backend>> PciSysfs::open(const Params& p) {
   b->identity_.subsystem_vendor = static_cast<std::uint16_t>(fields[3].value);
   b->identity_.subsystem_device = static_cast<std::uint16_t>(fields[4].value);
   b->identity_.revision = static_cast<std::uint8_t>(fields[5].value);
+  // What is done to a bridge (bus numbers, windows, secondary bus reset, its own resets)
+  // reaches everything behind it: never exported, bound or not.
+  if ((b->identity_.class_code >> 16) == 0x06)
+    return fail(EPERM, b->where() + fmt::format("refused: {} is {} (class {:#08x}); bridges cannot be exported", p.bdf,
+                                                bridge_kind(b->identity_.class_code), b->identity_.class_code));
 
   // Read-write only when a config write can be allowed at all.
   auto config = sysfs::file_open(dir + "/config", !bound && p.config_write ? O_RDWR : O_RDONLY);
@@ -280,7 +442,11 @@ Result<std::unique_ptr<Backend>> PciSysfs::open(const Params& p) {
   b->config_fd_ = std::move(*config);
   if (::fstat(b->config_fd_.get(), &st) != 0) return fail(errno, b->where() + "fstat " + dir + "/config");
   b->config_file_size_ = static_cast<std::uint64_t>(st.st_size);
-  if (auto type = b->config_read(kCfgHeaderType, 1)) b->header_type_ = static_cast<std::uint8_t>(*type);
+  RPCIE_TRY_ASSIGN(const std::uint32_t header_type, b->config_exact_read(pci::kCfgHeaderType, 1));
+  if ((header_type & 0x7f) != 0)
+    return fail(EPERM, b->where() + fmt::format("refused: {} has header type {:#x}, not 0 (1 is a PCI-to-PCI bridge's, "
+                                                "2 a CardBus bridge's); bridges cannot be exported",
+                                                p.bdf, header_type & 0x7f));
 
   auto resource_text = sysfs::text_read(dir + "/resource");
   if (!resource_text) return fail(resource_text.error().code, b->where() + resource_text.error().message);
@@ -294,6 +460,15 @@ Result<std::unique_ptr<Backend>> PciSysfs::open(const Params& p) {
     RPCIE_LOG_INFO("pci-sysfs", "{}: bound to host driver {}: exported read-only", p.bdf, b->driver_);
     return std::unique_ptr<Backend>(std::move(b));
   }
+  // The policy needs the capability lists, past the 64 bytes the kernel shows a reader
+  // without CAP_SYS_ADMIN.
+  RPCIE_TRY_ASSIGN(const std::vector<std::uint8_t> image, b->config_image_read());
+  if (image.size() < b->config_file_size_)
+    return fail(EACCES, b->where() + fmt::format("{}/config reads {} of {} bytes (the rest needs CAP_SYS_ADMIN): the "
+                                                 "capability list, which the safety policy needs, cannot be read",
+                                                 dir, image.size(), b->config_file_size_));
+  b->policy_ = ConfigPolicy::build(image);
+  b->msix_ = b->policy_.msix_table();
   for (const Region& r : b->regions_) {
     if (r.kind == RegionKind::io) continue;
     const std::string path = dir + "/resource" + std::to_string(r.bar);

@@ -22,23 +22,35 @@
 //   mmio_*       through resourceN: an exact-width volatile access to its mmap, or one
 //                pread/pwrite of `width` bytes where the file cannot be mapped. I/O port
 //                BARs are EINVAL (the contract does not reach them).
-//   reset        never (ENOTSUP; EPERM while a driver is bound). No DMA, no interrupts.
+//   reset        writes the function's sysfs `reset` file (the kernel's function reset);
+//                ENOTSUP where the function has none; EPERM while a driver is bound.
+//   attach       (unbound) turns bus mastering off if it was left on; EPERM, and no client
+//                served, when it does not clear. Saves the config space (config-write=yes).
+//   detach       (unbound) resets through sysfs where the function can be reset, then
+//                restores the registers a client may write to their values at attach,
+//                Command last. Nothing when a driver has bound since.
+//   No DMA, no interrupts.
 //
-// Safety policy — a host device is never taken from the host by accident:
+// Safety policy — a host device is never taken from the host by accident, and a client
+// never makes it reach the device server's memory:
+//   * Bridges (class 0x06xxxx, or a header type other than 0) are refused at creation
+//     (EPERM naming the function and its class), bound or not: what is done to a bridge
+//     reaches everything behind it.
 //   * Bound to a host driver (a `driver` link in its sysfs directory) at creation: exported
 //     read-only. Every region is marked readonly; identity and config reads work; every
 //     config write, every BAR access (reads too: a read can have side effects, e.g. virtio's
 //     ISR register clears on read) and reset are EPERM naming the driver. config-write=yes
 //     does not change that. No file is opened for writing and no resourceN is opened at all.
 //   * Not bound: BAR reads and writes go through resourceN (opened read-write: the
-//     function has no other user). Config writes are EPERM unless config-write=yes.
+//     function has no other user), except writes into the MSI-X table (EPERM). Config
+//     writes are EPERM unless config-write=yes, and then limited by the table of
+//     config_policy.hpp (README.md has it): never bus mastering, BARs, expansion ROM,
+//     MSI/MSI-X address, data or enable, initiate-FLR or the power state. A write that
+//     would change a refused bit is refused whole (EPERM, logged at a bounded rate).
 //   * A driver that binds after creation is noticed at the next write or BAR access,
 //     which then fails with EPERM, so the host driver and a client never share a function.
-//   * Even with config-write=yes, writes to the BAR and expansion ROM registers are EPERM:
-//     they would move the function in the host's address space. Clients learn BAR sizes
-//     from regions().
-//   * The backend never writes any other sysfs file (remove, enable, reset, rescan,
-//     driver_override, ...).
+//   * Besides config and resourceN the backend writes only `reset` (at detach, or when
+//     reset() is called); never remove, enable, rescan, driver_override, bind, ...
 //
 // Threading: as backend.hpp; nothing is shared between calls but immutable state.
 #pragma once

@@ -52,6 +52,7 @@ auth::Key key_of(std::uint8_t fill) {
 auth::ServerKeys alice_only() {
   auth::ServerKeys keys;
   keys.clients.emplace("alice", key_of(1));
+  REQUIRE(keys.decoy_make().has_value());
   return keys;
 }
 
@@ -287,6 +288,7 @@ TEST_CASE("a name that is not valid gets a decoy even where a shared key exists"
   SocketPair p = socket_pair();
   auth::ServerKeys keys;
   keys.shared.emplace(key_of(2));
+  REQUIRE(keys.decoy_make().has_value());
   auto server = server_start(p.server, keys);
   HandRolledClient c;
   c.name = "no spaces";
@@ -299,6 +301,50 @@ TEST_CASE("a name that is not valid gets a decoy even where a shared key exists"
   auto name = server.get();
   REQUIRE_FALSE(name.has_value());
   CHECK(name.error().code == EACCES);
+}
+
+TEST_CASE("every unknown name is answered with the one decoy key made before the server ran") {
+  const auth::ServerKeys keys = alice_only();
+  for (const char* who : {"mallory", "no spaces", "line\nbreak"}) {
+    SocketPair p = socket_pair();
+    auto server = server_start(p.server, keys);
+    HandRolledClient c;
+    c.name = who;
+    c.hello_challenge(p.client);
+    CHECK(auth::proof_verify(*keys.decoy, auth::Role::server, c.name, c.client_nonce, c.server_nonce, c.server_proof));
+    p.client.close();
+    CHECK_FALSE(server.get().has_value());
+  }
+}
+
+TEST_CASE("a name that is not valid is not echoed in the refusal or the error") {
+  const auth::ServerKeys keys = alice_only();
+  SocketPair p = socket_pair();
+  auto server = server_start(p.server, keys);
+  HandRolledClient c;
+  c.name = "alice\nrpcie[1] exportd: info: forged";
+  c.hello_challenge(p.client);
+  send(p.client, proto::AuthProof{c.proof(key_of(1))});
+  auto m = recv(p.client);
+  const auto* e = std::get_if<proto::ErrorMsg>(&m.decoded.message);
+  REQUIRE(e);
+  CHECK(e->text == "authentication failed for an invalid client name");
+  auto name = server.get();
+  REQUIRE_FALSE(name.has_value());
+  CHECK(name.error().message.find("forged") == std::string::npos);
+  CHECK(has(name.error(), "authentication failed for an invalid client name from"));
+}
+
+TEST_CASE("server keys without a decoy refuse an unknown name before answering") {
+  auth::ServerKeys keys;
+  keys.clients.emplace("alice", key_of(1));
+  SocketPair p = socket_pair();
+  auto server = server_start(p.server, keys);
+  send(p.client, proto::AuthHello{"mallory", auth::nonce_random()});
+  auto name = server.get();
+  REQUIRE_FALSE(name.has_value());
+  CHECK(name.error().code == EINVAL);
+  CHECK_FALSE(readable_now(p.client));
 }
 
 TEST_CASE("the client half refuses a name that is not valid with EINVAL before sending anything") {

@@ -91,35 +91,97 @@ TEST_CASE("config: a missing file is ENOENT") {
   CHECK(r.error().code == ENOENT);
 }
 
-TEST_CASE("config: bad values are EINVAL naming the key") {
+TEST_CASE("config: bad values are EINVAL naming FILE:LINE and the key") {
   struct Case {
     const char* text;
+    int line;
     const char* names;
   };
   for (const Case& c : {
-           Case{"listn = \"a\"\n", "listn"},
-           Case{"lease = \"50ms\"\n", "lease"},
-           Case{"lease = 5\n", "lease"},
-           Case{"provider = \"udp\"\n", "provider"},
-           Case{"access-log = 1\n", "access-log"},
-           Case{"access-log = \"\"\n", "access-log"},
-           Case{"listen = \"[::1\"\n", "listen"},
-           Case{"[[client]]\nname = \"bob\"\n", "client 1: needs name and psk-file"},
-           Case{"[[client]]\nname = \"bob\"\npsk-file = \"/k\"\ncolour = 1\n", "colour"},
-           Case{"client = 3\n", "client must be an array of tables"},
-           Case{"[[export]]\nname = \"a\"\n", "export 1: needs name and backend"},
-           Case{"[[export]]\nname = \"a\"\nbackend = \"edu\"\nshared = \"yes\"\n", "shared must be true or false"},
-           Case{"[[export]]\nname = \"a\"\nbackend = \"edu\"\nallow = [\"bad name\"]\n", "allow"},
-           Case{"[[export]]\nname = \"a\"\nbackend = \"edu\"\ndma = \"sometimes\"\n", "dma"},
-           Case{"[[export]]\nname = \"a\"\nbackend = \"edu\"\nparams = { x = 1.5 }\n", "params.x"},
-           Case{"[[export]]\nname = \"a\"\nbackend = \"edu\"\nparams = { dma = \"mirror\" }\n", "export level"},
+           Case{"listn = \"a\"\n", 1, "listn"},
+           Case{"lease = \"50ms\"\n", 1, "lease"},
+           Case{"lease = 5\n", 1, "lease"},
+           Case{"provider = \"udp\"\n", 1, "provider"},
+           Case{"access-log = 1\n", 1, "access-log"},
+           Case{"\naccess-log = \"\"\n", 2, "access-log"},
+           Case{"listen = \"[::1\"\n", 1, "listen"},
+           Case{"preauth-per-address = 0\n", 1, "preauth-per-address"},
+           Case{"preauth-max = \"many\"\n", 1, "preauth-max"},
+           Case{"[[client]]\nname = \"bob\"\n", 1, "client 1: needs name and psk-file"},
+           Case{"[[client]]\nname = \"bob\"\npsk-file = \"/k\"\ncolour = 1\n", 4, "colour"},
+           Case{"client = 3\n", 1, "client must be an array of tables"},
+           Case{"[[export]]\nname = \"a\"\n", 1, "export 1: needs name and backend"},
+           Case{"[[export]]\nname = \"a\"\nbackend = \"edu\"\nshared = \"yes\"\n", 4, "shared must be true or false"},
+           Case{"[[export]]\nname = \"a\"\nbackend = \"edu\"\nallow = [\"bad name\"]\n", 4, "allow"},
+           Case{"[[export]]\nname = \"a\"\nbackend = \"edu\"\ndma = \"sometimes\"\n", 4, "dma"},
+           Case{"[[export]]\nname = \"a\"\nbackend = \"edu\"\nparams = { x = 1.5 }\n", 4, "params.x"},
+           Case{"[[export]]\nname = \"a\"\nbackend = \"edu\"\nparams = { dma = \"mirror\" }\n", 4, "export level"},
+           Case{"[[export]]\nname = \"a\"\nbackend = \"edu\"\n\n[[export]]\nname = \"b c\"\nbackend = \"edu\"\n", 6,
+                "export 2: "},
        }) {
     CAPTURE(c.text);
     auto e = load_error(c.text);
     CHECK(e.code == EINVAL);
-    CHECK(e.message.find("exportd.toml: ") != std::string::npos);
+    CHECK(e.message.find("exportd.toml:" + std::to_string(c.line) + ": ") != std::string::npos);
     CHECK(e.message.find(c.names) != std::string::npos);
   }
+}
+
+TEST_CASE("config: preauth caps from the file") {
+  ConfigFile f("preauth-per-address = 2\npreauth-max = 100\n");
+  auto c = f.load();
+  REQUIRE(c);
+  CHECK(c->preauth_per_address == 2);
+  CHECK(c->preauth_max == 100);
+  CHECK(ExporterConfig{}.preauth_per_address == 4);
+  CHECK(ExporterConfig{}.preauth_timeout == std::chrono::milliseconds(1000));
+}
+
+TEST_CASE("config: an allow name without a [[client]] key of its own is refused at the allow entry's line") {
+  ConfigFile f(R"(psk-file = "/k/psk"
+
+[[client]]
+name = "alice"
+psk-file = "/k/alice"
+
+[[export]]
+name = "edu0"
+backend = "edu"
+allow = ["alice",
+         "bob"]
+)");
+  auto c = f.load();
+  REQUIRE(c);
+  REQUIRE(c->exports[0].allow_origin.size() == 2);
+  CHECK(c->exports[0].origin == f.path + ":7");
+  CHECK(c->clients[0].origin == f.path + ":3");
+  auto r = config_check(*c);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == EINVAL);
+  CHECK(r.error().message.rfind(f.path + ":11: export 'edu0': allow: client 'bob' has no [[client]] entry", 0) == 0);
+  // With bob's own key the same allow list is fine.
+  c->clients.push_back({"bob", "/k/bob"});
+  CHECK(config_check(*c));
+}
+
+TEST_CASE("config: an allow name from --export needs a [[client]] key too") {
+  ExporterConfig c;
+  c.psk_file = "/k/psk";
+  c.exports.push_back(*export_config_parse("nic1=edu,allow=compute1"));
+  auto r = config_check(c);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().message.rfind("--export: export 'nic1': allow: client 'compute1' has no [[client]] entry", 0) == 0);
+}
+
+TEST_CASE("config: names defined twice name both places") {
+  ConfigFile f(
+      "psk-file = \"/k\"\n[[export]]\nname = \"a\"\nbackend = \"edu\"\n[[export]]\nname = \"a\"\nbackend = "
+      "\"membar\"\n");
+  auto c = f.load();
+  REQUIRE(c);
+  auto r = config_check(*c);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().message == f.path + ":5: export 'a' is defined twice (first at " + f.path + ":2)");
 }
 
 TEST_CASE("config: the flag form splits the exporter's keys from the backend's") {
@@ -146,4 +208,7 @@ TEST_CASE("config: the whole configuration has exports, and distinct names") {
   c.clients.push_back({"alice", "/k"});
   c.clients.push_back({"alice", "/k2"});
   CHECK(config_check(c).error().message.find("client 'alice' is defined twice") != std::string::npos);
+  c.clients.pop_back();
+  c.clients.push_back({"bad\nname", "/k2"});
+  CHECK(config_check(c).error().message.find("client name 'bad\\x0aname' is not valid") != std::string::npos);
 }

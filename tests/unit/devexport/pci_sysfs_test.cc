@@ -5,11 +5,13 @@
 //   $TMPDIR/rpcie-pci-sysfs-XXXXXX/
 //     devices/0000:3a:00.1/          the fake function (sysfs-root=.../devices)
 //       vendor device class subsystem_vendor subsystem_device revision   "0x....\n"
-//       config                       256 bytes, type-0 header built below
+//       config                       256 bytes, type-0 header built below (classic_spec)
 //       resource                     BAR0 32-bit MMIO 4K, BAR2/3 64-bit prefetchable 16K,
 //                                    BAR4 I/O 32 bytes, a ROM line that is no BAR
 //       resource0 resource2          regular files of the BAR sizes (mmap works on them)
 //       driver -> ../../drivers/fakedrv   only in the "bound" variant
+// (pci_sysfs_fake.hpp builds it). The safety policy (bridges, bus mastering, the config
+// write table, reset and restore at detach) is tested in pci_sysfs_policy_test.cc.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -28,9 +30,11 @@
 #include <unistd.h>
 
 #include "backends/pci-sysfs/pci_sysfs.hpp"
+#include "pci_sysfs_fake.hpp"
 
 using namespace rpcie;
 using namespace rpcie::dev;
+using namespace rpcie::test;
 namespace fs = std::filesystem;
 
 namespace {
@@ -41,106 +45,47 @@ constexpr std::uint16_t kFakeDevice = 0x1234;
 constexpr std::uint32_t kFakeClass = 0x020000;
 constexpr std::size_t kFakeConfigSize = 256;
 
-std::string file_read(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
+// The function of the (a) and (b) tests: a network controller with three BARs and one
+// vendor-specific capability (0x40-0x7f) whose registers, and the space after it up to 0x100,
+// a client may write with config-write=yes.
+FakeSpec classic_spec(bool bound) {
+  FakeSpec spec;
+  spec.bdf = kFakeBdf;
+  spec.class_code = kFakeClass;
+  spec.bound = bound;
+  std::string& config = spec.config;
+  config = std::string(kFakeConfigSize, '\0');
+  for (std::size_t i = 0x40; i < kFakeConfigSize; ++i) config[i] = static_cast<char>(i ^ 0x5a);
+  le_put(config, 0x00, 2, kFakeVendor);
+  le_put(config, 0x02, 2, kFakeDevice);
+  le_put(config, 0x04, 2, 0x0002);  // memory space
+  le_put(config, 0x06, 2, 0x0010);  // capabilities list
+  le_put(config, 0x08, 4, kFakeClass << 8 | 0x02);
+  le_put(config, 0x0e, 1, 0x00);        // type 0
+  le_put(config, 0x10, 4, 0xfe000000);  // BAR0 32-bit MMIO
+  le_put(config, 0x18, 4, 0x0000000c);  // BAR2 64-bit prefetchable, low half
+  le_put(config, 0x1c, 4, 0x00000008);  // BAR3 high half: 0x8_0000_0000
+  le_put(config, 0x20, 4, 0x0000c001);  // BAR4 I/O
+  le_put(config, 0x2c, 2, 0xabcd);
+  le_put(config, 0x2e, 2, 0x0001);
+  le_put(config, 0x34, 1, 0x40);
+  le_put(config, 0x3c, 2, 0x010b);    // INTA, line 11
+  le_put(config, 0x40, 3, 0x400009);  // vendor-specific, last in the list, 0x40 bytes
+  spec.resource =
+      "0x00000000fe000000 0x00000000fe000fff 0x0000000000040200\n"
+      "0x0000000000000000 0x0000000000000000 0x0000000000000000\n"
+      "0x0000000800000000 0x0000000800003fff 0x000000000014220c\n"
+      "0x0000000000000000 0x0000000000000000 0x0000000000000000\n"
+      "0x000000000000c000 0x000000000000c01f 0x0000000000040101\n"
+      "0x0000000000000000 0x0000000000000000 0x0000000000000000\n"
+      "0x00000000fd000000 0x00000000fd00ffff 0x0000000000046200\n"
+      "0x0000000000000000 0x0000000000000000 0x0000000000000000\n";
+  spec.bars = {{0, pattern(4096, 1)}, {2, pattern(16384, 2)}};
+  return spec;
 }
 
-void file_write(const fs::path& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << bytes;
-  REQUIRE(out.good());
-}
-
-std::uint64_t le_get(const std::string& bytes, std::size_t offset, unsigned width) {
-  std::uint64_t v = 0;
-  for (unsigned i = 0; i < width; ++i) v |= std::uint64_t{static_cast<std::uint8_t>(bytes[offset + i])} << (8 * i);
-  return v;
-}
-
-void le_put(std::string& bytes, std::size_t offset, unsigned width, std::uint64_t value) {
-  for (unsigned i = 0; i < width; ++i) bytes[offset + i] = static_cast<char>(value >> (8 * i));
-}
-
-// A byte pattern that differs at every offset of a BAR, so reads at each width are checked.
-std::string pattern(std::size_t size, unsigned seed) {
-  std::string bytes(size, '\0');
-  for (std::size_t i = 0; i < size; ++i) bytes[i] = static_cast<char>((i * 7 + seed + (i >> 8)) & 0xff);
-  return bytes;
-}
-
-class FakeFunction {
- public:
-  explicit FakeFunction(bool bound) {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/rpcie-pci-sysfs-XXXXXX";
-    REQUIRE(::mkdtemp(templ.data()) != nullptr);
-    root = templ;
-    dir = root / "devices" / kFakeBdf;
-    fs::create_directories(dir);
-    fs::create_directories(root / "drivers" / "fakedrv");
-    file_write(dir / "vendor", "0xabcd\n");
-    file_write(dir / "device", "0x1234\n");
-    file_write(dir / "class", "0x020000\n");
-    file_write(dir / "subsystem_vendor", "0xabcd\n");
-    file_write(dir / "subsystem_device", "0x0001\n");
-    file_write(dir / "revision", "0x02\n");
-
-    config = std::string(kFakeConfigSize, '\0');
-    le_put(config, 0x00, 2, kFakeVendor);
-    le_put(config, 0x02, 2, kFakeDevice);
-    le_put(config, 0x04, 2, 0x0006);  // memory space, bus master
-    le_put(config, 0x06, 2, 0x0010);  // capabilities list
-    le_put(config, 0x08, 4, kFakeClass << 8 | 0x02);
-    le_put(config, 0x0e, 1, 0x00);        // type 0
-    le_put(config, 0x10, 4, 0xfe000000);  // BAR0 32-bit MMIO
-    le_put(config, 0x18, 4, 0x0000000c);  // BAR2 64-bit prefetchable, low half
-    le_put(config, 0x1c, 4, 0x00000008);  // BAR3 high half: 0x8_0000_0000
-    le_put(config, 0x20, 4, 0x0000c001);  // BAR4 I/O
-    le_put(config, 0x2c, 2, 0xabcd);
-    le_put(config, 0x2e, 2, 0x0001);
-    le_put(config, 0x34, 1, 0x40);
-    le_put(config, 0x3c, 2, 0x010b);  // INTA, line 11
-    for (std::size_t i = 0x40; i < kFakeConfigSize; ++i) config[i] = static_cast<char>(i ^ 0x5a);
-    file_write(dir / "config", config);
-
-    file_write(dir / "resource",
-               "0x00000000fe000000 0x00000000fe000fff 0x0000000000040200\n"
-               "0x0000000000000000 0x0000000000000000 0x0000000000000000\n"
-               "0x0000000800000000 0x0000000800003fff 0x000000000014220c\n"
-               "0x0000000000000000 0x0000000000000000 0x0000000000000000\n"
-               "0x000000000000c000 0x000000000000c01f 0x0000000000040101\n"
-               "0x0000000000000000 0x0000000000000000 0x0000000000000000\n"
-               "0x00000000fd000000 0x00000000fd00ffff 0x0000000000046200\n"
-               "0x0000000000000000 0x0000000000000000 0x0000000000000000\n");
-    file_write(dir / "resource0", pattern(4096, 1));
-    file_write(dir / "resource2", pattern(16384, 2));
-    if (bound) fs::create_directory_symlink("../../drivers/fakedrv", dir / "driver");
-  }
-  ~FakeFunction() {
-    std::error_code ec;
-    fs::remove_all(root, ec);
-  }
-  FakeFunction(const FakeFunction&) = delete;
-  FakeFunction& operator=(const FakeFunction&) = delete;
-
-  std::map<std::string, std::string> params(std::map<std::string, std::string> extra = {}) const {
-    extra.emplace("bdf", kFakeBdf);
-    extra.emplace("sysfs-root", (root / "devices").string());
-    return extra;
-  }
-
-  // Every regular file of the function and its content, to prove that nothing changed.
-  std::map<std::string, std::string> snapshot() const {
-    std::map<std::string, std::string> files;
-    for (const auto& entry : fs::directory_iterator(dir))
-      if (entry.is_regular_file() && !entry.is_symlink()) files[entry.path().filename()] = file_read(entry.path());
-    return files;
-  }
-
-  fs::path root;
-  fs::path dir;
-  std::string config;
+struct ClassicFunction : FakeFunction {
+  explicit ClassicFunction(bool bound) : FakeFunction(classic_spec(bound)) {}
 };
 
 std::unique_ptr<Backend> create_ok(const std::map<std::string, std::string>& params) {
@@ -150,28 +95,6 @@ std::unique_ptr<Backend> create_ok(const std::map<std::string, std::string>& par
 }
 
 bool message_has(const Error& e, const std::string& text) { return e.message.find(text) != std::string::npos; }
-
-// The access modes (O_RDONLY, O_RDWR, ...) of this process's open descriptors of `path`.
-std::vector<int> open_modes(const fs::path& path) {
-  std::vector<int> modes;
-  const fs::path target = fs::canonical(path);
-  for (const auto& entry : fs::directory_iterator("/proc/self/fd")) {
-    std::error_code ec;
-    const fs::path link = fs::read_symlink(entry.path(), ec);
-    if (ec || link != target) continue;
-    std::ifstream info("/proc/self/fdinfo/" + entry.path().filename().string());
-    std::string key;
-    while (info >> key) {
-      if (key == "flags:") {
-        std::string octal;
-        info >> octal;
-        modes.push_back(static_cast<int>(std::strtol(octal.c_str(), nullptr, 8)) & O_ACCMODE);
-        break;
-      }
-    }
-  }
-  return modes;
-}
 
 // Every write path, every BAR access and reset must be EPERM naming `driver`.
 void check_everything_refused(Backend& b, const std::string& driver) {
@@ -220,7 +143,7 @@ std::uint64_t sysfs_hex(const fs::path& path) {
 // ---- (a) unbound fake function ----------------------------------------------------------
 
 TEST_CASE("pci-sysfs fake unbound: identity comes from the sysfs text files") {
-  FakeFunction f(false);
+  ClassicFunction f(false);
   auto b = create_ok(f.params());
   CHECK(b->name() == "pci-sysfs");
   const Identity& id = b->identity();
@@ -235,7 +158,7 @@ TEST_CASE("pci-sysfs fake unbound: identity comes from the sysfs text files") {
 }
 
 TEST_CASE("pci-sysfs fake unbound: the BAR table comes from the resource file") {
-  FakeFunction f(false);
+  ClassicFunction f(false);
   auto b = create_ok(f.params());
   auto regions = b->regions();
   REQUIRE(regions.size() == 3);
@@ -255,7 +178,7 @@ TEST_CASE("pci-sysfs fake unbound: the BAR table comes from the resource file") 
 }
 
 TEST_CASE("pci-sysfs fake unbound: config reads at every width match the file; past its end all-ones") {
-  FakeFunction f(false);
+  ClassicFunction f(false);
   auto b = create_ok(f.params());
   CHECK(*b->config_read(0, 4) == (std::uint32_t{kFakeDevice} << 16 | kFakeVendor));
   for (unsigned width : {1u, 2u, 4u}) {
@@ -280,7 +203,7 @@ TEST_CASE("pci-sysfs fake unbound: config reads at every width match the file; p
 }
 
 TEST_CASE("pci-sysfs fake unbound: BAR reads and writes at every width go through resourceN") {
-  FakeFunction f(false);
+  ClassicFunction f(false);
   auto b = create_ok(f.params());
   for (const auto& bar_file : {std::pair{0, "resource0"}, {2, "resource2"}}) {
     CAPTURE(bar_file.second);
@@ -313,7 +236,7 @@ TEST_CASE("pci-sysfs fake unbound: BAR reads and writes at every width go throug
 }
 
 TEST_CASE("pci-sysfs fake unbound: BAR accesses outside the contract are EINVAL and touch nothing") {
-  FakeFunction f(false);
+  ClassicFunction f(false);
   auto b = create_ok(f.params());
   const auto before = f.snapshot();
   CHECK(b->mmio_read(0, 4096, 1).error().code == EINVAL);
@@ -331,7 +254,7 @@ TEST_CASE("pci-sysfs fake unbound: BAR accesses outside the contract are EINVAL 
 }
 
 TEST_CASE("pci-sysfs fake unbound: config writes are EPERM without config-write=yes") {
-  FakeFunction f(false);
+  ClassicFunction f(false);
   auto b = create_ok(f.params());
   const auto before = f.snapshot();
   auto w = b->config_write(0x3c, 1, 0x0a);
@@ -344,17 +267,23 @@ TEST_CASE("pci-sysfs fake unbound: config writes are EPERM without config-write=
 }
 
 TEST_CASE("pci-sysfs fake unbound: with config-write=yes config writes hit the file") {
-  FakeFunction f(false);
+  ClassicFunction f(false);
   auto b = create_ok(f.params({{"config-write", "yes"}}));
   REQUIRE(b->config_write(0x3c, 1, 0x0a));
-  REQUIRE(b->config_write(0x04, 2, 0x0002));
-  REQUIRE(b->config_write(0x40, 4, 0x11223344));
+  REQUIRE(b->config_write(0x04, 2, 0x0402));      // memory space, INTx disable
+  REQUIRE(b->config_write(0x44, 4, 0x11223344));  // the vendor-specific capability's registers
+  REQUIRE(b->config_write(0x80, 4, 0x55667788));  // space no capability claims
   std::string expect = f.config;
   le_put(expect, 0x3c, 1, 0x0a);
-  le_put(expect, 0x04, 2, 0x0002);
-  le_put(expect, 0x40, 4, 0x11223344);
+  le_put(expect, 0x04, 2, 0x0402);
+  le_put(expect, 0x44, 4, 0x11223344);
+  le_put(expect, 0x80, 4, 0x55667788);
   CHECK(file_read(f.dir / "config") == expect);
-  CHECK(*b->config_read(0x40, 4) == 0x11223344);
+  CHECK(*b->config_read(0x44, 4) == 0x11223344);
+  // The capability's ID, next pointer and length are read-only: dropped, the rest lands.
+  REQUIRE(b->config_write(0x40, 4, 0xffffffff));
+  le_put(expect, 0x43, 1, 0xff);
+  CHECK(file_read(f.dir / "config") == expect);
   // Past the file's end: not decoded, ignored, and the file does not grow.
   REQUIRE(b->config_write(0x100, 4, 0xffffffff));
   REQUIRE(b->config_write(0xffe, 2, 0xffff));
@@ -375,8 +304,8 @@ TEST_CASE("pci-sysfs fake unbound: with config-write=yes config writes hit the f
   CHECK(b->config_write(0x3d, 2, 0).error().code == EINVAL);
 }
 
-TEST_CASE("pci-sysfs fake unbound: reset is not supported") {
-  FakeFunction f(false);
+TEST_CASE("pci-sysfs fake unbound: reset without a sysfs reset file is not supported") {
+  ClassicFunction f(false);
   auto b = create_ok(f.params());
   auto r = b->reset();
   REQUIRE_FALSE(r);
@@ -386,7 +315,7 @@ TEST_CASE("pci-sysfs fake unbound: reset is not supported") {
 }
 
 TEST_CASE("pci-sysfs fake unbound: a driver that binds later makes every write and BAR access EPERM") {
-  FakeFunction f(false);
+  ClassicFunction f(false);
   auto b = create_ok(f.params({{"config-write", "yes"}}));
   REQUIRE(b->mmio_read(0, 0, 4));
   fs::create_directory_symlink("../../drivers/fakedrv", f.dir / "driver");
@@ -406,7 +335,7 @@ TEST_CASE("pci-sysfs fake unbound: a driver that binds later makes every write a
 TEST_CASE("pci-sysfs fake unbound: a resource file that cannot be mapped goes through pread/pwrite") {
   // /dev/null cannot be mapped; it takes writes and reads nothing: enough to see that the
   // backend falls back to exact-width pwrite/pread and reports a short read as EIO.
-  FakeFunction f(false);
+  ClassicFunction f(false);
   fs::remove(f.dir / "resource0");
   fs::create_symlink("/dev/null", f.dir / "resource0");
   auto b = create_ok(f.params());
@@ -418,7 +347,7 @@ TEST_CASE("pci-sysfs fake unbound: a resource file that cannot be mapped goes th
 }
 
 TEST_CASE("pci-sysfs fake unbound: an upper-case bdf names the same function") {
-  FakeFunction f(false);
+  ClassicFunction f(false);
   auto b = create_ok({{"bdf", "0000:3A:00.1"}, {"sysfs-root", (f.root / "devices").string()}});
   CHECK(b->identity().vendor == kFakeVendor);
 }
@@ -428,7 +357,7 @@ TEST_CASE("pci-sysfs fake unbound: an upper-case bdf names the same function") {
 TEST_CASE("pci-sysfs fake bound: read-only export, every write, BAR access and reset EPERM, files unchanged") {
   for (const char* config_write : {"no", "yes"}) {
     CAPTURE(config_write);
-    FakeFunction f(true);
+    ClassicFunction f(true);
     const auto before = f.snapshot();
     auto b = create_ok(f.params({{"config-write", config_write}}));
     CHECK(b->identity().vendor == kFakeVendor);
@@ -445,7 +374,7 @@ TEST_CASE("pci-sysfs fake bound: read-only export, every write, BAR access and r
 }
 
 TEST_CASE("pci-sysfs fake bound: resourceN files are never opened") {
-  FakeFunction f(true);
+  ClassicFunction f(true);
   fs::remove(f.dir / "resource0");
   fs::remove(f.dir / "resource2");
   auto b = create_ok(f.params());
@@ -457,14 +386,17 @@ TEST_CASE("pci-sysfs fake bound: resourceN files are never opened") {
 
 namespace {
 
-// The first function under /sys/bus/pci/devices with a driver bound, or empty.
+// The first function under /sys/bus/pci/devices with a driver bound that is no bridge
+// (bridges are refused at export), or empty.
 std::string real_bound_function() {
   std::vector<std::string> names;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator("/sys/bus/pci/devices", ec)) names.push_back(entry.path().filename());
   std::sort(names.begin(), names.end());
-  for (const auto& name : names)
-    if (fs::is_symlink(fs::path("/sys/bus/pci/devices") / name / "driver", ec)) return name;
+  for (const auto& name : names) {
+    const fs::path dir = fs::path("/sys/bus/pci/devices") / name;
+    if (fs::is_symlink(dir / "driver", ec) && (sysfs_hex(dir / "class") >> 16) != 0x06) return name;
+  }
   return {};
 }
 
@@ -564,7 +496,7 @@ TEST_CASE("pci-sysfs params: a function that does not exist is ENOENT naming the
   REQUIRE_FALSE(real);
   CHECK(real.error().code == ENOENT);
   CHECK(message_has(real.error(), "/sys/bus/pci/devices/ffff:ff:1f.7"));
-  FakeFunction f(false);
+  ClassicFunction f(false);
   auto fake = pci_sysfs_create({{"bdf", "0000:3a:00.2"}, {"sysfs-root", (f.root / "devices").string()}});
   REQUIRE_FALSE(fake);
   CHECK(fake.error().code == ENOENT);
@@ -572,7 +504,7 @@ TEST_CASE("pci-sysfs params: a function that does not exist is ENOENT naming the
 }
 
 TEST_CASE("pci-sysfs params: config-write is yes or no; unknown keys are EINVAL naming them") {
-  FakeFunction f(false);
+  ClassicFunction f(false);
   auto maybe = pci_sysfs_create(f.params({{"config-write", "maybe"}}));
   REQUIRE_FALSE(maybe);
   CHECK(maybe.error().code == EINVAL);
@@ -585,7 +517,7 @@ TEST_CASE("pci-sysfs params: config-write is yes or no; unknown keys are EINVAL 
 }
 
 TEST_CASE("pci-sysfs params: backend_create selects pci-sysfs by name") {
-  FakeFunction f(false);
+  ClassicFunction f(false);
   auto spec = export_spec_parse("nic=pci-sysfs,bdf=0000:3a:00.1,sysfs-root=" + (f.root / "devices").string());
   REQUIRE(spec);
   auto b = backend_create(*spec);
@@ -594,7 +526,7 @@ TEST_CASE("pci-sysfs params: backend_create selects pci-sysfs by name") {
 }
 
 TEST_CASE("pci-sysfs fake: a malformed identity or resource file fails creation with EIO naming it") {
-  FakeFunction f(false);
+  ClassicFunction f(false);
   file_write(f.dir / "vendor", "abcd\n");
   auto bad_vendor = pci_sysfs_create(f.params());
   REQUIRE_FALSE(bad_vendor);

@@ -9,6 +9,7 @@
 
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "../../support/temp_dir.hpp"
 #include "dev_links.hpp"
@@ -132,8 +133,45 @@ TEST_CASE("device links: rpcieN and by-export/<host>[:port]/<export>, removed wi
   auto other = dev_links_create(d.path, "rpcie1", p, "/x");
   REQUIRE(other.has_value());
   CHECK((*other)[1] == d.file("rpcie/by-export/10.0.0.2:9000/edu0"));
-  dev_links_remove(*links);
+  dev_links_remove(*links, "/run/rpcie/pci/devices/10000:00:00.0");
   CHECK_FALSE(exists(d.file("rpcie0")));
   CHECK_FALSE(exists(d.file("rpcie/by-export/10.0.0.2")));
   CHECK(exists(d.file("rpcie1")));
+}
+
+TEST_CASE("device links: a by-export link another attachment took over is left to it") {
+  TempDir d;
+  AttachParams p;
+  p.host = "10.0.0.2";
+  p.port = 7385;
+  p.export_name = "mem0";
+  auto first = dev_links_create(d.path, "rpcie0", p, "/t/0");
+  REQUIRE(first.has_value());
+  auto second = dev_links_create(d.path, "rpcie1", p, "/t/1");  // the same shared export again
+  REQUIRE(second.has_value());
+  dev_links_remove(*first, "/t/0");
+  CHECK_FALSE(exists(d.file("rpcie0")));
+  char target[64] = {};
+  REQUIRE(::readlink(d.file("rpcie/by-export/10.0.0.2/mem0").c_str(), target, sizeof target - 1) > 0);
+  CHECK(std::string(target) == "/t/1");
+  dev_links_remove(*second, "/t/1");
+  CHECK_FALSE(exists(d.file("rpcie/by-export/10.0.0.2")));
+}
+
+TEST_CASE("device links: host and export names that are not names make no path") {
+  TempDir d;
+  AttachParams p;
+  p.host = "10.0.0.2";
+  p.port = 7385;
+  for (const std::string& bad : std::vector<std::string>{"../../escape", "..", "a/b", ""}) {
+    p.export_name = bad;
+    auto links = dev_links_create(d.path, "rpcie0", p, "/t/0");
+    REQUIRE_FALSE(links.has_value());
+    CHECK(links.error().code == EINVAL);
+  }
+  p.export_name = "edu0";
+  p.host = "../..";
+  REQUIRE_FALSE(dev_links_create(d.path, "rpcie0", p, "/t/0").has_value());
+  CHECK_FALSE(exists(d.file("rpcie")));  // not even the by-export directory
+  CHECK_FALSE(exists(d.file("rpcie0")));
 }
