@@ -32,6 +32,7 @@ json counters_of(const client::AttachmentStats& s) {
           {"bar_bytes_read", s.bar_bytes_read},
           {"bar_bytes_written", s.bar_bytes_written},
           {"posted_write_errors", s.posted_write_errors},
+          {"messages_refused", s.messages_refused},
           {"interrupts", s.interrupts}};
 }
 

@@ -411,3 +411,55 @@ bool FrameMac::open(std::span<const std::uint8_t> frame, std::span<const std::ui
 }
 
 }  // namespace rpcie::auth
+
+namespace rpcie::auth {
+
+// --- Data-path keys --------------------------------------------------------------------------
+
+DataKeys::DataKeys(DataKeys&& other) noexcept : send(other.send), receive(other.receive) {
+  sodium_memzero(other.send.data(), other.send.size());
+  sodium_memzero(other.receive.data(), other.receive.size());
+}
+
+DataKeys& DataKeys::operator=(DataKeys&& other) noexcept {
+  if (this != &other) {
+    send = other.send;
+    receive = other.receive;
+    sodium_memzero(other.send.data(), other.send.size());
+    sodium_memzero(other.receive.data(), other.receive.size());
+  }
+  return *this;
+}
+
+DataKeys::~DataKeys() {
+  sodium_memzero(send.data(), send.size());
+  sodium_memzero(receive.data(), receive.size());
+}
+
+namespace {
+
+void data_key_compute(const SessionKey& session, Role sender, std::span<std::uint8_t, kDataKeyBytes> out) noexcept {
+  Transcript t(session.bytes());
+  t.field("data-key");
+  t.field(role_label(sender));
+  t.final(out);
+}
+
+}  // namespace
+
+DataKeys data_keys_derive(const SessionKey& session, Role self) noexcept {
+  DataKeys keys;
+  data_key_compute(session, self, keys.send);
+  data_key_compute(session, role_peer(self), keys.receive);
+  return keys;
+}
+
+std::array<std::uint8_t, kDataKeyBytes> hello_key_derive(const SessionKey& session) noexcept {
+  std::array<std::uint8_t, kDataKeyBytes> key;
+  Transcript t(session.bytes());
+  t.field("hello-key");
+  t.final(key);
+  return key;
+}
+
+}  // namespace rpcie::auth

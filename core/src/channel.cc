@@ -13,6 +13,7 @@
 #include <rdma/fi_rma.h>
 
 #include "rpcie/log.hpp"
+#include "rpcie/message_seal.hpp"
 
 namespace rpcie {
 
@@ -30,6 +31,14 @@ struct Channel::Op {
 namespace {
 constexpr std::size_t kCqBatch = 16;
 constexpr std::size_t kInjectStaging = 512;
+// A message slot holds the largest message, sealed.
+constexpr std::size_t kSlotBytes = proto::kMaxMessage + auth::kSealOverhead;
+
+// Refused messages are a peer's doing (or an attacker's): logged at a bounded rate.
+LogLimiter& refusal_log() {
+  static LogLimiter limiter;
+  return limiter;
+}
 
 }  // namespace
 
@@ -48,7 +57,7 @@ Result<std::unique_ptr<Channel>> Channel::create(std::unique_ptr<Fabric> fabric,
 
   // One registered block holds every message slot: receives first, then sends.
   std::size_t slots = options.recv_depth + options.send_buffers;
-  auto memory = HostBuffer::create(slots * proto::kMaxMessage);
+  auto memory = HostBuffer::create(slots * kSlotBytes);
   if (!memory) return tl::unexpected(memory.error());
   c->message_memory_.emplace(std::move(*memory));
   auto region =
@@ -60,7 +69,7 @@ Result<std::unique_ptr<Channel>> Channel::create(std::unique_ptr<Fabric> fabric,
 
   for (std::size_t i = 0; i < slots + options.window; ++i) {
     auto op = std::make_unique<Op>();
-    if (i < slots) op->buffer = c->message_memory_->data() + i * proto::kMaxMessage;
+    if (i < slots) op->buffer = c->message_memory_->data() + i * kSlotBytes;
     if (i < options.recv_depth)
       op->kind = Op::Kind::recv;
     else if (i < slots)
@@ -95,7 +104,7 @@ Result<void> Channel::recv_post_locked(Op& op) {
   op.seq = recv_posted_seq_++;
   for (;;) {
     ssize_t rc =
-        fi_recv(fabric_->ep(), op.buffer, proto::kMaxMessage, message_region_->desc(), FI_ADDR_UNSPEC, &op.context);
+        fi_recv(fabric_->ep(), op.buffer, kSlotBytes, message_region_->desc(), FI_ADDR_UNSPEC, &op.context);
     if (rc == 0) return {};
     if (rc != -FI_EAGAIN) {
       // A receive slot that is not posted would hold up every later message: fail now.
@@ -135,7 +144,7 @@ void Channel::completion_locked(Op& op, std::size_t length, bool foreign) {
       // rxm reports completions in any order (comp_order NONE: a rendezvous-sized message
       // completes after smaller ones sent later), but with FI_ORDER_SAS messages are matched
       // to receives in posting order. Delivering by posting order restores send order.
-      recv_done_[op.seq % recv_done_.size()] = {&op, length, foreign};
+      recv_done_[op.seq % recv_done_.size()] = {&op, length, 0, foreign, false};
       break;
     case Op::Kind::send:
       --sends_in_flight_;
@@ -305,15 +314,38 @@ Result<void> Channel::wait_until(Ready&& ready, Deadline deadline, const char* w
 }
 
 bool Channel::message_ready_locked() {
-  // Foreign receives at the head are dropped here, so that "ready" means a message from
-  // the peer is next.
+  // Foreign and (on a sealed channel) unauthentic receives at the head are dropped here,
+  // so that "ready" means an authentic message from the peer is next.
   for (;;) {
     auto& head = recv_done_[recv_next_seq_ % recv_done_.size()];
-    if (head.op == nullptr || !head.foreign) return head.op != nullptr;
+    if (head.op == nullptr) return false;
+    if (head.opened) return true;
+    if (!head.foreign && !seal_) {
+      head.opened = true;
+      head.length = std::min(head.length, proto::kMaxMessage);
+      return true;
+    }
+    if (!head.foreign) {
+      auto plain = seal_->open(std::span(head.op->buffer, std::min(head.length, kSlotBytes)));
+      if (plain) {
+        head.opened = true;
+        head.offset = static_cast<std::size_t>(plain->data() - head.op->buffer);
+        head.length = plain->size();
+        return true;
+      }
+      if (plain.error() == auth::SealRefusal::replayed)
+        ++stats_.messages_replayed;
+      else
+        ++stats_.messages_forged;
+      RPCIE_LOG_LIMITED(refusal_log(), LogLevel::warn, "channel", "dropping a message from the peer's address: {}",
+                        auth::seal_refusal_name(plain.error()));
+    } else {
+      ++stats_.messages_foreign;
+      RPCIE_LOG_LIMITED(refusal_log(), LogLevel::warn, "channel",
+                        "dropping a message from an address other than the peer's");
+    }
     Op* op = std::exchange(head, RecvDone{}).op;
     ++recv_next_seq_;
-    ++stats_.messages_foreign;
-    RPCIE_LOG_ONCE(LogLevel::warn, "channel", "dropping a message from an address other than the peer's");
     if (!recv_post_locked(*op)) return false;  // the failure is sticky: the next poll reports it
   }
 }
@@ -327,10 +359,10 @@ Result<const proto::Decoded*> Channel::message_recv(Deadline deadline) {
     g.lock();
     if (!w) return tl::unexpected(w.error());
   }
-  auto [op, len, foreign] = std::exchange(recv_done_[recv_next_seq_ % recv_done_.size()], RecvDone{});
-  (void)foreign;
+  const RecvDone done = std::exchange(recv_done_[recv_next_seq_ % recv_done_.size()], RecvDone{});
+  Op* op = done.op;
   ++recv_next_seq_;
-  last_message_.assign(op->buffer, op->buffer + std::min(len, proto::kMaxMessage));
+  last_message_.assign(op->buffer + done.offset, op->buffer + done.offset + done.length);
   auto repost = recv_post_locked(*op);
   if (!repost) return tl::unexpected(repost.error());
   auto d = proto::message_decode(last_message_);
@@ -362,10 +394,14 @@ Result<void> Channel::message_send(const proto::Message& message, std::uint64_t 
 
 Result<void> Channel::bytes_send(std::span<const std::uint8_t> bytes, Deadline deadline) {
   if (bytes.size() > proto::kMaxMessage) return fail(EMSGSIZE, "message over the protocol's cap");
-  const bool inject = bytes.size() <= fabric_->inject_size();
   std::unique_lock g(lock_);
+  const std::size_t wire_size = bytes.size() + (seal_ ? auth::kSealOverhead : 0);
+  const bool inject =
+      wire_size <= fabric_->inject_size() && (!seal_ || wire_size <= kInjectStaging + auth::kSealOverhead);
   if (failure_) return tl::unexpected(*failure_);
   Op* op = nullptr;
+  std::uint8_t sealed_small[kInjectStaging + auth::kSealOverhead];
+  const std::uint8_t* wire = bytes.data();
   if (!inject) {
     // Non-inject sends need their bytes until completion: copy into a registered slot.
     auto slot = slot_take(g, send_free_, deadline, "a send buffer");
@@ -373,13 +409,20 @@ Result<void> Channel::bytes_send(std::span<const std::uint8_t> bytes, Deadline d
     op = *slot;
     ++sends_in_flight_;
     op->kind = Op::Kind::send;
-    std::memcpy(op->buffer, bytes.data(), bytes.size());
+    wire = op->buffer;
+    if (seal_)
+      (void)seal_->seal(bytes, std::span(op->buffer, kSlotBytes));
+    else
+      std::memcpy(op->buffer, bytes.data(), bytes.size());
+  } else if (seal_) {
+    // Sealed under the lock that also posts: sequence order is send order.
+    (void)seal_->seal(bytes, sealed_small);
+    wire = sealed_small;
   }
   for (;;) {
     // fi_inject: small messages need no buffer to hold and no completion to reap.
-    ssize_t rc = inject
-                     ? fi_inject(fabric_->ep(), bytes.data(), bytes.size(), peer_)
-                     : fi_send(fabric_->ep(), op->buffer, bytes.size(), message_region_->desc(), peer_, &op->context);
+    ssize_t rc = inject ? fi_inject(fabric_->ep(), wire, wire_size, peer_)
+                        : fi_send(fabric_->ep(), op->buffer, wire_size, message_region_->desc(), peer_, &op->context);
     if (rc == 0) break;
     if (rc != -FI_EAGAIN || deadline.expired()) {
       if (op) completion_locked(*op, 0);
@@ -511,6 +554,16 @@ Result<void> Channel::progress_idle(Deadline deadline) {
   auto r = poll_until([] { return false; }, deadline, spin_end, true);
   if (!r) return tl::unexpected(r.error());
   return {};
+}
+
+void Channel::seal_set(std::unique_ptr<auth::MessageSeal> seal) {
+  std::lock_guard g(lock_);
+  seal_ = std::move(seal);
+}
+
+bool Channel::sealed() const {
+  std::lock_guard g(lock_);
+  return seal_ != nullptr;
 }
 
 std::size_t Channel::rma_in_flight() const {

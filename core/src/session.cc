@@ -4,6 +4,7 @@
 #include <string>
 
 #include "rpcie/log.hpp"
+#include "rpcie/message_seal.hpp"
 #include "rpcie/process.hpp"
 
 namespace rpcie {
@@ -22,6 +23,62 @@ const providers::ProviderAdapter* provider_by_fabric_name(std::string_view name)
   for (auto* a : providers::provider_registry())
     if (a->fabric_name() == name) return a;
   return nullptr;
+}
+
+// A hello or hello_ack as received: on an authenticated connection opened from its
+// envelope. `decoded` views into `plain` or into `outer`.
+struct HelloReceived {
+  OwnedMessage outer;
+  std::vector<std::uint8_t> plain;
+  proto::Decoded decoded;
+  std::uint8_t peer_aead = 0;  // the peer's cipher offer (sealed only)
+};
+
+// Sends `hello` (a Hello or HelloAck) sealed when the connection is authenticated, else as
+// it is.
+Result<void> hello_send(Socket& socket, const proto::Message& hello, std::uint64_t request_id, Deadline deadline) {
+  const auth::FrameMac* mac = socket.frame_mac();
+  if (mac == nullptr) return socket.message_send(hello, request_id, deadline);
+  RPCIE_TRY_ASSIGN(const auto bytes, proto::message_encode(hello, request_id));
+  const auto key = mac->hello_key();
+  const auto envelope = auth::envelope_seal(key, bytes);
+  return socket.message_send(proto::SealedHello{auth::aead_offer_local(), envelope}, request_id, deadline);
+}
+
+// Receives the peer's next message; a sealed_hello is opened and its content decoded. On
+// an authenticated connection a hello in clear is refused (it would have shown the keys
+// to anyone watching), and on an unauthenticated one a sealed_hello cannot be opened.
+Result<HelloReceived> hello_recv(Socket& socket, Deadline deadline) {
+  HelloReceived r;
+  RPCIE_TRY_ASSIGN(r.outer, socket.message_recv(deadline));
+  const auth::FrameMac* mac = socket.frame_mac();
+  const auto* sealed = std::get_if<proto::SealedHello>(&r.outer.decoded.message);
+  const bool clear_hello = std::holds_alternative<proto::Hello>(r.outer.decoded.message) ||
+                           std::holds_alternative<proto::HelloAck>(r.outer.decoded.message);
+  if (sealed == nullptr) {
+    if (mac != nullptr && clear_hello) return fail(EPROTO, "hello in clear on an authenticated connection");
+    r.decoded = r.outer.decoded;
+    return r;
+  }
+  if (mac == nullptr) return fail(EPROTO, "sealed hello on a connection that is not authenticated");
+  const auto key = mac->hello_key();
+  if (!auth::envelope_open(key, sealed->envelope, r.plain)) return fail(EPROTO, "sealed hello failed to open");
+  RPCIE_TRY_ASSIGN(r.decoded, proto::message_decode(r.plain));
+  if (!std::holds_alternative<proto::Hello>(r.decoded.message) &&
+      !std::holds_alternative<proto::HelloAck>(r.decoded.message))
+    return fail(EPROTO, std::string("sealed hello holds ") + proto::msg_type_name(r.decoded.header.type));
+  r.peer_aead = sealed->aead;
+  return r;
+}
+
+// On an authenticated connection every data-path message is sealed with keys from its
+// session key, in the cipher both sides offer.
+void channel_seal(Channel& channel, const Socket& socket, std::uint8_t peer_aead) {
+  const auth::FrameMac* mac = socket.frame_mac();
+  if (mac == nullptr) return;
+  const auth::Aead aead = auth::aead_choose(auth::aead_offer_local(), peer_aead);
+  channel.seal_set(std::make_unique<auth::MessageSeal>(aead, mac->data_keys()));
+  RPCIE_LOG_DEBUG("session", "data-path messages sealed with {}", auth::aead_name(aead));
 }
 
 }  // namespace
@@ -90,8 +147,8 @@ Result<std::unique_ptr<Session>> Session::connect_over(Socket socket, const Sess
   RPCIE_TRY(s->fabric_setup(*adapter, regions, options));
 
   PeerHello local = s->hello_local();
-  RPCIE_TRY(s->socket_.message_send(hello_view(local), 0, deadline));
-  RPCIE_TRY_ASSIGN(const auto reply, s->socket_.message_recv(deadline));
+  RPCIE_TRY(hello_send(s->socket_, hello_view(local), 0, deadline));
+  RPCIE_TRY_ASSIGN(const auto reply, hello_recv(s->socket_, deadline));
   if (auto* e = std::get_if<proto::ErrorMsg>(&reply.decoded.message))
     return fail(e->code > 0 ? e->code : EPROTO, "peer refused: " + std::string(e->text));
   auto* ack = std::get_if<proto::HelloAck>(&reply.decoded.message);
@@ -104,13 +161,14 @@ Result<std::unique_ptr<Session>> Session::connect_over(Socket socket, const Sess
 
   RPCIE_TRY_ASSIGN(const auto peer, s->pending_fabric_->peer_insert(s->peer_.fabric_address));
   RPCIE_TRY_ASSIGN(s->channel_, Channel::create(std::move(s->pending_fabric_), peer, options.channel));
+  channel_seal(*s->channel_, s->socket_, reply.peer_aead);
   return s;
 }
 
 Result<std::unique_ptr<Session>> Session::accept(Socket socket, const SessionOptions& options,
                                                  std::span<const LocalRegion> regions, Deadline deadline) {
   RPCIE_TRY_ASSIGN(std::unique_ptr<Session> s, socket_adopt(std::move(socket), regions));
-  auto first = s->socket_.message_recv(deadline);
+  auto first = hello_recv(s->socket_, deadline);
   if (!first) {
     // Tell a peer that speaks another version or sends garbage why, if it still listens.
     int code = first.error().code;
@@ -163,7 +221,8 @@ Result<std::unique_ptr<Session>> Session::accept(Socket socket, const SessionOpt
   auto ch = Channel::create(std::move(s->pending_fabric_), *peer, options.channel);
   if (!ch) return tl::unexpected(ch.error());
   s->channel_ = std::move(*ch);
-  auto sent = s->socket_.message_send(ack, first->decoded.header.request_id, deadline);
+  channel_seal(*s->channel_, s->socket_, first->peer_aead);
+  auto sent = hello_send(s->socket_, ack, first->decoded.header.request_id, deadline);
   if (!sent) return tl::unexpected(sent.error());
   RPCIE_LOG_INFO("session", "accepted {} over {}", s->socket_.peer_address(), local.provider);
   return s;

@@ -42,6 +42,7 @@ inline constexpr std::size_t kNonceBytes = 32;
 inline constexpr std::size_t kMacBytes = 32;  // HMAC-SHA256 (crypto_auth_hmacsha256)
 inline constexpr std::size_t kSessionKeyBytes = 32;
 inline constexpr std::size_t kClientNameMax = 64;
+inline constexpr std::size_t kDataKeyBytes = 32;
 
 // --- Keys ------------------------------------------------------------------------------------
 
@@ -166,6 +167,25 @@ class SessionKey {
 SessionKey session_key_derive(const Key& key, std::string_view client_name, const Nonce& client_nonce,
                               const Nonce& server_nonce) noexcept;
 
+// --- Data-path keys (message_seal.hpp uses them) -------------------------------------------
+
+// The two data-path keys of one side: HMAC-SHA256(session key, "rpcie-auth-v1" |
+// "data-key" | sender role) for each direction. Wiped on destruction.
+struct DataKeys {
+  std::array<std::uint8_t, kDataKeyBytes> send{};
+  std::array<std::uint8_t, kDataKeyBytes> receive{};
+  DataKeys() = default;
+  DataKeys(const DataKeys&) = delete;
+  DataKeys& operator=(const DataKeys&) = delete;
+  DataKeys(DataKeys&& other) noexcept;
+  DataKeys& operator=(DataKeys&& other) noexcept;
+  ~DataKeys();
+};
+DataKeys data_keys_derive(const SessionKey& session, Role self) noexcept;
+// The key that seals hello / hello_ack on the bootstrap connection (HMAC-SHA256(session
+// key, "rpcie-auth-v1" | "hello-key")): the same on both sides.
+std::array<std::uint8_t, kDataKeyBytes> hello_key_derive(const SessionKey& session) noexcept;
+
 // The MAC state of one side of one connection. Each frame's MAC covers the sender's role
 // (direction), the frame's sequence number in that direction (from 0) and the frame bytes
 // (docs/auth.md, "Frame MAC"). So a frame that is altered, replayed, reordered, dropped
@@ -193,6 +213,11 @@ class FrameMac {
   // Frames sealed so far / frames opened so far (the next sequence numbers).
   std::uint64_t send_sequence() const noexcept { return send_sequence_; }
   std::uint64_t receive_sequence() const noexcept { return receive_sequence_; }
+
+  // The data-path keys of this side, and the hello envelope key, from this connection's
+  // session key. Thread-safe (read only).
+  DataKeys data_keys() const noexcept { return data_keys_derive(key_, self_); }
+  std::array<std::uint8_t, kDataKeyBytes> hello_key() const noexcept { return hello_key_derive(key_); }
 
  private:
   SessionKey key_;

@@ -75,6 +75,8 @@ class Socket {
   // From now on, every frame in both directions is MACed (after authentication).
   void frame_mac_set(auth::FrameMac mac);
   bool frame_mac_active() const noexcept { return mac_ != nullptr; }
+  // The frame MAC state (its session key derives the data-path keys), or null.
+  const auth::FrameMac* frame_mac() const noexcept { return mac_.get(); }
   std::uint64_t frames_dropped() const noexcept { return frames_dropped_; }
 
  private:

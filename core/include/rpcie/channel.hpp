@@ -34,6 +34,12 @@
 // Flow control: at most `window` RMA chunks and `send_buffers` messages are in flight; a
 // post that finds the window full polls the CQ until a slot frees or the deadline passes.
 //
+// Authentication (seal_set): on a channel of an authenticated attachment every message is
+// sealed (auth::MessageSeal: AEAD with a sequence number) on send and opened on receipt. A
+// message that fails to open — forged, altered, replayed, reordered, or from another
+// address — is dropped before anyone sees it: counted (ChannelStats), logged at a bounded
+// rate, and the channel goes on. One-sided RMA is not covered (docs/security.md 5).
+//
 // Errors: every wait takes a Deadline and fails with ETIMEDOUT when it passes. A failed
 // completion (peer gone, key revoked, ...) makes the channel fail: that call and every later
 // one return the error (EIO-class) — an operation is never reported complete when it was not.
@@ -54,6 +60,7 @@
 #include "rpcie/channel_stats.hpp"
 #include "rpcie/deadline.hpp"
 #include "rpcie/fabric.hpp"
+#include "rpcie/message_seal.hpp"
 #include "rpcie/memory.hpp"
 #include "rpcie/protocol.hpp"
 #include "rpcie/result.hpp"
@@ -98,6 +105,11 @@ class Channel {
   std::size_t max_transfer() const noexcept { return max_transfer_; }
   // True when write-then-message ordering waits for delivery-complete writes (no SAW).
   bool delivery_complete() const noexcept { return delivery_complete_; }
+
+  // Seals every message from now on (both directions). Call before the first message is
+  // sent or received; the peer must do the same with the matching keys.
+  void seal_set(std::unique_ptr<auth::MessageSeal> seal);
+  bool sealed() const;
 
   // Sends one message. Returns once it is posted (its bytes are copied); delivery order is
   // send order.
@@ -188,8 +200,10 @@ class Channel {
   // Completed receives by posting order (ring of recv_depth), delivered in that order.
   struct RecvDone {
     Op* op = nullptr;
-    std::size_t length = 0;
-    bool foreign = false;  // from an address other than the peer: dropped on delivery
+    std::size_t length = 0;  // received bytes; once opened, the message's
+    std::size_t offset = 0;  // once opened: where the message starts in op->buffer
+    bool foreign = false;    // from an address other than the peer: dropped on delivery
+    bool opened = false;     // checked (and on a sealed channel decrypted in place)
   };
   std::vector<RecvDone> recv_done_;
   std::uint64_t recv_posted_seq_ = 0;
@@ -199,6 +213,7 @@ class Channel {
   std::size_t rma_in_flight_ = 0;
   std::size_t sends_in_flight_ = 0;
   std::optional<Error> failure_;
+  std::unique_ptr<auth::MessageSeal> seal_;  // set: every message sealed / opened
   ChannelStats stats_;
   std::uint64_t completions_ = 0;  // CQ entries seen: activity for the spin heuristic
   Deadline::Clock::duration busy_poll_ = std::chrono::microseconds(2);  // a poll slower moved data

@@ -11,6 +11,8 @@ struct ChannelStats {
   std::uint64_t messages_received = 0;
   std::uint64_t messages_rejected = 0;  // failed to decode
   std::uint64_t messages_foreign = 0;   // dropped: not sent by the peer (Fabric::source_known)
+  std::uint64_t messages_forged = 0;    // dropped: failed authentication (sealed channel)
+  std::uint64_t messages_replayed = 0;  // dropped: authentic but replayed or out of order
   std::uint64_t rma_writes = 0;         // chunks
   std::uint64_t rma_reads = 0;
   std::uint64_t bytes_written = 0;

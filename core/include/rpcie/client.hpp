@@ -130,6 +130,9 @@ struct AttachmentStats {
   std::uint64_t bar_bytes_read = 0, bar_bytes_written = 0;
   std::uint64_t window_bytes_pushed = 0;
   std::uint64_t posted_write_errors = 0;  // reported by the device side (PostedErrors::counted)
+  // Received and dropped: forged, replayed or reordered (sealed attachments), from another
+  // address, replies to no outstanding request, out-of-range interrupt counts.
+  std::uint64_t messages_refused = 0;
   std::uint64_t interrupts = 0;
   std::uint64_t heartbeats = 0;
 };

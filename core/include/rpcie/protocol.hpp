@@ -50,6 +50,8 @@ inline constexpr std::size_t kAuthBytes = 32;            // nonces and proofs: e
 inline constexpr std::size_t kMacTrailer = 32;           // per-frame MAC after the message
 inline constexpr std::size_t kMaxBatch = 256;            // writes in one mmio_write_batch
 inline constexpr std::size_t kMaxPushBytes = 32 * 1024;  // window bytes in one window_push
+inline constexpr std::size_t kMaxHelloEnvelope = 4096;   // sealed hello / hello_ack
+inline constexpr std::uint8_t kAeadOfferMask = 3;        // auth::Aead bits
 
 // Region ids that one side looks up in the other's hello (docs/protocol.md 8.6).
 inline constexpr std::uint32_t kRegionWindow = 0;   // client: the DMA window
@@ -85,6 +87,7 @@ enum class MsgType : std::uint8_t {
   bar_fetch = 23,
   mmio_write_batch = 24,
   window_push = 25,
+  sealed_hello = 26,
   interrupt = 32,
   rma_notify = 33,
 };
@@ -144,6 +147,21 @@ struct Hello {
 struct HelloAck : Hello {
   static constexpr MsgType kType = MsgType::hello_ack;
   static constexpr const char* kName = "hello_ack";
+};
+
+// hello / hello_ack on an authenticated bootstrap connection (docs/auth.md, "Hello
+// envelope"): `envelope` seals the whole encoded hello or hello_ack (auth::envelope_seal,
+// with the connection's hello key), so fabric addresses and region keys never travel in
+// clear. `aead`: the data-path ciphers the sender offers (bit mask of auth::Aead).
+struct SealedHello {
+  static constexpr MsgType kType = MsgType::sealed_hello;
+  static constexpr const char* kName = "sealed_hello";
+  std::uint8_t aead = 0;
+  std::span<const std::uint8_t> envelope;
+  static void fields(auto& m, auto&& f) {
+    f("aead", m.aead, wire::Range<1, kAeadOfferMask>{});
+    f("envelope", m.envelope, wire::Len<std::uint16_t, 1, kMaxHelloEnvelope>{});
+  }
 };
 
 struct ErrorMsg {
@@ -485,7 +503,8 @@ struct WindowPush {
 using Message =
     std::variant<Hello, HelloAck, ErrorMsg, Ping, Pong, Heartbeat, Goodbye, ConfigRead, ConfigWrite, MmioRead,
                  MmioWrite, ReadReply, WriteAck, Interrupt, RmaNotify, AuthHello, AuthChallenge, AuthProof, AuthOk,
-                 ListRequest, ListReply, AttachRequest, AttachReply, BarCommit, BarFetch, MmioWriteBatch, WindowPush>;
+                 ListRequest, ListReply, AttachRequest, AttachReply, BarCommit, BarFetch, MmioWriteBatch, WindowPush,
+                 SealedHello>;
 
 // A type number or a name given twice would make the table ambiguous.
 static_assert(wire::kMessagesUnique<Message>, "two messages share a type number or a name");

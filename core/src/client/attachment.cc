@@ -48,7 +48,7 @@ Result<void> Attachment::State::batch_flush(Deadline deadline, bool only_if_due)
   if (!sl.try_lock_until(deadline.when())) return fail(ETIMEDOUT, "deadline passed waiting to send posted writes");
   auto taken = batch->take(Deadline::Clock::now(), only_if_due);
   if (!taken) return {};
-  const auto rid = router->request_id() | kPostedBit;
+  const auto rid = router->posted_request_id();
   auto& ch = session->channel();
   auto sent =
       !taken->push.empty()
@@ -91,7 +91,11 @@ Result<ReplyRouter::Reply> Attachment::State::request(const proto::Message& m, D
     link_fail(sent.error());
     return tl::unexpected(sent.error());
   }
-  RPCIE_TRY(dispatcher->await([&] { return router->reply_arrived(rid); }, deadline));
+  auto awaited = dispatcher->await([&] { return router->reply_arrived(rid); }, deadline);
+  if (!awaited) {
+    router->request_forget(rid);
+    return tl::unexpected(awaited.error());
+  }
   posted_unconfirmed.store(false);
   return router->reply_collect(rid);
 }
@@ -125,6 +129,7 @@ Result<void> session_open(Attachment::State& s, Socket sock, const std::string& 
   SessionOptions so;
   so.provider = options.provider;
   so.cq_wait_fd = true;
+  so.source_check = true;  // as the exporter: messages from any other address are dropped
   RPCIE_TRY_ASSIGN(s.session, Session::connect_over(std::move(sock), so, regions, deadline));
   s.provider = s.session->peer().provider;
   // The exporter's first fabric message (a ping), answered with a pong of the same size,
@@ -248,6 +253,9 @@ AttachmentStats Attachment::stats() const {
   }
   out.interrupts = s_->router->interrupts_received();
   out.posted_write_errors = s_->router->posted_write_errors();
+  const ChannelStats c = s_->session->channel().stats();
+  out.messages_refused =
+      s_->router->messages_refused() + c.messages_forged + c.messages_replayed + c.messages_foreign;
   out.heartbeats = s_->lease_keeper->heartbeats();
   return out;
 }

@@ -9,9 +9,37 @@
 
 namespace rpcie::client {
 
+namespace {
+
+// A peer's mistakes (or forgeries) are logged at a bounded rate.
+LogLimiter& refusal_log() {
+  static LogLimiter limiter;
+  return limiter;
+}
+
+}  // namespace
+
 std::uint64_t ReplyRouter::request_id() {
   std::lock_guard g(lock_);
-  return next_request_++;
+  const std::uint64_t rid = next_request_++;
+  outstanding_.insert(rid);
+  return rid;
+}
+
+std::uint64_t ReplyRouter::posted_request_id() {
+  std::lock_guard g(lock_);
+  return next_request_++ | kPostedBit;
+}
+
+void ReplyRouter::request_forget(std::uint64_t rid) {
+  std::lock_guard g(lock_);
+  outstanding_.erase(rid);
+  replies_.erase(rid);
+}
+
+std::uint64_t ReplyRouter::messages_refused() const {
+  std::lock_guard g(lock_);
+  return refused_;
 }
 
 void ReplyRouter::message_file(const proto::Decoded& d) {
@@ -22,18 +50,31 @@ bool ReplyRouter::store_locked(const proto::Decoded& d) {
   std::lock_guard g(lock_);
   bool interrupt = false;
   const auto rid = d.header.request_id;
+  const auto refuse = [&](const char* why) {
+    ++refused_;
+    RPCIE_LOG_LIMITED(refusal_log(), LogLevel::warn, "client", "attachment {}: refusing {} (request {:#x}): {}", name_,
+                      proto::msg_type_name(d.header.type), rid, why);
+  };
+  // A reply is filed once, for a request that waits for it.
+  const auto reply_file = [&](Reply r) {
+    if (outstanding_.erase(rid) == 0) return refuse("no request waits for it");
+    replies_[rid] = std::move(r);
+  };
   std::visit(
       [&](const auto& m) {
         using M = std::decay_t<decltype(m)>;
         if constexpr (std::is_same_v<M, proto::ReadReply>) {
-          replies_[rid] = Reply{m.status, m.value, {}};
+          reply_file(Reply{m.status, m.value, {}});
         } else if constexpr (std::is_same_v<M, proto::WriteAck>) {
-          replies_[rid] = Reply{m.status, 0, {}};
+          reply_file(Reply{m.status, 0, {}});
         } else if constexpr (std::is_same_v<M, proto::ErrorMsg>) {
           // Either the answer to a request that waits, or a posted write that failed at
           // the device: nobody waits for that one, the next operation reports it.
           const int code = m.code > 0 ? m.code : EPROTO;
-          if ((rid & kPostedBit) != 0 && posted_errors_counted_) {
+          const std::uint64_t posted_id = rid & ~kPostedBit;
+          if ((rid & kPostedBit) != 0 && (posted_id == 0 || posted_id >= next_request_)) {
+            refuse("no posted write had this id");
+          } else if ((rid & kPostedBit) != 0 && posted_errors_counted_) {
             // Logged at 1, 2, 4, 8, ...: a program that keeps storing to a refused register
             // must not flood the log, and the count is in the stats.
             const std::uint64_t count = ++posted_errors_;
@@ -45,17 +86,23 @@ bool ReplyRouter::store_locked(const proto::Decoded& d) {
               posted_error_ =
                   Error{ErrorDomain::posix, code, "posted write failed at the device: " + std::string(m.text)};
           } else {
-            replies_[rid] = Reply{code, 0, std::string(m.text)};
+            reply_file(Reply{code, 0, std::string(m.text)});
           }
         } else if constexpr (std::is_same_v<M, proto::Interrupt>) {
-          if (m.vector < irq_counts_.size()) {
+          // Counts only grow (a stale one changes nothing), and never by more than
+          // kInterruptStepMax at once: a count near 2^64 - 1 would hide every later
+          // interrupt of the vector.
+          if (m.vector >= irq_counts_.size()) {
+            refuse("no such interrupt vector");
+          } else if (m.count > irq_counts_[m.vector] && m.count - irq_counts_[m.vector] > kInterruptStepMax) {
+            refuse("interrupt count out of range");
+          } else {
             irq_counts_[m.vector] = std::max(irq_counts_[m.vector], m.count);
             ++interrupts_;
             interrupt = true;
           }
         } else {
-          RPCIE_LOG_ONCE(LogLevel::warn, "client", "ignoring unexpected {} from the exporter",
-                         proto::msg_type_name(d.header.type));
+          refuse("not a message the exporter sends");
         }
       },
       d.message);

@@ -1,5 +1,7 @@
 // ReplyRouter: where the messages an attachment receives go. Replies are filed by request id
-// until their caller collects them, interrupts raise per-vector counts, an error for a posted
+// until their caller collects them — only for requests that are outstanding (issued and not
+// yet answered or forgotten), so a reply nobody asked for, or a second one, is refused and
+// counted instead of stored — interrupts raise per-vector counts, an error for a posted
 // write is kept for the next operation, and the first failure of the link is sticky. A
 // listener (Attachment::listen) hears of every interrupt and of the failure.
 //
@@ -16,6 +18,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,6 +32,10 @@ namespace rpcie::client {
 // Request ids of posted writes have the top bit set: the exporter answers them only when
 // they fail, and such an answer is kept for the caller's next operation.
 inline constexpr std::uint64_t kPostedBit = std::uint64_t{1} << 63;
+// The most an interrupt count may grow between two interrupt messages of one vector: more
+// than a device raises between two sends, far less than a count that would hide every later
+// interrupt (a count near 2^64 - 1).
+inline constexpr std::uint64_t kInterruptStepMax = std::uint64_t{1} << 32;
 
 class ReplyRouter {
  public:
@@ -45,8 +52,14 @@ class ReplyRouter {
   ReplyRouter(std::uint16_t vectors, std::string name, bool posted_errors_counted = false)
       : name_(std::move(name)), posted_errors_counted_(posted_errors_counted), irq_counts_(vectors, 0) {}
 
-  // A fresh request id (never 0, never with kPostedBit).
+  // A fresh request id (never 0, never with kPostedBit), outstanding until its reply is
+  // collected or request_forget() is called.
   std::uint64_t request_id();
+  // A fresh id for a posted write (kPostedBit set): never outstanding; an error for it is
+  // accepted only for an id issued before.
+  std::uint64_t posted_request_id();
+  // The caller stopped waiting for `rid` (its deadline passed): a late reply is refused.
+  void request_forget(std::uint64_t rid);
 
   // Files one received message: a reply, an error for a request or a posted write, or an
   // interrupt; anything else is ignored (logged once). Wakes sleepers and the listener.
@@ -71,6 +84,9 @@ class ReplyRouter {
   std::uint64_t interrupts_received() const;
   // Errors for posted writes counted so far (posted_errors_counted only).
   std::uint64_t posted_write_errors() const;
+  // Messages refused so far: replies to no outstanding request, interrupt counts that went
+  // backwards or jumped by more than kInterruptStepMax, messages a client never receives.
+  std::uint64_t messages_refused() const;
 
   // Sleeps until something is filed, the failure, or `until` (whichever comes first).
   void sleep(Deadline::Clock::time_point until);
@@ -90,6 +106,8 @@ class ReplyRouter {
   int sleepers_ = 0;
   std::uint64_t next_request_ = 1;
   std::map<std::uint64_t, Reply> replies_;  // arrived, not yet collected
+  std::set<std::uint64_t> outstanding_;     // issued, not yet answered or forgotten
+  std::uint64_t refused_ = 0;
   std::vector<std::uint64_t> irq_counts_;   // by vector
   std::uint64_t interrupts_ = 0;
   std::optional<Error> failed_;

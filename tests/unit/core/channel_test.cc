@@ -26,9 +26,11 @@
 
 #include <doctest/doctest.h>
 
+#include "rpcie/auth.hpp"
 #include "rpcie/bootstrap.hpp"
 #include "rpcie/channel.hpp"
 #include "rpcie/memory.hpp"
+#include "rpcie/message_seal.hpp"
 #include "rpcie/process.hpp"
 #include "rpcie/protocol.hpp"
 #include "rpcie/providers/provider.hpp"
@@ -139,6 +141,29 @@ void progress_until(Channel& channel, const std::atomic<bool>& done, Deadline de
   }
 }
 
+namespace auth = rpcie::auth;
+
+// A session key as the handshake would derive it; `fill` picks a different one.
+auth::SessionKey session_key_make(std::uint8_t fill) {
+  const auto key = auth::Key::create(std::vector<std::uint8_t>(32, fill));
+  REQUIRE(key);
+  auth::Nonce cn{}, sn{};
+  cn.fill(1);
+  sn.fill(2);
+  return auth::session_key_derive(*key, "channel-test", cn, sn);
+}
+
+std::unique_ptr<auth::MessageSeal> seal_make(const auth::SessionKey& key, auth::Role self) {
+  return std::make_unique<auth::MessageSeal>(auth::Aead::aes256gcm, auth::data_keys_derive(key, self));
+}
+
+// Seals both channels of `p` with the keys of one session, as Session does after hello.
+void seal_both(Pair& p, std::uint8_t fill = 7) {
+  const auto key = session_key_make(fill);
+  p.cc().seal_set(seal_make(key, auth::Role::client));
+  p.sc().seal_set(seal_make(key, auth::Role::server));
+}
+
 }  // namespace
 
 namespace {
@@ -154,8 +179,9 @@ struct Exchange {
   rpcie::ChannelStats server_stats;
 };
 
-Exchange exchange(std::span<const std::size_t> sizes, std::uint64_t count) {
+Exchange exchange(std::span<const std::size_t> sizes, std::uint64_t count, bool sealed = false) {
   auto p = pair_open(4096);
+  if (sealed) seal_both(*p);
   Exchange x;
   Bytes source(proto::kMaxPayload);
   pattern_fill(source.data(), source.size(), 99);
@@ -250,6 +276,67 @@ TEST_CASE("messages of mixed sizes, above and below rxm's eager limit, arrive in
   bool in_order = true;
   for (std::uint64_t i = 0; i < 100; ++i) in_order = in_order && x.ids[i] == i + 1;
   CHECK(in_order);
+}
+
+TEST_CASE("on a sealed channel messages of every size arrive intact and in send order") {
+  Exchange x = exchange(kMixedSizes, 100, true);
+  CHECK(x.sends_ok);
+  CHECK(x.pong_ok);
+  for (const auto& problem : x.problems) FAIL_CHECK(problem);
+  REQUIRE(x.ids.size() == 100);
+  CAPTURE(id_list(x.ids));
+  bool in_order = true;
+  for (std::uint64_t i = 0; i < 100; ++i) in_order = in_order && x.ids[i] == i + 1;
+  CHECK(in_order);
+  CHECK(x.server_stats.messages_received == 100);
+  CHECK(x.server_stats.messages_forged == 0);
+  CHECK(x.server_stats.messages_replayed == 0);
+}
+
+TEST_CASE("a sealed channel drops forged and replayed messages, counts them, and goes on") {
+  auto p = pair_open(4096);
+  const auto key = session_key_make(7);
+  p->cc().seal_set(seal_make(key, auth::Role::client));
+  p->sc().seal_set(seal_make(key, auth::Role::server));
+  std::vector<std::uint64_t> ids;  // the server thread's until `received` is 6
+  std::atomic<int> received{0};
+  std::atomic<bool> client_done{false};
+  std::thread server([&] {
+    for (int i = 0; i < 6; ++i) {
+      auto m = p->sc().message_recv(Deadline::after(5s));
+      if (!m) break;
+      ids.push_back((*m)->header.request_id);
+      ++received;
+    }
+    progress_until(p->sc(), client_done, Deadline::after(8s));
+  });
+  const auto send = [&](std::uint64_t id) {
+    CHECK(p->cc().message_send(proto::Ping{}, id, Deadline::after(5s)));
+  };
+  for (std::uint64_t id = 1; id <= 5; ++id) send(id);
+  // Keys of another session: every message fails to open.
+  p->cc().seal_set(seal_make(session_key_make(8), auth::Role::client));
+  send(101);
+  send(102);
+  // The right keys from sequence 1 again: what the peer already accepted, replayed.
+  p->cc().seal_set(seal_make(key, auth::Role::client));
+  send(201);
+  send(202);
+  // The right keys past every sequence used: accepted (a gap is allowed).
+  auto ahead = seal_make(key, auth::Role::client);
+  std::vector<std::uint8_t> scratch(auth::kSealOverhead);
+  for (int i = 0; i < 10; ++i) ahead->seal({}, scratch);
+  p->cc().seal_set(std::move(ahead));
+  send(6);
+  const auto deadline = Deadline::after(8s);
+  while (received.load() < 6 && !deadline.expired()) std::this_thread::sleep_for(1ms);
+  client_done = true;
+  server.join();
+  CHECK(ids == std::vector<std::uint64_t>{1, 2, 3, 4, 5, 6});
+  const auto stats = p->sc().stats();
+  CHECK(stats.messages_forged == 2);
+  CHECK(stats.messages_replayed == 2);
+  CHECK(stats.messages_received == 6);
 }
 
 namespace {

@@ -79,12 +79,13 @@ TEST_CASE("dispatcher: a caller receives its own reply and files others' on the 
   FakeInbox inbox;
   ReplyRouter router(1, "test");
   Dispatcher d(inbox, router, no_batch(), 2000us);  // not started: the caller alone receives
+  const auto rid = router.request_id();
   inbox.push(proto::Interrupt{0, 1}, 0);
-  inbox.push(proto::ReadReply{0, 42}, 5);
+  inbox.push(proto::ReadReply{0, 42}, rid);
   Dispatcher::Call call(d);
-  auto r = d.await([&] { return router.reply_arrived(5); }, Deadline::after(5s));
+  auto r = d.await([&] { return router.reply_arrived(rid); }, Deadline::after(5s));
   REQUIRE(r);
-  CHECK(router.reply_take(5)->value == 42);
+  CHECK(router.reply_take(rid)->value == 42);
   CHECK(router.interrupt_count(0) == 1);
 }
 
@@ -107,12 +108,13 @@ TEST_CASE("dispatcher: a malformed message (EPROTO) is skipped, not a failure") 
    public:
     Result<const proto::Decoded*> message_recv(Deadline) override {
       if (n_++ == 0) return fail(EPROTO, "bad bytes");
-      d_.header.request_id = 3;
+      d_.header.request_id = rid;
       d_.message = proto::WriteAck{0};
       return &d_;
     }
     Result<bool> message_wait(Deadline, const std::function<bool()>&) override { return false; }
     void wake() noexcept override {}
+    std::uint64_t rid = 0;
 
    private:
     int n_ = 0;
@@ -120,7 +122,8 @@ TEST_CASE("dispatcher: a malformed message (EPROTO) is skipped, not a failure") 
   } inbox;
   ReplyRouter router(1, "test");
   Dispatcher d(inbox, router, no_batch(), 2000us);
-  REQUIRE(d.await([&] { return router.reply_arrived(3); }, Deadline::after(5s)));
+  inbox.rid = router.request_id();
+  REQUIRE(d.await([&] { return router.reply_arrived(inbox.rid); }, Deadline::after(5s)));
   CHECK_FALSE(router.failure());
 }
 

@@ -379,7 +379,7 @@ TEST_CASE("message_type and msg_type_name agree with the header for every messag
                          proto::WriteAck{},      proto::Interrupt{},      proto::RmaNotify{},   proto::AuthHello{},
                          proto::AuthChallenge{}, proto::AuthProof{},      proto::AuthOk{},      proto::ListRequest{},
                          proto::ListReply{},     proto::AttachRequest{},  proto::AttachReply{}, proto::BarCommit{},
-                         proto::BarFetch{},      proto::MmioWriteBatch{}, proto::WindowPush{}};
+                         proto::BarFetch{},      proto::MmioWriteBatch{}, proto::WindowPush{}, proto::SealedHello{}};
   const MsgType types[] = {
       MsgType::hello,          MsgType::hello_ack,        MsgType::error,        MsgType::ping,
       MsgType::pong,           MsgType::heartbeat,        MsgType::goodbye,      MsgType::config_read,
@@ -387,7 +387,7 @@ TEST_CASE("message_type and msg_type_name agree with the header for every messag
       MsgType::write_ack,      MsgType::interrupt,        MsgType::rma_notify,   MsgType::auth_hello,
       MsgType::auth_challenge, MsgType::auth_proof,       MsgType::auth_ok,      MsgType::list_request,
       MsgType::list_reply,     MsgType::attach_request,   MsgType::attach_reply, MsgType::bar_commit,
-      MsgType::bar_fetch,      MsgType::mmio_write_batch, MsgType::window_push};
+      MsgType::bar_fetch,      MsgType::mmio_write_batch, MsgType::window_push, MsgType::sealed_hello};
   static_assert(std::size(all) == std::variant_size_v<Message>);
   for (std::size_t i = 0; i < std::size(all); ++i) {
     CHECK(proto::message_type(all[i]) == types[i]);
@@ -1163,6 +1163,22 @@ TEST_CASE("window_push carries its bytes and the writes after them, in order, an
   CHECK(decode_error(raw(MsgType::window_push, Le().u64(~std::uint64_t{0}).u32(2).fill(2, 1).u16(0).bytes)) == EPROTO);
 }
 
+TEST_CASE("sealed_hello carries a cipher offer and an envelope, both bounded") {
+  std::vector<std::uint8_t> envelope(300, 0x5c);
+  Bytes storage;
+  auto d = round_trip(proto::SealedHello{3, envelope}, 7, storage);
+  CHECK(as<proto::SealedHello>(d).aead == 3);
+  CHECK(same_bytes(as<proto::SealedHello>(d).envelope, envelope));
+  CHECK(encode_error(proto::SealedHello{0, envelope}) == EINVAL);  // offers no cipher
+  CHECK(encode_error(proto::SealedHello{4, envelope}) == EINVAL);  // an unknown cipher bit
+  CHECK(encode_error(proto::SealedHello{1, {}}) == EINVAL);
+  std::vector<std::uint8_t> big(proto::kMaxHelloEnvelope + 1, 1);
+  CHECK(encode_error(proto::SealedHello{1, big}) == EINVAL);
+  CHECK(decode_error(raw(MsgType::sealed_hello, Le().u8(1).u16(0).bytes)) == EPROTO);
+  CHECK(decode_error(raw(MsgType::sealed_hello, Le().u8(1).u16(8).fill(4, 1).bytes)) == EPROTO);
+  CHECK(decode_error(raw(MsgType::sealed_hello, Le().u8(8).u16(1).fill(1, 1).bytes)) == EPROTO);
+}
+
 TEST_CASE("the worked examples 13.6 and 13.11 of docs/protocol.md are what the encoder writes") {
   const Bytes attach = {0x52, 0x50, 0x43, 0x49, 0x01, 0x0e, 0x00, 0x00, 0x0e, 0x00, 0x00, 0x00, 0x00,
                         0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x04, 0x65,
@@ -1277,7 +1293,8 @@ TEST_CASE("a message decodes as the alternative that declares its type number, f
                              proto::BarCommit{0, 0, 1, 0},
                              proto::BarFetch{{0, 0, 1, 0}},
                              proto::MmioWriteBatch{{proto::MmioWrite{}}},
-                             proto::WindowPush{0, data, {}}};
+                             proto::WindowPush{0, data, {}},
+                             proto::SealedHello{1, data}};
   std::array<bool, std::variant_size_v<Message>> seen{};
   for (const Message& m : samples) {
     CAPTURE(proto::msg_type_name(proto::message_type(m)));

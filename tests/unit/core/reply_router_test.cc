@@ -37,16 +37,19 @@ TEST_CASE("reply router: a reply is filed under its request id and collected onc
 
 TEST_CASE("reply router: an error for a posted write is reported once, by the next operation") {
   ReplyRouter r(1, "test");
-  r.message_file(decoded(proto::ErrorMsg{EPERM, "read-only"}, 7 | kPostedBit));
-  CHECK_FALSE(r.reply_arrived(7 | kPostedBit));
+  const auto posted = r.posted_request_id();
+  CHECK((posted & kPostedBit) != 0);
+  r.message_file(decoded(proto::ErrorMsg{EPERM, "read-only"}, posted));
+  CHECK_FALSE(r.reply_arrived(posted));
   auto e = r.error_pending();
   REQUIRE(e);
   CHECK(e->code == EPERM);
   CHECK(e->message.find("read-only") != std::string::npos);
   CHECK_FALSE(r.error_pending());
   // An error answering a request is that request's reply; code 0 becomes EPROTO.
-  r.message_file(decoded(proto::ErrorMsg{0, "odd"}, 9));
-  auto reply = r.reply_take(9);
+  const auto rid = r.request_id();
+  r.message_file(decoded(proto::ErrorMsg{0, "odd"}, rid));
+  auto reply = r.reply_take(rid);
   REQUIRE(reply);
   CHECK(reply->status == EPROTO);
   CHECK(reply->text == "odd");
@@ -54,19 +57,21 @@ TEST_CASE("reply router: an error for a posted write is reported once, by the ne
 
 TEST_CASE("reply router: counted posted-write errors leave the next operation alone") {
   ReplyRouter r(1, "test", true);
-  r.message_file(decoded(proto::ErrorMsg{EINVAL, "refused width"}, 7 | kPostedBit));
-  r.message_file(decoded(proto::ErrorMsg{EINVAL, "refused width"}, 8 | kPostedBit));
+  r.message_file(decoded(proto::ErrorMsg{EINVAL, "refused width"}, r.posted_request_id()));
+  r.message_file(decoded(proto::ErrorMsg{EINVAL, "refused width"}, r.posted_request_id()));
   CHECK(r.posted_write_errors() == 2);
   CHECK_FALSE(r.error_pending());
   // The read after them answers with its own value.
-  r.message_file(decoded(proto::ReadReply{0, 0x1234}, 9));
-  auto reply = r.reply_collect(9);
+  const auto read = r.request_id();
+  r.message_file(decoded(proto::ReadReply{0, 0x1234}, read));
+  auto reply = r.reply_collect(read);
   REQUIRE(reply);
   CHECK(reply->status == 0);
   CHECK(reply->value == 0x1234);
   // An error answering a request is still that request's.
-  r.message_file(decoded(proto::ErrorMsg{EIO, "broken"}, 10));
-  auto failed = r.reply_take(10);
+  const auto broken = r.request_id();
+  r.message_file(decoded(proto::ErrorMsg{EIO, "broken"}, broken));
+  auto failed = r.reply_take(broken);
   REQUIRE(failed);
   CHECK(failed->status == EIO);
   CHECK(r.posted_write_errors() == 2);
@@ -79,7 +84,7 @@ TEST_CASE("reply router: interrupt counts never go back, unknown vectors are ign
   r.message_file(decoded(proto::Interrupt{1, 5}, 0));
   r.message_file(decoded(proto::Interrupt{1, 3}, 0));  // late and older: the count stays
   r.message_file(decoded(proto::Interrupt{2, 9}, 0));  // no such vector
-  r.message_file(decoded(proto::ReadReply{0, 1}, 4));  // a reply is not news for the listener
+  r.message_file(decoded(proto::ReadReply{0, 1}, r.request_id()));  // a reply is not news for the listener
   CHECK(r.interrupt_count(1) == 5);
   CHECK(r.interrupt_count(0) == 0);
   CHECK(r.interrupt_count(2) == 0);
@@ -94,7 +99,7 @@ TEST_CASE("reply router: the first failure sticks, is reported before anything e
   ReplyRouter r(1, "test");
   int heard = 0;
   r.listen([&] { ++heard; });
-  r.message_file(decoded(proto::ErrorMsg{EPERM, "posted"}, 1 | kPostedBit));
+  r.message_file(decoded(proto::ErrorMsg{EPERM, "posted"}, r.posted_request_id()));
   std::thread sleeper([&] { r.sleep(std::chrono::steady_clock::now() + 10s); });
   std::this_thread::sleep_for(20ms);
   const auto t = std::chrono::steady_clock::now();
@@ -121,8 +126,8 @@ TEST_CASE("reply router: a sleeper wakes when something is filed") {
   });
   // Filing until the sleeper has gone to sleep and been woken (bounded).
   const auto start = std::chrono::steady_clock::now();
-  for (std::uint64_t rid = 1; !woke && std::chrono::steady_clock::now() - start < 5s; ++rid) {
-    r.message_file(decoded(proto::WriteAck{0}, rid));
+  while (!woke && std::chrono::steady_clock::now() - start < 5s) {
+    r.message_file(decoded(proto::WriteAck{0}, r.request_id()));
     std::this_thread::sleep_for(1ms);
   }
   sleeper.join();
@@ -131,15 +136,57 @@ TEST_CASE("reply router: a sleeper wakes when something is filed") {
 
 TEST_CASE("reply router: collecting a reply reports a posted write's earlier error instead, once") {
   ReplyRouter r(1, "test");
-  CHECK(r.reply_collect(3).error().code == EPROTO);  // nothing filed for it
-  r.message_file(decoded(proto::ErrorMsg{EPERM, "read-only BAR"}, 2 | kPostedBit));
-  r.message_file(decoded(proto::ReadReply{0, 7}, 3));
-  auto first = r.reply_collect(3);
+  const auto posted = r.posted_request_id();
+  const auto rid = r.request_id();
+  CHECK(r.reply_collect(rid).error().code == EPROTO);  // nothing filed for it
+  r.message_file(decoded(proto::ErrorMsg{EPERM, "read-only BAR"}, posted));
+  r.message_file(decoded(proto::ReadReply{0, 7}, rid));
+  auto first = r.reply_collect(rid);
   REQUIRE_FALSE(first);
   CHECK(first.error().code == EPERM);
-  r.message_file(decoded(proto::ReadReply{0, 8}, 4));
-  auto second = r.reply_collect(4);
+  const auto next = r.request_id();
+  r.message_file(decoded(proto::ReadReply{0, 8}, next));
+  auto second = r.reply_collect(next);
   REQUIRE(second);
   CHECK(second->value == 8);
   CHECK_FALSE(r.error_pending());
+}
+
+TEST_CASE("reply router: replies nobody asked for are refused and counted, never stored") {
+  ReplyRouter r(2, "test");
+  const auto rid = r.request_id();
+  // Never issued, issued twice over, and an id one past the last issued.
+  r.message_file(decoded(proto::ReadReply{0, 0xbad}, rid + 1));
+  r.message_file(decoded(proto::ReadReply{0, 0xbad}, 0));
+  CHECK_FALSE(r.reply_arrived(rid + 1));
+  CHECK(r.messages_refused() == 2);
+  r.message_file(decoded(proto::ReadReply{0, 0x600d}, rid));
+  r.message_file(decoded(proto::ReadReply{0, 0xbad}, rid));  // a second answer
+  CHECK(r.messages_refused() == 3);
+  auto reply = r.reply_take(rid);
+  REQUIRE(reply);
+  CHECK(reply->value == 0x600d);
+  // A caller that gave up: its late reply is refused.
+  const auto late = r.request_id();
+  r.request_forget(late);
+  r.message_file(decoded(proto::WriteAck{0}, late));
+  CHECK_FALSE(r.reply_arrived(late));
+  CHECK(r.messages_refused() == 4);
+  // An error for a posted write never issued is not kept for the next operation.
+  r.message_file(decoded(proto::ErrorMsg{EIO, "forged"}, (late + 10) | kPostedBit));
+  r.message_file(decoded(proto::ErrorMsg{EIO, "forged"}, kPostedBit));
+  CHECK_FALSE(r.error_pending());
+  CHECK(r.messages_refused() == 6);
+  // Interrupt counts grow by at most kInterruptStepMax at once.
+  r.message_file(decoded(proto::Interrupt{0, ~std::uint64_t{0}}, 0));
+  CHECK(r.interrupt_count(0) == 0);
+  r.message_file(decoded(proto::Interrupt{0, kInterruptStepMax}, 0));
+  CHECK(r.interrupt_count(0) == kInterruptStepMax);
+  r.message_file(decoded(proto::Interrupt{0, 2 * kInterruptStepMax + 1}, 0));
+  CHECK(r.interrupt_count(0) == kInterruptStepMax);
+  CHECK(r.messages_refused() == 8);
+  // A message the exporter never sends.
+  r.message_file(decoded(proto::MmioRead{}, 0));
+  CHECK(r.messages_refused() == 9);
+  CHECK(r.interrupts_received() == 1);
 }
