@@ -310,9 +310,7 @@ TEST_CASE("a sealed channel drops forged and replayed messages, counts them, and
     }
     progress_until(p->sc(), client_done, Deadline::after(8s));
   });
-  const auto send = [&](std::uint64_t id) {
-    CHECK(p->cc().message_send(proto::Ping{}, id, Deadline::after(5s)));
-  };
+  const auto send = [&](std::uint64_t id) { CHECK(p->cc().message_send(proto::Ping{}, id, Deadline::after(5s))); };
   for (std::uint64_t id = 1; id <= 5; ++id) send(id);
   // Keys of another session: every message fails to open.
   p->cc().seal_set(seal_make(session_key_make(8), auth::Role::client));

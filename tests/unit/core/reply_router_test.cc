@@ -82,8 +82,8 @@ TEST_CASE("reply router: interrupt counts never go back, unknown vectors are ign
   int heard = 0;
   r.listen([&] { ++heard; });
   r.message_file(decoded(proto::Interrupt{1, 5}, 0));
-  r.message_file(decoded(proto::Interrupt{1, 3}, 0));  // late and older: the count stays
-  r.message_file(decoded(proto::Interrupt{2, 9}, 0));  // no such vector
+  r.message_file(decoded(proto::Interrupt{1, 3}, 0));               // late and older: the count stays
+  r.message_file(decoded(proto::Interrupt{2, 9}, 0));               // no such vector
   r.message_file(decoded(proto::ReadReply{0, 1}, r.request_id()));  // a reply is not news for the listener
   CHECK(r.interrupt_count(1) == 5);
   CHECK(r.interrupt_count(0) == 0);
