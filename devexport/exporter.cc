@@ -42,7 +42,7 @@ struct Exporter::Impl {
   std::atomic<std::size_t> authenticated{0};  // connections past their handshake
   struct Counters {
     std::atomic<std::uint64_t> accepted{0}, refused_preauth{0}, refused_busy{0}, auth_failed{0}, frames_dropped{0},
-        frames_malformed{0};
+        messages_refused{0}, frames_malformed{0};
   } counters;
   // Events a peer can cause at will: logged at a bounded rate, with the count left out.
   LogLimiter refused_log, auth_failed_log, malformed_log;
@@ -162,6 +162,7 @@ struct Exporter::Impl {
     // that a client that re-attaches right after finds the export free.
     Socket keep = std::move(a->bootstrap());
     counters.frames_dropped.fetch_add(keep.frames_dropped());
+    counters.messages_refused.fetch_add(a->messages_refused());
     a->teardown(last);
     if (goodbye) (void)keep.message_send(proto::Goodbye{}, *goodbye, Deadline::after(1s));
     return {};
@@ -311,8 +312,8 @@ Result<std::unique_ptr<Exporter>> Exporter::create(const ExporterConfig& config)
 
 Exporter::Stats Exporter::stats() const noexcept {
   const auto& c = impl_->counters;
-  return Stats{c.accepted.load(),    c.refused_preauth.load(), c.refused_busy.load(),
-               c.auth_failed.load(), c.frames_dropped.load(),  c.frames_malformed.load()};
+  return Stats{c.accepted.load(),       c.refused_preauth.load(),  c.refused_busy.load(),    c.auth_failed.load(),
+               c.frames_dropped.load(), c.frames_malformed.load(), c.messages_refused.load()};
 }
 
 void Exporter::run(const std::atomic<bool>& stop) {
@@ -352,9 +353,9 @@ void Exporter::run(const std::atomic<bool>& stop) {
   RPCIE_LOG_INFO("exportd",
                  "stopped: {} connections accepted, {} refused over the pre-authentication caps, {} refused as too "
                  "many, {} failed authentications, {} bootstrap frames dropped for a bad MAC, {} closed for a "
-                 "malformed frame",
+                 "malformed frame, {} data-path messages refused (foreign, forged or replayed)",
                  st.accepted, st.refused_preauth, st.refused_busy, st.auth_failed, st.frames_dropped,
-                 st.frames_malformed);
+                 st.frames_malformed, st.messages_refused);
 }
 
 }  // namespace rpcie::dev

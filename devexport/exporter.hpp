@@ -63,6 +63,7 @@ class Exporter {
     std::uint64_t auth_failed = 0;       // handshakes that failed or timed out
     std::uint64_t frames_dropped = 0;    // bootstrap frames dropped for a bad MAC (ended connections)
     std::uint64_t frames_malformed = 0;  // authenticated connections closed for a malformed frame
+    std::uint64_t messages_refused = 0;  // data-path messages dropped: foreign, forged, replayed (ended attachments)
   };
   Stats stats() const noexcept;
 

@@ -66,6 +66,12 @@ class ServedAttachment final : public DmaPort, public IrqSink {
   // The bootstrap connection, once setup() made the Session.
   Socket& bootstrap() { return session_->bootstrap(); }
   bool has_session() const { return session_ != nullptr; }
+  // Data-path messages dropped so far: from another address, forged or replayed.
+  std::uint64_t messages_refused() const {
+    if (!session_) return 0;
+    const ChannelStats c = session_->channel().stats();
+    return c.messages_foreign + c.messages_forged + c.messages_replayed;
+  }
   bool failed() const { return failed_.load(); }
   std::uint64_t id() const { return id_; }
 

@@ -454,11 +454,17 @@ DataKeys data_keys_derive(const SessionKey& session, Role self) noexcept {
   return keys;
 }
 
-std::array<std::uint8_t, kDataKeyBytes> hello_key_derive(const SessionKey& session) noexcept {
-  std::array<std::uint8_t, kDataKeyBytes> key;
+HelloKey::HelloKey(HelloKey&& other) noexcept : bytes(other.bytes) {
+  sodium_memzero(other.bytes.data(), other.bytes.size());
+}
+
+HelloKey::~HelloKey() { sodium_memzero(bytes.data(), bytes.size()); }
+
+HelloKey hello_key_derive(const SessionKey& session) noexcept {
+  HelloKey key;
   Transcript t(session.bytes());
   t.field("hello-key");
-  t.final(key);
+  t.final(key.bytes);
   return key;
 }
 

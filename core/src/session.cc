@@ -41,7 +41,7 @@ Result<void> hello_send(Socket& socket, const proto::Message& hello, std::uint64
   if (mac == nullptr) return socket.message_send(hello, request_id, deadline);
   RPCIE_TRY_ASSIGN(const auto bytes, proto::message_encode(hello, request_id));
   const auto key = mac->hello_key();
-  const auto envelope = auth::envelope_seal(key, bytes);
+  const auto envelope = auth::envelope_seal(key.bytes, bytes);
   return socket.message_send(proto::SealedHello{auth::aead_offer_local(), envelope}, request_id, deadline);
 }
 
@@ -62,7 +62,7 @@ Result<HelloReceived> hello_recv(Socket& socket, Deadline deadline) {
   }
   if (mac == nullptr) return fail(EPROTO, "sealed hello on a connection that is not authenticated");
   const auto key = mac->hello_key();
-  if (!auth::envelope_open(key, sealed->envelope, r.plain)) return fail(EPROTO, "sealed hello failed to open");
+  if (!auth::envelope_open(key.bytes, sealed->envelope, r.plain)) return fail(EPROTO, "sealed hello failed to open");
   RPCIE_TRY_ASSIGN(r.decoded, proto::message_decode(r.plain));
   if (!std::holds_alternative<proto::Hello>(r.decoded.message) &&
       !std::holds_alternative<proto::HelloAck>(r.decoded.message))

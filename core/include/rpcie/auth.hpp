@@ -183,8 +183,17 @@ struct DataKeys {
 };
 DataKeys data_keys_derive(const SessionKey& session, Role self) noexcept;
 // The key that seals hello / hello_ack on the bootstrap connection (HMAC-SHA256(session
-// key, "rpcie-auth-v1" | "hello-key")): the same on both sides.
-std::array<std::uint8_t, kDataKeyBytes> hello_key_derive(const SessionKey& session) noexcept;
+// key, "rpcie-auth-v1" | "hello-key")): the same on both sides. Wiped on destruction.
+struct HelloKey {
+  std::array<std::uint8_t, kDataKeyBytes> bytes{};
+  HelloKey() = default;
+  HelloKey(const HelloKey&) = delete;
+  HelloKey& operator=(const HelloKey&) = delete;
+  HelloKey(HelloKey&& other) noexcept;  // wipes `other`
+  HelloKey& operator=(HelloKey&&) = delete;
+  ~HelloKey();
+};
+HelloKey hello_key_derive(const SessionKey& session) noexcept;
 
 // The MAC state of one side of one connection. Each frame's MAC covers the sender's role
 // (direction), the frame's sequence number in that direction (from 0) and the frame bytes
@@ -217,7 +226,7 @@ class FrameMac {
   // The data-path keys of this side, and the hello envelope key, from this connection's
   // session key. Thread-safe (read only).
   DataKeys data_keys() const noexcept { return data_keys_derive(key_, self_); }
-  std::array<std::uint8_t, kDataKeyBytes> hello_key() const noexcept { return hello_key_derive(key_); }
+  HelloKey hello_key() const noexcept { return hello_key_derive(key_); }
 
  private:
   SessionKey key_;

@@ -39,7 +39,7 @@ inline constexpr std::size_t kSealSequenceBytes = 8;
 inline constexpr std::size_t kSealOverhead = kSealSequenceBytes + kSealTagBytes;
 
 enum class Aead : std::uint8_t { aes256gcm = 1, chacha20poly1305 = 2 };
-// Bit mask of Aead values a side can use at full speed (Hello.aead): AES-256-GCM only with
+// Bit mask of Aead values a side can use at full speed (SealedHello.aead): AES-256-GCM only with
 // AES-NI and PCLMULQDQ; ChaCha20-Poly1305 always.
 std::uint8_t aead_offer_local() noexcept;
 // The cipher both sides use: AES-256-GCM if both offer it, else ChaCha20-Poly1305. Both

@@ -62,7 +62,8 @@ class ReplyRouter {
   void request_forget(std::uint64_t rid);
 
   // Files one received message: a reply, an error for a request or a posted write, or an
-  // interrupt; anything else is ignored (logged once). Wakes sleepers and the listener.
+  // interrupt; anything else is refused (counted, logged at a bounded rate). Wakes sleepers
+  // and the listener.
   void message_file(const proto::Decoded& d);
   // The reply for `rid` if it has arrived (then it is removed), else nullopt.
   std::optional<Reply> reply_take(std::uint64_t rid);
@@ -84,8 +85,10 @@ class ReplyRouter {
   std::uint64_t interrupts_received() const;
   // Errors for posted writes counted so far (posted_errors_counted only).
   std::uint64_t posted_write_errors() const;
-  // Messages refused so far: replies to no outstanding request, interrupt counts that went
-  // backwards or jumped by more than kInterruptStepMax, messages a client never receives.
+  // Messages refused so far: replies to no outstanding request, errors for posted ids never
+  // issued, interrupts of no vector or whose count jumped by more than kInterruptStepMax,
+  // messages a client never receives. (A stale interrupt count is not refused: it raises
+  // nothing.)
   std::uint64_t messages_refused() const;
 
   // Sleeps until something is filed, the failure, or `until` (whichever comes first).
@@ -108,7 +111,7 @@ class ReplyRouter {
   std::map<std::uint64_t, Reply> replies_;  // arrived, not yet collected
   std::set<std::uint64_t> outstanding_;     // issued, not yet answered or forgotten
   std::uint64_t refused_ = 0;
-  std::vector<std::uint64_t> irq_counts_;   // by vector
+  std::vector<std::uint64_t> irq_counts_;  // by vector
   std::uint64_t interrupts_ = 0;
   std::optional<Error> failed_;
   std::optional<Error> posted_error_;

@@ -134,9 +134,9 @@ TEST_CASE("data keys differ per direction and per session; the hello key is shar
   CHECK(c.send != c.receive);
   const SessionKey t = session_make(8);
   CHECK(data_keys_derive(t, Role::client).send != c.send);
-  CHECK(hello_key_derive(s) == hello_key_derive(s));
-  CHECK(hello_key_derive(s) != c.send);
-  CHECK(hello_key_derive(s) != hello_key_derive(t));
+  CHECK(hello_key_derive(s).bytes == hello_key_derive(s).bytes);
+  CHECK(hello_key_derive(s).bytes != c.send);
+  CHECK(hello_key_derive(s).bytes != hello_key_derive(t).bytes);
 }
 
 TEST_CASE("aead_choose takes AES-256-GCM only when both offer it") {
@@ -151,15 +151,15 @@ TEST_CASE("the hello envelope opens with its key only, and hides its content") {
   const SessionKey s = session_make(7), t = session_make(8);
   const std::string text = "fabric address and region keys";
   const Bytes plain(text.begin(), text.end());
-  const Bytes env = envelope_seal(hello_key_derive(s), plain);
+  const Bytes env = envelope_seal(hello_key_derive(s).bytes, plain);
   CHECK(env.size() == plain.size() + kEnvelopeOverhead);
   CHECK(std::search(env.begin(), env.end(), plain.begin(), plain.end()) == env.end());
   Bytes out;
-  CHECK(envelope_open(hello_key_derive(s), env, out));
+  CHECK(envelope_open(hello_key_derive(s).bytes, env, out));
   CHECK(out == plain);
-  CHECK_FALSE(envelope_open(hello_key_derive(t), env, out));
+  CHECK_FALSE(envelope_open(hello_key_derive(t).bytes, env, out));
   Bytes bad = env;
   bad.back() ^= 1;
-  CHECK_FALSE(envelope_open(hello_key_derive(s), bad, out));
-  CHECK_FALSE(envelope_open(hello_key_derive(s), Bytes(kEnvelopeOverhead - 1), out));
+  CHECK_FALSE(envelope_open(hello_key_derive(s).bytes, bad, out));
+  CHECK_FALSE(envelope_open(hello_key_derive(s).bytes, Bytes(kEnvelopeOverhead - 1), out));
 }
