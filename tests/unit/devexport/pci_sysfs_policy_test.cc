@@ -389,8 +389,9 @@ void client_writes(Backend& b) {
                                              {0xa8u, 2u, 0x0400u},
                                              {0xc4u, 4u, 0x11223344u},
                                              {0x114u, 4u, 0x0000f1c1u}}) {
-    CAPTURE(offset);
-    REQUIRE(b.config_write(offset, width, value));
+    const unsigned at = offset;  // clang 14 cannot capture a structured binding (CAPTURE)
+    CAPTURE(at);
+    REQUIRE(b.config_write(at, width, value));
   }
 }
 
