@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <list>
 #include <optional>
+#include <system_error>
 #include <thread>
 
 #include "access_log.hpp"
@@ -341,12 +342,20 @@ void Exporter::run(const std::atomic<bool>& stop) {
       continue;  // closed here: never left to wait
     }
     auto done = std::make_shared<std::atomic<bool>>(false);
-    im.connections.push_back({std::thread([&im, done, deadline, peer = std::move(peer), sock = std::move(*s),
-                                           ticket = std::move(*admission.ticket)]() mutable {
-                                im.connection_serve(std::move(sock), std::move(ticket), peer, deadline);
-                                done->store(true);
-                              }),
-                              done});
+    try {
+      im.connections.push_back({std::thread([&im, done, deadline, peer, sock = std::move(*s),
+                                             ticket = std::move(*admission.ticket)]() mutable {
+                                  im.connection_serve(std::move(sock), std::move(ticket), peer, deadline);
+                                  done->store(true);
+                                }),
+                                done});
+    } catch (const std::system_error& e) {
+      // No thread to be had (TasksMax, memory): the closure, and with it the connection and
+      // its place at the gate, is gone already; the daemon and its attachments go on.
+      im.counters.refused_preauth.fetch_add(1);
+      RPCIE_LOG_LIMITED(im.refused_log, LogLevel::warn, "exportd", "{}: refused: no thread for it ({})", peer,
+                        e.what());
+    }
   }
   im.connections_reap(true);
   const Stats st = stats();

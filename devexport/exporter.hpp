@@ -12,7 +12,8 @@
 //
 // Connections, in two pools that never take from each other:
 //  - pre-authentication: from accept until the handshake ends. At most
-//    config.preauth_per_address from one source address and config.preauth_max in all; a
+//    config.preauth_per_address from one source (preauth_source: an IPv4 address or an
+//    IPv6 /64) and config.preauth_max in all; a
 //    connection over either cap is accepted and closed at once (an EBUSY error frame, then
 //    close: never left in the listen backlog), whatever its address, even one that has
 //    authenticated clients. Each must authenticate within config.preauth_timeout (1 s) of
@@ -20,7 +21,7 @@
 //  - authenticated: at most kMaxConnections; a further one is refused (EBUSY, "too many
 //    connections") right after its handshake.
 // So idle or slow connections, however many, cannot keep an authenticated client out;
-// only a peer with more than preauth_max / preauth_per_address addresses can fill the
+// only a peer with more than preauth_max / preauth_per_address sources can fill the
 // pre-authentication pool, and only for as long as it keeps reopening connections.
 //
 // Unknown client names are answered with one decoy key made in create() (auth::ServerKeys).

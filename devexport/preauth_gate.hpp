@@ -1,5 +1,7 @@
 // Admission of pre-authentication connections: at most `per_address` from one source
-// address and `total` in all (exporter.hpp says why and what happens to the rest).
+// and `total` in all (exporter.hpp says why and what happens to the rest). A source is an
+// IPv4 address (an IPv4-mapped IPv6 address counts as its IPv4 address) or an IPv6 /64:
+// one host holds a whole /64, so counting its addresses one by one would cap nothing.
 //
 // A Ticket is one admitted connection; it gives its place back when destroyed (or reset).
 // Tickets must not outlive their gate. Thread-safe: the accept loop admits, connection
@@ -13,6 +15,10 @@
 #include <string>
 
 namespace rpcie::dev {
+
+// The source an address counts against: "a.b.c.d" for IPv4 and IPv4-mapped IPv6, the /64
+// prefix ("2001:db8:1:2::/64") for other IPv6 addresses, anything else as it is.
+std::string preauth_source(const std::string& address);
 
 class PreauthGate {
  public:
@@ -42,7 +48,8 @@ class PreauthGate {
     std::optional<Ticket> ticket;  // empty: refused
     Refusal why = Refusal::address;
   };
-  // One more connection from `address` (the peer's numeric IP address), or why not.
+  // One more connection from `address` (the peer's numeric IP address; counted against
+  // preauth_source(address)), or why not.
   Admission admit(const std::string& address);
 
   std::uint32_t per_address() const noexcept { return per_address_; }

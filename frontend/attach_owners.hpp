@@ -1,10 +1,10 @@
 // Who attached what: the uid of the process that asked for each attachment (SO_PEERCRED of
 // its control-socket connection), and the rules that follow from it. A user detaches, and
 // sees the details of, only attachments that user made; root (uid 0) all of them. A
-// non-root user cannot attach an export (host, port, export name, as given) that another
-// user's attachment holds: the exporter sees one client name for the whole of hostd and
-// could not tell the two users apart (a shared device's state, the by-export link, the
-// first user's reconnect would all be the second user's to disturb).
+// non-root user cannot attach an export (an address the host resolves to, port, export
+// name) that another user's attachment holds — however the host is spelt: the exporter sees one client name for the
+// whole of hostd and could not tell the two users apart (a shared device's state, the by-export link, the first user's
+// reconnect would all be the second user's to disturb).
 //
 // Entries are keyed by the device's index N (rpcieN). An index is reserved by one attach at
 // a time, so a claim for it always wins; each claim has a serial, and only its own serial
@@ -16,6 +16,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 
 #include <sys/types.h>
@@ -29,11 +30,17 @@ namespace rpcie::hostd {
 // not recorded, root's only).
 bool owner_match(uid_t peer, std::optional<uid_t> owner) noexcept;
 
+// Every numeric address `host` resolves to (an IPv4-mapped IPv6 address as IPv4), or the
+// name itself when it resolves to none: "127.1", "localhost" and "127.0.0.1" share one.
+std::set<std::string> host_addresses(const std::string& host);
+
 class AttachOwners {
  public:
   // Records that `uid` attaches `target` as device index `index`. EPERM, with the device
   // name rpcieN that holds it, when `uid` is not root and another uid's attachment has the
-  // same host, port and export name. Returns the claim's serial for release().
+  // port and export name and a host that resolves to an address in common (host_addresses).
+  // Resolves the host (a DNS lookup) before taking the lock. Returns the claim's serial for
+  // release().
   Result<std::uint64_t> claim(unsigned index, uid_t uid, const AttachParams& target);
   // Forgets the claim `serial` of `index` (attach failed, or the device was withdrawn).
   void release(unsigned index, std::uint64_t serial);
@@ -48,7 +55,7 @@ class AttachOwners {
   struct Entry {
     uid_t uid;
     std::uint64_t serial;
-    std::string host;
+    std::set<std::string> addresses;  // host_addresses(target.host)
     std::uint16_t port;
     std::string export_name;
   };

@@ -70,7 +70,12 @@ CMP_EP=$(listeners "$CMP" "$HOSTD_PID" | head -1)
 for ep in "$DEV_EP" "$CMP_EP"; do
   hex=$(sockaddr_hex "$ep")
   for f in "$TMP"/tap/*; do
-    od -An -v -tx1 "$f" | tr -d ' \n' | grep -q "$hex" && die "fabric address $ep ($hex) in clear in $(basename "$f")"
+    python3 -c 'import sys; sys.exit(0 if bytes.fromhex(sys.argv[2]) in open(sys.argv[1], "rb").read() else 1)' "$f" "$hex"
+    case $? in
+      0) die "fabric address $ep ($hex) in clear in $(basename "$f")" ;;
+      1) ;;
+      *) die "cannot search $f" ;;
+    esac
   done
 done
 pass "neither fabric address ($DEV_EP, $CMP_EP) appears in the bootstrap bytes"

@@ -51,7 +51,7 @@ for key in ProtectSystem ProtectHome PrivateTmp PrivateDevices PrivateMounts Pro
   ProtectKernelModules ProtectKernelLogs ProtectControlGroups ProtectProc ProcSubset ReadOnlyPaths \
   ReadWritePaths InaccessiblePaths TemporaryFileSystem BindPaths BindReadOnlyPaths RootDirectory RootImage \
   MountAPIVFS DynamicUser MountFlags PrivateUsers; do
-  grep -q "^$key=" "$DIST/rpcie-hostd.service" && die "rpcie-hostd.service sets $key=: a mount namespace hides its FUSE mount"
+  grep -Eq "^[[:space:]]*$key[[:space:]]*=" "$DIST/rpcie-hostd.service" && die "rpcie-hostd.service sets $key=: a mount namespace hides its FUSE mount"
 done
 grep -q '^DeviceAllow=/dev/fuse rw$' "$DIST/rpcie-hostd.service" || die "rpcie-hostd.service: /dev/fuse not allowed"
 grep -q '^DynamicUser=yes$' "$DIST/rpcie-exportd-unprivileged.service" &&

@@ -88,6 +88,7 @@ Result<ReplyRouter::Reply> Attachment::State::request(const proto::Message& m, D
   const auto rid = router->request_id();
   auto sent = session->channel().message_send(m, rid, deadline);
   if (!sent) {
+    router->request_forget(rid);
     link_fail(sent.error());
     return tl::unexpected(sent.error());
   }

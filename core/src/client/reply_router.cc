@@ -33,8 +33,11 @@ std::uint64_t ReplyRouter::posted_request_id() {
 
 void ReplyRouter::request_forget(std::uint64_t rid) {
   std::lock_guard g(lock_);
-  outstanding_.erase(rid);
+  if (outstanding_.erase(rid) == 0) return;
   replies_.erase(rid);
+  // Its reply may still come (a slow exporter): dropped quietly, not taken for a forgery.
+  if (forgotten_.size() == kForgottenMax) forgotten_.pop_front();
+  forgotten_.push_back(rid);
 }
 
 std::uint64_t ReplyRouter::messages_refused() const {
@@ -57,7 +60,12 @@ bool ReplyRouter::store_locked(const proto::Decoded& d) {
   };
   // A reply is filed once, for a request that waits for it.
   const auto reply_file = [&](Reply r) {
-    if (outstanding_.erase(rid) == 0) return refuse("no request waits for it");
+    if (outstanding_.erase(rid) == 0) {
+      const auto late = std::find(forgotten_.begin(), forgotten_.end(), rid);
+      if (late == forgotten_.end()) return refuse("no request waits for it");
+      forgotten_.erase(late);
+      return;
+    }
     replies_[rid] = std::move(r);
   };
   std::visit(

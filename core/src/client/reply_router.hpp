@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -58,7 +59,8 @@ class ReplyRouter {
   // A fresh id for a posted write (kPostedBit set): never outstanding; an error for it is
   // accepted only for an id issued before.
   std::uint64_t posted_request_id();
-  // The caller stopped waiting for `rid` (its deadline passed): a late reply is refused.
+  // The caller stopped waiting for `rid` (its deadline passed, or the send failed): a late
+  // reply is dropped without counting it as refused (for the last 256 ids given up on).
   void request_forget(std::uint64_t rid);
 
   // Files one received message: a reply, an error for a request or a posted write, or an
@@ -110,6 +112,9 @@ class ReplyRouter {
   std::uint64_t next_request_ = 1;
   std::map<std::uint64_t, Reply> replies_;  // arrived, not yet collected
   std::set<std::uint64_t> outstanding_;     // issued, not yet answered or forgotten
+  // The last kForgottenMax ids given up on: a late reply to one is dropped quietly.
+  static constexpr std::size_t kForgottenMax = 256;
+  std::deque<std::uint64_t> forgotten_;
   std::uint64_t refused_ = 0;
   std::vector<std::uint64_t> irq_counts_;  // by vector
   std::uint64_t interrupts_ = 0;

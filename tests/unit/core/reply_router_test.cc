@@ -166,11 +166,14 @@ TEST_CASE("reply router: replies nobody asked for are refused and counted, never
   auto reply = r.reply_take(rid);
   REQUIRE(reply);
   CHECK(reply->value == 0x600d);
-  // A caller that gave up: its late reply is refused.
+  // A caller that gave up: its late reply is dropped, not stored and not counted as a
+  // forgery; a second answer to it is refused.
   const auto late = r.request_id();
   r.request_forget(late);
   r.message_file(decoded(proto::WriteAck{0}, late));
   CHECK_FALSE(r.reply_arrived(late));
+  CHECK(r.messages_refused() == 3);
+  r.message_file(decoded(proto::WriteAck{0}, late));
   CHECK(r.messages_refused() == 4);
   // An error for a posted write never issued is not kept for the next operation.
   r.message_file(decoded(proto::ErrorMsg{EIO, "forged"}, (late + 10) | kPostedBit));

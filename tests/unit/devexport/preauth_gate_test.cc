@@ -57,3 +57,28 @@ TEST_CASE("preauth gate: the total cap refuses every address once it is full") {
   held.pop_back();
   CHECK(gate.admit("10.0.0.4").ticket);
 }
+
+TEST_CASE("preauth gate: an IPv6 /64 is one source, an IPv4-mapped address is its IPv4 address") {
+  using rpcie::dev::preauth_source;
+  CHECK(preauth_source("2001:db8:1:2::5") == "2001:db8:1:2::/64");
+  CHECK(preauth_source("2001:db8:1:2:ffff:1:2:3") == "2001:db8:1:2::/64");
+  CHECK(preauth_source("::ffff:10.0.0.1") == "10.0.0.1");
+  CHECK(preauth_source("10.0.0.1") == "10.0.0.1");
+  PreauthGate gate(2, 10);
+  auto a1 = gate.admit("2001:db8:1:2::1");
+  auto a2 = gate.admit("2001:db8:1:2:aaaa::9");
+  REQUIRE(a1.ticket);
+  REQUIRE(a2.ticket);
+  auto a3 = gate.admit("2001:db8:1:2:ffff:ffff:ffff:ffff");
+  CHECK_FALSE(a3.ticket);
+  CHECK(a3.why == PreauthGate::Refusal::address);
+  CHECK(gate.admit("2001:db8:1:3::1").ticket);  // the next /64 is another source
+  auto m1 = gate.admit("10.0.0.7");
+  auto m2 = gate.admit("::ffff:10.0.0.7");
+  REQUIRE(m1.ticket);
+  REQUIRE(m2.ticket);
+  CHECK_FALSE(gate.admit("10.0.0.7").ticket);
+  CHECK(gate.held("::ffff:10.0.0.7") == 2);
+  a1.ticket.reset();
+  CHECK(gate.held("2001:db8:1:2::77") == 1);
+}

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <cerrno>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -120,30 +121,44 @@ TEST_CASE("attach request: hosts are IP literals or host names, nothing else") {
 
 TEST_CASE("attachment owners: a non-root user cannot claim an export another user holds") {
   AttachOwners owners;
-  auto a = owners.claim(0, 1001, target("h", 7385, "edu0"));
+  auto a = owners.claim(0, 1001, target("10.0.0.1", 7385, "edu0"));
   REQUIRE(a.has_value());
-  auto b = owners.claim(1, 1002, target("h", 7385, "edu0"));
+  auto b = owners.claim(1, 1002, target("10.0.0.1", 7385, "edu0"));
   REQUIRE_FALSE(b.has_value());
   CHECK(b.error().code == EPERM);
   CHECK(b.error().message ==
-        "export 'edu0' on h:7385 is attached by another user (rpcie0); only that user or root may attach it again");
+        "export 'edu0' on 10.0.0.1:7385 is attached by another user (rpcie0); only that user or root may attach it again");
   CHECK_FALSE(owners.owner(1).has_value());  // a refused claim records nothing
   // Another port, host or export is another target; the same user and root may share it.
-  CHECK(owners.claim(1, 1002, target("h", 9000, "edu0")).has_value());
-  CHECK(owners.claim(2, 1002, target("h2", 7385, "edu0")).has_value());
-  CHECK(owners.claim(3, 1001, target("h", 7385, "edu0")).has_value());
-  CHECK(owners.claim(4, 0, target("h", 7385, "edu0")).has_value());
+  CHECK(owners.claim(1, 1002, target("10.0.0.1", 9000, "edu0")).has_value());
+  CHECK(owners.claim(2, 1002, target("10.0.0.2", 7385, "edu0")).has_value());
+  CHECK(owners.claim(3, 1001, target("10.0.0.1", 7385, "edu0")).has_value());
+  CHECK(owners.claim(4, 0, target("10.0.0.1", 7385, "edu0")).has_value());
   CHECK(owners.owner(4) == 0u);
   // Once the holder let go, the export is free for the other user.
   owners.release(0, *a);
   owners.release(3, *owners.serial(3));
   owners.release(4, *owners.serial(4));
-  CHECK(owners.claim(5, 1002, target("h", 7385, "edu0")).has_value());
+  CHECK(owners.claim(5, 1002, target("10.0.0.1", 7385, "edu0")).has_value());
+}
+
+TEST_CASE("attachment owners: another spelling of the same exporter is the same target") {
+  AttachOwners owners;
+  REQUIRE(owners.claim(0, 1001, target("127.0.0.1", 7385, "edu0")).has_value());
+  for (const char* spelling : {"127.1", "2130706433", "::ffff:127.0.0.1", "localhost"}) {
+    CAPTURE(spelling);
+    auto b = owners.claim(1, 1002, target(spelling, 7385, "edu0"));
+    REQUIRE_FALSE(b.has_value());
+    CHECK(b.error().code == EPERM);
+  }
+  CHECK(host_addresses("::ffff:10.1.2.3") == std::set<std::string>{"10.1.2.3"});
+  CHECK(host_addresses("no-such-host.invalid") == std::set<std::string>{"no-such-host.invalid"});
+  CHECK(owners.claim(1, 1002, target("127.0.0.2", 7385, "edu0")).has_value());
 }
 
 TEST_CASE("attachment owners: the owner and root may detach, others get EPERM naming the device") {
   AttachOwners owners;
-  REQUIRE(owners.claim(0, 1001, target("h", 7385, "edu0")).has_value());
+  REQUIRE(owners.claim(0, 1001, target("10.0.0.1", 7385, "edu0")).has_value());
   CHECK(owners.detach_check(1001, "rpcie0", 0).has_value());
   CHECK(owners.detach_check(0, "rpcie0", 0).has_value());
   auto e = owners.detach_check(1002, "rpcie0", 0);
@@ -161,10 +176,10 @@ TEST_CASE("attachment owners: the owner and root may detach, others get EPERM na
 
 TEST_CASE("attachment owners: a stale release does not drop a newer claim of the same index") {
   AttachOwners owners;
-  auto first = owners.claim(0, 1001, target("h", 7385, "edu0"));
+  auto first = owners.claim(0, 1001, target("10.0.0.1", 7385, "edu0"));
   REQUIRE(first.has_value());
   // rpcie0 was withdrawn and its index given to another attach before the release came.
-  auto second = owners.claim(0, 1002, target("h", 7385, "mem0"));
+  auto second = owners.claim(0, 1002, target("10.0.0.1", 7385, "mem0"));
   REQUIRE(second.has_value());
   owners.release(0, *first);
   CHECK(owners.owner(0) == 1002u);
