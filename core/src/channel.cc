@@ -103,8 +103,7 @@ Result<void> Channel::recv_post_locked(Op& op) {
   op.kind = Op::Kind::recv;
   op.seq = recv_posted_seq_++;
   for (;;) {
-    ssize_t rc =
-        fi_recv(fabric_->ep(), op.buffer, kSlotBytes, message_region_->desc(), FI_ADDR_UNSPEC, &op.context);
+    ssize_t rc = fi_recv(fabric_->ep(), op.buffer, kSlotBytes, message_region_->desc(), FI_ADDR_UNSPEC, &op.context);
     if (rc == 0) return {};
     if (rc != -FI_EAGAIN) {
       // A receive slot that is not posted would hold up every later message: fail now.

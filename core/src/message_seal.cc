@@ -19,7 +19,8 @@ namespace {
 constexpr std::size_t kNonceBytes96 = 12;
 
 [[noreturn]] void evp_broken(const char* what) noexcept {
-  log_write(LogLevel::error, "seal", std::string("OpenSSL EVP failed in ") + what + "; aborting rather than send in clear");
+  log_write(LogLevel::error, "seal",
+            std::string("OpenSSL EVP failed in ") + what + "; aborting rather than send in clear");
   std::abort();
 }
 
@@ -58,9 +59,7 @@ Aead aead_choose(std::uint8_t offer_a, std::uint8_t offer_b) noexcept {
   return (offer_a & offer_b & gcm) != 0 ? Aead::aes256gcm : Aead::chacha20poly1305;
 }
 
-const char* aead_name(Aead aead) noexcept {
-  return aead == Aead::aes256gcm ? "aes-256-gcm" : "chacha20-poly1305";
-}
+const char* aead_name(Aead aead) noexcept { return aead == Aead::aes256gcm ? "aes-256-gcm" : "chacha20-poly1305"; }
 
 const char* seal_refusal_name(SealRefusal r) noexcept {
   switch (r) {

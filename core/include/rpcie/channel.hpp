@@ -60,8 +60,8 @@
 #include "rpcie/channel_stats.hpp"
 #include "rpcie/deadline.hpp"
 #include "rpcie/fabric.hpp"
-#include "rpcie/message_seal.hpp"
 #include "rpcie/memory.hpp"
+#include "rpcie/message_seal.hpp"
 #include "rpcie/protocol.hpp"
 #include "rpcie/result.hpp"
 

@@ -500,11 +500,10 @@ struct WindowPush {
 
 // Every message, in no particular order: the codec derives its type table (number -> name,
 // decoder) and message_type() from this list.
-using Message =
-    std::variant<Hello, HelloAck, ErrorMsg, Ping, Pong, Heartbeat, Goodbye, ConfigRead, ConfigWrite, MmioRead,
-                 MmioWrite, ReadReply, WriteAck, Interrupt, RmaNotify, AuthHello, AuthChallenge, AuthProof, AuthOk,
-                 ListRequest, ListReply, AttachRequest, AttachReply, BarCommit, BarFetch, MmioWriteBatch, WindowPush,
-                 SealedHello>;
+using Message = std::variant<Hello, HelloAck, ErrorMsg, Ping, Pong, Heartbeat, Goodbye, ConfigRead, ConfigWrite,
+                             MmioRead, MmioWrite, ReadReply, WriteAck, Interrupt, RmaNotify, AuthHello, AuthChallenge,
+                             AuthProof, AuthOk, ListRequest, ListReply, AttachRequest, AttachReply, BarCommit, BarFetch,
+                             MmioWriteBatch, WindowPush, SealedHello>;
 
 // A type number or a name given twice would make the table ambiguous.
 static_assert(wire::kMessagesUnique<Message>, "two messages share a type number or a name");

@@ -255,8 +255,7 @@ AttachmentStats Attachment::stats() const {
   out.interrupts = s_->router->interrupts_received();
   out.posted_write_errors = s_->router->posted_write_errors();
   const ChannelStats c = s_->session->channel().stats();
-  out.messages_refused =
-      s_->router->messages_refused() + c.messages_forged + c.messages_replayed + c.messages_foreign;
+  out.messages_refused = s_->router->messages_refused() + c.messages_forged + c.messages_replayed + c.messages_foreign;
   out.heartbeats = s_->lease_keeper->heartbeats();
   return out;
 }

@@ -127,7 +127,8 @@ TEST_CASE("attachment owners: a non-root user cannot claim an export another use
   REQUIRE_FALSE(b.has_value());
   CHECK(b.error().code == EPERM);
   CHECK(b.error().message ==
-        "export 'edu0' on 10.0.0.1:7385 is attached by another user (rpcie0); only that user or root may attach it again");
+        "export 'edu0' on 10.0.0.1:7385 is attached by another user (rpcie0); only that user or root may attach it "
+        "again");
   CHECK_FALSE(owners.owner(1).has_value());  // a refused claim records nothing
   // Another port, host or export is another target; the same user and root may share it.
   CHECK(owners.claim(1, 1002, target("10.0.0.1", 9000, "edu0")).has_value());
