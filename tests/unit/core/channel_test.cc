@@ -231,6 +231,16 @@ std::string id_list(const std::vector<std::uint64_t>& ids) {
   return out;
 }
 
+// Every message arrived intact, and in send order (ids 1..100).
+void check_in_send_order(const Exchange& x) {
+  for (const auto& problem : x.problems) FAIL_CHECK(problem);
+  REQUIRE(x.ids.size() == 100);
+  CAPTURE(id_list(x.ids));
+  bool in_order = true;
+  for (std::uint64_t i = 0; i < 100; ++i) in_order = in_order && x.ids[i] == i + 1;
+  CHECK(in_order);
+}
+
 // Below rxm's eager limit (16 KiB by default), above it (rxm's SAR and rendezvous
 // protocols), and the protocol maximum.
 constexpr std::size_t kMixedSizes[] = {0, 1, 64, 400, 3000, 20000, proto::kMaxPayload};
@@ -257,12 +267,7 @@ TEST_CASE("small messages arrive at the peer in send order") {
   Exchange x = exchange(kSmallSizes, 100);
   CHECK(x.sends_ok);
   CHECK(x.pong_ok);
-  for (const auto& problem : x.problems) FAIL_CHECK(problem);
-  REQUIRE(x.ids.size() == 100);
-  CAPTURE(id_list(x.ids));
-  bool in_order = true;
-  for (std::uint64_t i = 0; i < 100; ++i) in_order = in_order && x.ids[i] == i + 1;
-  CHECK(in_order);
+  check_in_send_order(x);
 }
 
 // Regression: tcp;ofi_rxm (comp_order FI_ORDER_NONE) completes a large (SAR/rendezvous)
@@ -270,24 +275,14 @@ TEST_CASE("small messages arrive at the peer in send order") {
 TEST_CASE("messages of mixed sizes, above and below rxm's eager limit, arrive in send order") {
   Exchange x = exchange(kMixedSizes, 100);
   CHECK(x.sends_ok);
-  for (const auto& problem : x.problems) FAIL_CHECK(problem);
-  REQUIRE(x.ids.size() == 100);
-  CAPTURE(id_list(x.ids));
-  bool in_order = true;
-  for (std::uint64_t i = 0; i < 100; ++i) in_order = in_order && x.ids[i] == i + 1;
-  CHECK(in_order);
+  check_in_send_order(x);
 }
 
 TEST_CASE("on a sealed channel messages of every size arrive intact and in send order") {
   Exchange x = exchange(kMixedSizes, 100, true);
   CHECK(x.sends_ok);
   CHECK(x.pong_ok);
-  for (const auto& problem : x.problems) FAIL_CHECK(problem);
-  REQUIRE(x.ids.size() == 100);
-  CAPTURE(id_list(x.ids));
-  bool in_order = true;
-  for (std::uint64_t i = 0; i < 100; ++i) in_order = in_order && x.ids[i] == i + 1;
-  CHECK(in_order);
+  check_in_send_order(x);
   CHECK(x.server_stats.messages_received == 100);
   CHECK(x.server_stats.messages_forged == 0);
   CHECK(x.server_stats.messages_replayed == 0);
