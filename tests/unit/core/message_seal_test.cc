@@ -159,7 +159,7 @@ TEST_CASE("the hello envelope opens with its key only, and hides its content") {
   CHECK(out == plain);
   CHECK_FALSE(envelope_open(hello_key_derive(t).bytes, env, out));
   Bytes bad = env;
-  bad.back() ^= 1;
+  bad[bad.size() / 2] ^= 1;  // a ciphertext byte (back() trips a false -Wstringop-overflow at -O3)
   CHECK_FALSE(envelope_open(hello_key_derive(s).bytes, bad, out));
   CHECK_FALSE(envelope_open(hello_key_derive(s).bytes, Bytes(kEnvelopeOverhead - 1), out));
 }
