@@ -12,6 +12,7 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 
+#include "channel_wait.hpp"
 #include "rpcie/log.hpp"
 #include "rpcie/message_seal.hpp"
 
@@ -115,21 +116,6 @@ Result<void> Channel::recv_post_locked(Op& op) {
   }
 }
 
-void Channel::busy_poll_calibrate_locked() {
-  // What an idle poll of this CQ costs, near its worst: four times the 99.9th percentile of
-  // 2000 polls (nothing can be pending yet), at least 2 us and at most 50 us.
-  constexpr std::size_t kPolls = 2000;
-  std::vector<Deadline::Clock::duration> took(kPolls);
-  for (auto& t : took) {
-    auto t0 = Deadline::Clock::now();
-    (void)poll_locked();
-    t = Deadline::Clock::now() - t0;
-  }
-  std::nth_element(took.begin(), took.begin() + kPolls * 999 / 1000, took.end());
-  busy_poll_ = std::clamp<Deadline::Clock::duration>(4 * took[kPolls * 999 / 1000], std::chrono::microseconds(2),
-                                                     std::chrono::microseconds(50));
-}
-
 void Channel::fail_locked(Error e) {
   if (!failure_) {
     RPCIE_LOG_WARN("channel", "channel failed: {}", e.describe());
@@ -201,93 +187,6 @@ Result<void> Channel::poll_locked() {
   }
 }
 
-void Channel::wake() noexcept {
-  if (fabric_->wait_fd() >= 0) (void)fi_cq_signal(fabric_->cq());
-}
-
-Result<void> Channel::progress() {
-  std::lock_guard g(lock_);
-  return poll_locked();
-}
-
-bool Channel::idle_sleep(Deadline deadline, int& idle_round) {
-  // Called without the lock. Sleep on the CQ wait fd when the provider has one; otherwise
-  // back off exponentially up to backoff_max. Returns true when it saw work pending.
-  if (fabric_->wait_fd() >= 0) {
-    if (!fabric_->cq_trywait()) return true;
-    pollfd p{fabric_->wait_fd(), POLLIN, 0};
-    return ::poll(&p, 1, std::min(deadline.remaining_ms(), 50)) > 0;
-  }
-  auto sleep = std::chrono::microseconds(1) * (1 << std::min(idle_round, 16));
-  sleep = std::min(sleep, options_.backoff_max);
-  sleep = std::min(sleep, std::chrono::duration_cast<std::chrono::microseconds>(deadline.remaining()));
-  ++idle_round;
-  std::this_thread::sleep_for(sleep);
-  return false;
-}
-
-template <class Ready>
-Result<bool> Channel::poll_until(Ready&& ready, Deadline deadline, Deadline::Clock::time_point spin_end, bool carry,
-                                 std::optional<std::chrono::microseconds> spin_for) {
-  // Busy-poll while there is activity within the last options_.spin; sleep otherwise.
-  // Activity is a completion, the wait fd reporting work, or a slow poll: with manual
-  // progress the provider moves data inside fi_cq_read, so a transfer in flight (a large
-  // write being pushed out, a peer's reads and writes streaming through a pure RMA target)
-  // keeps the poller busy before any completion is due, and backing off would stall the
-  // transfer itself. "Slow" is relative to what an idle poll of this CQ costs (busy_poll_,
-  // calibrated at creation: tcp's idle fi_cq_read takes 0.35 us at the median but over 4 us
-  // once in a thousand); a poll longer than kBusyPollMax was preempted, not busy.
-  //
-  // A slow poll is often a cold cache after a sleep, or a vCPU the hypervisor took away
-  // for a moment, not data: taken as activity it restarted or prolonged the full spin of
-  // idle threads (3-30 % of a core on a loaded VM). So a slow poll only keeps the thread
-  // spinning for kProbation more; only a completion (or the wait fd) buys the full spin.
-  // A pure RMA target (no completions of its own) stays awake that way while its peer
-  // streams: the next request arrives within microseconds of the last one served.
-  constexpr auto kBusyPollMax = std::chrono::microseconds(200);
-  const auto spin = spin_for.value_or(options_.spin);
-  const auto probation = std::min<std::chrono::microseconds>(std::chrono::microseconds(100), spin);
-  std::uint64_t seen = 0;
-  int idle_round = carry ? idle_round_.load(std::memory_order_relaxed) : 0;
-  // One clock read per poll: a poll's start is the previous poll's end (a spinning thread
-  // that read the clock twice per poll spent a fifth of its time there, seen with perf on shm).
-  auto t0 = Deadline::Clock::now();
-  for (bool first = true;; first = false) {
-    std::uint64_t completions;
-    {
-      std::lock_guard g(lock_);
-      auto r = poll_locked();
-      if (!r) return tl::unexpected(r.error());
-      if (ready()) return true;
-      completions = completions_;
-    }
-    auto now = Deadline::Clock::now();
-    const auto took = now - t0;
-    const bool slow = took > busy_poll_ && took < kBusyPollMax;
-    if (first) {
-      seen = completions;
-    } else if (completions != seen) {
-      seen = completions;
-      spin_end = now + spin;
-      idle_round = 0;
-    } else if (slow) {
-      // The back-off restarts only for a slow poll while already awake (data moving): an
-      // isolated one after a sleep would otherwise shorten the next sleeps, make their
-      // polls cold and slow in turn, and keep an idle thread busy.
-      if (now < spin_end) idle_round = 0;
-      spin_end = std::max(spin_end, now + probation);
-    }
-    if (now >= deadline.when()) break;
-    t0 = now;
-    if (now < spin_end) continue;
-    if (idle_sleep(deadline, idle_round)) spin_end = Deadline::Clock::now() + spin;
-    t0 = Deadline::Clock::now();
-  }
-  activity_until_.store(spin_end.time_since_epoch().count(), std::memory_order_relaxed);
-  if (carry) idle_round_.store(idle_round, std::memory_order_relaxed);
-  return false;
-}
-
 Result<Channel::Op*> Channel::slot_take(std::unique_lock<std::mutex>& held, std::vector<Op*>& pool, Deadline deadline,
                                         const char* what) {
   // The pool is re-checked under the lock after every wait: another thread may have taken
@@ -301,15 +200,6 @@ Result<Channel::Op*> Channel::slot_take(std::unique_lock<std::mutex>& held, std:
   Op* op = pool.back();
   pool.pop_back();
   return op;
-}
-
-template <class Ready>
-Result<void> Channel::wait_until(Ready&& ready, Deadline deadline, const char* what) {
-  // A new wait starts with a spin: what it waits for is usually close.
-  auto r = poll_until(std::forward<Ready>(ready), deadline, Deadline::Clock::now() + options_.spin);
-  if (!r) return tl::unexpected(r.error());
-  if (!*r) return fail(ETIMEDOUT, std::string("deadline passed waiting for ") + what);
-  return {};
 }
 
 bool Channel::message_ready_locked() {
@@ -521,40 +411,6 @@ Result<void> Channel::rma_flush(Deadline deadline) {
   return wait_until([this] { return rma_in_flight_ == 0; }, deadline, "rma completions");
 }
 
-Result<bool> Channel::message_wait(Deadline deadline, const std::function<bool()>& cancel, bool spin) {
-  Deadline::Clock::time_point spin_end{Deadline::Clock::duration(activity_until_.load(std::memory_order_relaxed))};
-  if (!spin) spin_end = std::min(spin_end, Deadline::Clock::now() + kBackgroundSpin);
-  bool cancelled = false;
-  auto ready = [&] {
-    if (message_ready_locked()) return true;
-    cancelled = cancel && cancel();
-    return cancelled;
-  };
-  auto r = poll_until(ready, deadline, spin_end, true,
-                      spin ? std::nullopt : std::optional<std::chrono::microseconds>(kBackgroundSpin));
-  if (!r) return tl::unexpected(r.error());
-  if (*r && !cancelled) {
-    // A message is activity: the caller handles it and comes back for the next one, which
-    // in a request stream is close behind. Keep spinning for that one (a background
-    // receiver only briefly).
-    activity_until_.store(
-        (Deadline::Clock::now() + (spin ? options_.spin : kBackgroundSpin)).time_since_epoch().count(),
-        std::memory_order_relaxed);
-    idle_round_.store(0, std::memory_order_relaxed);
-    return true;
-  }
-  return false;
-}
-
-Result<void> Channel::progress_idle(Deadline deadline) {
-  // Carry the spin window over from the previous call: a ProgressThread calls this in short
-  // slices, and restarting the spin each time would keep an idle thread spinning.
-  Deadline::Clock::time_point spin_end{Deadline::Clock::duration(activity_until_.load(std::memory_order_relaxed))};
-  auto r = poll_until([] { return false; }, deadline, spin_end, true);
-  if (!r) return tl::unexpected(r.error());
-  return {};
-}
-
 void Channel::seal_set(std::unique_ptr<auth::MessageSeal> seal) {
   std::lock_guard g(lock_);
   seal_ = std::move(seal);
@@ -578,31 +434,6 @@ ChannelStats Channel::stats() const {
 std::optional<Error> Channel::failure() const {
   std::lock_guard g(lock_);
   return failure_;
-}
-
-// --- ProgressThread ---
-
-struct ProgressThread::State {
-  Channel& channel;
-  std::atomic<bool> stop{false};
-  std::thread thread;
-  explicit State(Channel& c) : channel(c) {}
-};
-
-ProgressThread::ProgressThread(Channel& channel) : state_(std::make_unique<State>(channel)) {
-  state_->thread = std::thread([s = state_.get()] {
-    while (!s->stop.load(std::memory_order_relaxed)) {
-      // Short slices so that stop is noticed promptly; a failed channel has nothing left
-      // to progress, so the thread just idles until it is stopped.
-      auto r = s->channel.progress_idle(Deadline::after(std::chrono::milliseconds(20)));
-      if (!r) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-  });
-}
-
-ProgressThread::~ProgressThread() {
-  state_->stop = true;
-  state_->thread.join();
 }
 
 }  // namespace rpcie

@@ -1,0 +1,113 @@
+// Channel's waiting policy: the idle poll's calibration, sleeping on the CQ wait fd or
+// backing off, message_wait, progress_idle, and ProgressThread (rpcie/channel.hpp).
+#include <poll.h>
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "channel_wait.hpp"
+
+namespace rpcie {
+
+void Channel::busy_poll_calibrate_locked() {
+  // What an idle poll of this CQ costs, near its worst: four times the 99.9th percentile of
+  // 2000 polls (nothing can be pending yet), at least 2 us and at most 50 us.
+  constexpr std::size_t kPolls = 2000;
+  std::vector<Deadline::Clock::duration> took(kPolls);
+  for (auto& t : took) {
+    auto t0 = Deadline::Clock::now();
+    (void)poll_locked();
+    t = Deadline::Clock::now() - t0;
+  }
+  std::nth_element(took.begin(), took.begin() + kPolls * 999 / 1000, took.end());
+  busy_poll_ = std::clamp<Deadline::Clock::duration>(4 * took[kPolls * 999 / 1000], std::chrono::microseconds(2),
+                                                     std::chrono::microseconds(50));
+}
+
+void Channel::wake() noexcept {
+  if (fabric_->wait_fd() >= 0) (void)fi_cq_signal(fabric_->cq());
+}
+
+Result<void> Channel::progress() {
+  std::lock_guard g(lock_);
+  return poll_locked();
+}
+
+bool Channel::idle_sleep(Deadline deadline, int& idle_round) {
+  // Called without the lock. Sleep on the CQ wait fd when the provider has one; otherwise
+  // back off exponentially up to backoff_max. Returns true when it saw work pending.
+  if (fabric_->wait_fd() >= 0) {
+    if (!fabric_->cq_trywait()) return true;
+    pollfd p{fabric_->wait_fd(), POLLIN, 0};
+    return ::poll(&p, 1, std::min(deadline.remaining_ms(), 50)) > 0;
+  }
+  auto sleep = std::chrono::microseconds(1) * (1 << std::min(idle_round, 16));
+  sleep = std::min(sleep, options_.backoff_max);
+  sleep = std::min(sleep, std::chrono::duration_cast<std::chrono::microseconds>(deadline.remaining()));
+  ++idle_round;
+  std::this_thread::sleep_for(sleep);
+  return false;
+}
+
+Result<bool> Channel::message_wait(Deadline deadline, const std::function<bool()>& cancel, bool spin) {
+  Deadline::Clock::time_point spin_end{Deadline::Clock::duration(activity_until_.load(std::memory_order_relaxed))};
+  if (!spin) spin_end = std::min(spin_end, Deadline::Clock::now() + kBackgroundSpin);
+  bool cancelled = false;
+  auto ready = [&] {
+    if (message_ready_locked()) return true;
+    cancelled = cancel && cancel();
+    return cancelled;
+  };
+  auto r = poll_until(ready, deadline, spin_end, true,
+                      spin ? std::nullopt : std::optional<std::chrono::microseconds>(kBackgroundSpin));
+  if (!r) return tl::unexpected(r.error());
+  if (*r && !cancelled) {
+    // A message is activity: the caller handles it and comes back for the next one, which
+    // in a request stream is close behind. Keep spinning for that one (a background
+    // receiver only briefly).
+    activity_until_.store(
+        (Deadline::Clock::now() + (spin ? options_.spin : kBackgroundSpin)).time_since_epoch().count(),
+        std::memory_order_relaxed);
+    idle_round_.store(0, std::memory_order_relaxed);
+    return true;
+  }
+  return false;
+}
+
+Result<void> Channel::progress_idle(Deadline deadline) {
+  // Carry the spin window over from the previous call: a ProgressThread calls this in short
+  // slices, and restarting the spin each time would keep an idle thread spinning.
+  Deadline::Clock::time_point spin_end{Deadline::Clock::duration(activity_until_.load(std::memory_order_relaxed))};
+  auto r = poll_until([] { return false; }, deadline, spin_end, true);
+  if (!r) return tl::unexpected(r.error());
+  return {};
+}
+
+// --- ProgressThread ---
+
+struct ProgressThread::State {
+  Channel& channel;
+  std::atomic<bool> stop{false};
+  std::thread thread;
+  explicit State(Channel& c) : channel(c) {}
+};
+
+ProgressThread::ProgressThread(Channel& channel) : state_(std::make_unique<State>(channel)) {
+  state_->thread = std::thread([s = state_.get()] {
+    while (!s->stop.load(std::memory_order_relaxed)) {
+      // Short slices so that stop is noticed promptly; a failed channel has nothing left
+      // to progress, so the thread just idles until it is stopped.
+      auto r = s->channel.progress_idle(Deadline::after(std::chrono::milliseconds(20)));
+      if (!r) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+}
+
+ProgressThread::~ProgressThread() {
+  state_->stop = true;
+  state_->thread.join();
+}
+
+}  // namespace rpcie
