@@ -302,12 +302,13 @@ proto::Hello hello_view(const PeerHello& h) {
   v.host = h.host;
   v.fabric_address = h.fabric_address;
   v.regions = h.regions;
+  v.data_path = h.data_path;
   return v;
 }
 
 PeerHello hello_copy(const proto::Hello& h) {
   return PeerHello{std::string(h.provider), std::string(h.host),
-                   std::vector<std::uint8_t>(h.fabric_address.begin(), h.fabric_address.end()), h.regions};
+                   std::vector<std::uint8_t>(h.fabric_address.begin(), h.fabric_address.end()), h.regions, h.data_path};
 }
 
 }  // namespace rpcie

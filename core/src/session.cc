@@ -10,15 +10,6 @@
 namespace rpcie {
 namespace {
 
-Result<const providers::ProviderAdapter*> provider_pick_client(const providers::ProviderChoice& choice,
-                                                               bool same_host) {
-  if (!choice.automatic) return &providers::provider_get(choice.kind);
-  auto* a = providers::provider_auto_select(
-      [](const providers::ProviderAdapter& p) { return providers::provider_available(p); }, same_host);
-  if (!a) return fail(ENODEV, "no usable libfabric provider on this host");
-  return a;
-}
-
 const providers::ProviderAdapter* provider_by_fabric_name(std::string_view name) {
   for (auto* a : providers::provider_registry())
     if (a->fabric_name() == name) return a;
@@ -83,6 +74,16 @@ void channel_seal(Channel& channel, const Socket& socket, std::uint8_t peer_aead
 
 }  // namespace
 
+Result<const providers::ProviderAdapter*> session_provider_pick(const providers::ProviderChoice& choice,
+                                                                const std::string& peer_address) {
+  if (!choice.automatic) return &providers::provider_get(choice.kind);
+  auto* a = providers::provider_auto_select(
+      [](const providers::ProviderAdapter& p) { return providers::provider_available(p); },
+      address_is_loopback(peer_address));
+  if (!a) return fail(ENODEV, "no usable libfabric provider on this host");
+  return a;
+}
+
 bool address_is_loopback(const std::string& address) {
   return address.rfind("127.", 0) == 0 || address == "::1" || address.rfind("::ffff:127.", 0) == 0;
 }
@@ -142,8 +143,7 @@ Result<std::unique_ptr<Session>> Session::connect(const std::string& host, std::
 Result<std::unique_ptr<Session>> Session::connect_over(Socket socket, const SessionOptions& options,
                                                        std::span<const LocalRegion> regions, Deadline deadline) {
   RPCIE_TRY_ASSIGN(std::unique_ptr<Session> s, socket_adopt(std::move(socket), regions));
-  RPCIE_TRY_ASSIGN(const auto* adapter,
-                   provider_pick_client(options.provider, address_is_loopback(s->socket_.peer_address())));
+  RPCIE_TRY_ASSIGN(const auto* adapter, session_provider_pick(options.provider, s->socket_.peer_address()));
   RPCIE_TRY(s->fabric_setup(*adapter, regions, options));
 
   PeerHello local = s->hello_local();

@@ -109,6 +109,7 @@ struct PeerHello {
   std::string host;
   std::vector<std::uint8_t> fabric_address;
   std::vector<proto::RegionDescriptor> regions;
+  std::uint8_t data_path = proto::kDataPathOpen;
 };
 
 // Builds the wire message from a PeerHello (views into `h`).

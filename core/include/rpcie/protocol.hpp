@@ -52,6 +52,12 @@ inline constexpr std::size_t kMaxBatch = 256;            // writes in one mmio_w
 inline constexpr std::size_t kMaxPushBytes = 32 * 1024;  // window bytes in one window_push
 inline constexpr std::size_t kMaxHelloEnvelope = 4096;   // sealed hello / hello_ack
 inline constexpr std::uint8_t kAeadOfferMask = 3;        // auth::Aead bits
+// Bytes of one rma_put / rma_data: a maximal message less the other fields, rounded down to
+// a multiple of 4 KiB so that chunks of a large transfer stay page-aligned.
+inline constexpr std::size_t kMaxRmaBytes = 60 * 1024;
+// Data-path modes (data_path.hpp, DataPath) as they travel in hello and attach messages.
+inline constexpr std::uint8_t kDataPathSealed = 1;
+inline constexpr std::uint8_t kDataPathOpen = 2;
 
 // Region ids that one side looks up in the other's hello (docs/protocol.md 8.6).
 inline constexpr std::uint32_t kRegionWindow = 0;   // client: the DMA window
@@ -90,6 +96,10 @@ enum class MsgType : std::uint8_t {
   sealed_hello = 26,
   interrupt = 32,
   rma_notify = 33,
+  rma_put = 34,
+  rma_get = 35,
+  rma_data = 36,
+  rma_done = 37,
 };
 
 // Header flags. Bit 0: a kMacTrailer-byte MAC follows the message in its bootstrap frame
@@ -136,12 +146,17 @@ struct Hello {
   // Reserved (docs/protocol.md 11.3): rpcie sends it empty and never reads it; peers accept
   // and ignore up to kMaxNonce bytes. Authentication uses the auth_* messages.
   std::span<const std::uint8_t> nonce;
+  // The data-path mode the sender runs (kDataPathSealed / kDataPathOpen); both sides must
+  // agree. Sealed: `regions` are offered by id only (address 0, key = the id in the
+  // sender's region table; no memory is registered for remote access).
+  std::uint8_t data_path = kDataPathOpen;
   static void fields(auto& m, auto&& f) {
     f("provider", m.provider, wire::Len<std::uint8_t, 1, kMaxProviderName>{});
     f("host", m.host, wire::Len<std::uint8_t, 0, kMaxHostName>{});
     f("fabric_address", m.fabric_address, wire::Len<std::uint16_t, 1, kMaxFabricAddress>{});
     f("regions", m.regions, wire::Len<std::uint8_t, 0, kMaxRegions>{});
     f("nonce", m.nonce, wire::Len<std::uint8_t, 0, kMaxNonce>{});
+    f("data_path", m.data_path, wire::Range<kDataPathSealed, kDataPathOpen>{});
   }
 };
 struct HelloAck : Hello {
@@ -303,6 +318,65 @@ struct RmaNotify {
   }
 };
 
+// --- One-sided RMA carried as messages: the sealed data path (channel.hpp, "Sealed RMA") ---
+// They never reach the application: the Channel serves and consumes them. `region` is the
+// id the target gave the region in its hello (RegionDescriptor.key); offsets are from the
+// region's start. request_id (header) names the operation: the initiator's tag.
+// rma_put: bytes for [offset, +data) of the target's region. kRmaPutAck asks for an
+// rma_done once they are in place (delivery complete); without it only a failure is answered.
+inline constexpr std::uint8_t kRmaPutAck = 1;
+struct RmaPut {
+  static constexpr MsgType kType = MsgType::rma_put;
+  static constexpr const char* kName = "rma_put";
+  std::uint32_t region = 0;
+  std::uint64_t offset = 0;
+  std::uint8_t flags = 0;
+  std::span<const std::uint8_t> data;
+  static void fields(auto& m, auto&& f) {
+    f("region", m.region);
+    f("offset", m.offset);
+    f("flags", m.flags, wire::Flags<kRmaPutAck>{});
+    f("data", m.data, wire::Len<std::uint32_t, 1, kMaxRmaBytes>{});
+  }
+  static constexpr bool valid(const RmaPut& m) noexcept { return wire::range_fits(m.offset, m.data.size()); }
+};
+// rma_get: send me [offset, +length) of your region; answered by rma_data messages in
+// order that together carry exactly `length` bytes, or by one rma_done with an error.
+struct RmaGet {
+  static constexpr MsgType kType = MsgType::rma_get;
+  static constexpr const char* kName = "rma_get";
+  std::uint32_t region = 0;
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;
+  static void fields(auto& m, auto&& f) {
+    f("region", m.region);
+    f("offset", m.offset);
+    f("length", m.length, wire::Range<1, UINT32_MAX>{});
+  }
+  static constexpr bool valid(const RmaGet& m) noexcept { return wire::range_fits(m.offset, m.length); }
+};
+// rma_data: the bytes at `position` (from the start of the get) of the get named by request_id.
+struct RmaData {
+  static constexpr MsgType kType = MsgType::rma_data;
+  static constexpr const char* kName = "rma_data";
+  std::uint64_t position = 0;
+  std::span<const std::uint8_t> data;
+  static void fields(auto& m, auto&& f) {
+    f("position", m.position);
+    f("data", m.data, wire::Len<std::uint32_t, 1, kMaxRmaBytes>{});
+  }
+  static constexpr bool valid(const RmaData& m) noexcept { return wire::range_fits(m.position, m.data.size()); }
+};
+// rma_done: the put or get named by request_id is done (status 0: an acknowledged put is
+// in place) or failed (a positive errno value: EACCES no such region or no access, EFAULT
+// outside it). A failure fails the initiator's channel, as a failed RMA completion does.
+struct RmaDone {
+  static constexpr MsgType kType = MsgType::rma_done;
+  static constexpr const char* kName = "rma_done";
+  std::int32_t status = 0;
+  static void fields(auto& m, auto&& f) { f("status", m.status, wire::Range<0, INT32_MAX>{}); }
+};
+
 // --- Authentication (bootstrap; docs/auth.md) ---
 // Client -> server: who I am and my challenge.
 struct AuthHello {
@@ -361,7 +435,11 @@ struct BarInfo {
 enum class ExportState : std::uint8_t { free = 0, attached = 1 };
 inline constexpr std::uint8_t kExportShared = 1;  // several clients may attach
 inline constexpr std::uint8_t kExportMirror = 2;  // DMA in mirror mode
-inline constexpr std::uint8_t kExportFlagsKnown = 3;
+// The export's data-path policy (docs/security.md 5): sealed only, open only, or neither bit
+// (the provider's default: sealed on tcp, open on shm, verbs and efa). Never both.
+inline constexpr std::uint8_t kExportSealedOnly = 4;
+inline constexpr std::uint8_t kExportOpenOnly = 8;
+inline constexpr std::uint8_t kExportFlagsKnown = 15;
 struct ExportEntry {
   std::string_view name;     // 1..kMaxNameText
   std::string_view backend;  // 1..kMaxBackendName
@@ -392,6 +470,7 @@ struct ExportEntry {
     f("bars", m.bars, wire::Len<std::uint8_t, 0, pci::kBarCount>{});
   }
   static bool valid(const ExportEntry& e) noexcept {
+    if ((e.flags & kExportSealedOnly) != 0 && (e.flags & kExportOpenOnly) != 0) return false;
     unsigned seen = 0;
     for (const auto& b : e.bars) {
       if (b.bar > pci::kBarMax || (seen & (1u << b.bar)) != 0) return false;
@@ -416,18 +495,24 @@ struct ListReply {
 // flags: kAttachWindowPush — the client pushes what the device is to read from its window
 // (streaming DMA, client.hpp Attachment::window_push): in mirror mode the exporter then does
 // not pull the window before doorbells and lets the client write into its mirror.
+// data_path: the mode the client wants (kDataPathSealed / kDataPathOpen: what it asked
+// for, or its provider's default); with kAttachDataPathInsist it takes no other, else the
+// exporter's policy wins. The reply's data_path is the mode both sides then run.
 inline constexpr std::uint8_t kAttachWindowPush = 1;
-inline constexpr std::uint8_t kAttachFlagsKnown = 1;
+inline constexpr std::uint8_t kAttachDataPathInsist = 2;
+inline constexpr std::uint8_t kAttachFlagsKnown = 3;
 struct AttachRequest {
   static constexpr MsgType kType = MsgType::attach_request;
   static constexpr const char* kName = "attach_request";
   std::string_view export_name;
   std::uint64_t window_size = 0;
   std::uint8_t flags = 0;
+  std::uint8_t data_path = kDataPathOpen;
   static void fields(auto& m, auto&& f) {
     f("export_name", m.export_name, wire::Len<std::uint8_t, 1, kMaxNameText>{});
     f("window_size", m.window_size);
     f("flags", m.flags, wire::Flags<kAttachFlagsKnown>{});
+    f("data_path", m.data_path, wire::Range<kDataPathSealed, kDataPathOpen>{});
   }
 };
 struct AttachReply {
@@ -436,10 +521,12 @@ struct AttachReply {
   ExportEntry info;
   std::uint32_t lease_ms = 0;  // heartbeat at least every lease_ms / 3
   std::uint64_t attachment_id = 0;
+  std::uint8_t data_path = kDataPathOpen;
   static void fields(auto& m, auto&& f) {
     f("info", m.info);
     f("lease_ms", m.lease_ms);
     f("attachment_id", m.attachment_id);
+    f("data_path", m.data_path, wire::Range<kDataPathSealed, kDataPathOpen>{});
   }
 };
 
@@ -503,7 +590,7 @@ struct WindowPush {
 using Message = std::variant<Hello, HelloAck, ErrorMsg, Ping, Pong, Heartbeat, Goodbye, ConfigRead, ConfigWrite,
                              MmioRead, MmioWrite, ReadReply, WriteAck, Interrupt, RmaNotify, AuthHello, AuthChallenge,
                              AuthProof, AuthOk, ListRequest, ListReply, AttachRequest, AttachReply, BarCommit, BarFetch,
-                             MmioWriteBatch, WindowPush, SealedHello>;
+                             MmioWriteBatch, WindowPush, SealedHello, RmaPut, RmaGet, RmaData, RmaDone>;
 
 // A type number or a name given twice would make the table ambiguous.
 static_assert(wire::kMessagesUnique<Message>, "two messages share a type number or a name");

@@ -25,6 +25,7 @@
 
 #include "rpcie/bootstrap.hpp"
 #include "rpcie/channel.hpp"
+#include "rpcie/data_path.hpp"
 #include "rpcie/memory.hpp"
 #include "rpcie/providers/provider.hpp"
 
@@ -42,6 +43,12 @@ struct SessionOptions {
   ChannelOptions channel;
   bool cq_wait_fd = false;    // see FabricOptions::cq_wait_fd
   bool source_check = false;  // see FabricOptions::source_check
+  // The mode this side runs; both sides must agree (hello carries it; a mismatch is refused
+  // with a message naming both). Decided beforehand: by the exporter at attach
+  // (data_path_decide), or by the caller for a bare session (selftest, bench). Sealed needs
+  // an authenticated socket (EPROTO otherwise): regions are then offered by id from the
+  // channel's region table and never registered for remote access.
+  DataPath data_path = DataPath::open;
 };
 
 class Session {
@@ -80,6 +87,11 @@ class Session {
   std::vector<std::uint32_t> region_ids_;
   PeerHello peer_;
 };
+
+// The provider a client uses toward the peer at `peer_address` (numeric): the explicit
+// choice, or auto (efa > verbs > shm if the peer is this host > tcp). ENODEV if none is usable.
+Result<const providers::ProviderAdapter*> session_provider_pick(const providers::ProviderChoice& choice,
+                                                                const std::string& peer_address);
 
 // Whether `address` (numeric) is a loopback address: the peer is this host.
 bool address_is_loopback(const std::string& address);

@@ -1294,7 +1294,11 @@ TEST_CASE("a message decodes as the alternative that declares its type number, f
                              proto::BarFetch{{0, 0, 1, 0}},
                              proto::MmioWriteBatch{{proto::MmioWrite{}}},
                              proto::WindowPush{0, data, {}},
-                             proto::SealedHello{1, data}};
+                             proto::SealedHello{1, data},
+                             proto::RmaPut{0, 0, 0, data},
+                             proto::RmaGet{0, 0, 1},
+                             proto::RmaData{0, data},
+                             proto::RmaDone{}};
   std::array<bool, std::variant_size_v<Message>> seen{};
   for (const Message& m : samples) {
     CAPTURE(proto::msg_type_name(proto::message_type(m)));
