@@ -12,36 +12,21 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 
+#include "channel_parts.hpp"
 #include "channel_wait.hpp"
 #include "rpcie/log.hpp"
 #include "rpcie/message_seal.hpp"
 
 namespace rpcie {
 
-// One posted operation. The fi_context2 must come first: libfabric hands its address back
-// as op_context and we convert it to the Op.
-struct Channel::Op {
-  fi_context2 context{};
-  enum class Kind : std::uint8_t { send, recv, rma } kind = Kind::send;
-  std::uint8_t* buffer = nullptr;  // send/recv: this op's slot in message_memory_
-  std::size_t bytes = 0;           // rma: chunk length
-  std::uint64_t seq = 0;           // recv: position in posting order
-  bool is_write = false;
-};
-
 namespace {
 constexpr std::size_t kCqBatch = 16;
-constexpr std::size_t kInjectStaging = 512;
-// A message slot holds the largest message, sealed.
-constexpr std::size_t kSlotBytes = proto::kMaxMessage + auth::kSealOverhead;
+}  // namespace
 
-// Refused messages are a peer's doing (or an attacker's): logged at a bounded rate.
-LogLimiter& refusal_log() {
+LogLimiter& channel_refusal_log() {
   static LogLimiter limiter;
   return limiter;
 }
-
-}  // namespace
 
 Result<std::unique_ptr<Channel>> Channel::create(std::unique_ptr<Fabric> fabric, fi_addr_t peer,
                                                  const ChannelOptions& options) {
@@ -90,6 +75,8 @@ Result<std::unique_ptr<Channel>> Channel::create(std::unique_ptr<Fabric> fabric,
   return c;
 }
 
+Channel::Channel() = default;
+
 Channel::~Channel() {
   // The endpoint goes first: closing it cancels what is posted, so that no operation still
   // references the message region or buffers when they are released; the domain (in
@@ -134,6 +121,7 @@ void Channel::completion_locked(Op& op, std::size_t length, bool foreign) {
     case Op::Kind::send:
       --sends_in_flight_;
       send_free_.push_back(&op);
+      if (op.linked) sealed_complete_locked(*std::exchange(op.linked, nullptr));
       break;
     case Op::Kind::rma:
       --rma_in_flight_;
@@ -143,6 +131,12 @@ void Channel::completion_locked(Op& op, std::size_t length, bool foreign) {
 }
 
 Result<void> Channel::poll_locked() {
+  auto r = cq_reap_locked();
+  if (r && rma_sealed_) sealed_drain_locked();
+  return r;
+}
+
+Result<void> Channel::cq_reap_locked() {
   if (failure_) return tl::unexpected(*failure_);
   fi_cq_data_entry entries[kCqBatch];
   fi_addr_t sources[kCqBatch];
@@ -202,37 +196,43 @@ Result<Channel::Op*> Channel::slot_take(std::unique_lock<std::mutex>& held, std:
   return op;
 }
 
+bool Channel::recv_authentic_locked(RecvDone& head) {
+  if (head.opened) return true;
+  if (!head.foreign && !seal_) {
+    head.opened = true;
+    head.length = std::min(head.length, proto::kMaxMessage);
+    return true;
+  }
+  if (!head.foreign) {
+    auto plain = seal_->open(std::span(head.op->buffer, std::min(head.length, kSlotBytes)));
+    if (plain) {
+      head.opened = true;
+      head.offset = static_cast<std::size_t>(plain->data() - head.op->buffer);
+      head.length = plain->size();
+      return true;
+    }
+    if (plain.error() == auth::SealRefusal::replayed)
+      ++stats_.messages_replayed;
+    else
+      ++stats_.messages_forged;
+    RPCIE_LOG_LIMITED(channel_refusal_log(), LogLevel::warn, "channel",
+                      "dropping a message from the peer's address: {}", auth::seal_refusal_name(plain.error()));
+  } else {
+    ++stats_.messages_foreign;
+    RPCIE_LOG_LIMITED(channel_refusal_log(), LogLevel::warn, "channel",
+                      "dropping a message from an address other than the peer's");
+  }
+  return false;
+}
+
 bool Channel::message_ready_locked() {
+  if (rma_sealed_) return !sealed_rma_->inbox.empty();
   // Foreign and (on a sealed channel) unauthentic receives at the head are dropped here,
   // so that "ready" means an authentic message from the peer is next.
   for (;;) {
     auto& head = recv_done_[recv_next_seq_ % recv_done_.size()];
     if (head.op == nullptr) return false;
-    if (head.opened) return true;
-    if (!head.foreign && !seal_) {
-      head.opened = true;
-      head.length = std::min(head.length, proto::kMaxMessage);
-      return true;
-    }
-    if (!head.foreign) {
-      auto plain = seal_->open(std::span(head.op->buffer, std::min(head.length, kSlotBytes)));
-      if (plain) {
-        head.opened = true;
-        head.offset = static_cast<std::size_t>(plain->data() - head.op->buffer);
-        head.length = plain->size();
-        return true;
-      }
-      if (plain.error() == auth::SealRefusal::replayed)
-        ++stats_.messages_replayed;
-      else
-        ++stats_.messages_forged;
-      RPCIE_LOG_LIMITED(refusal_log(), LogLevel::warn, "channel", "dropping a message from the peer's address: {}",
-                        auth::seal_refusal_name(plain.error()));
-    } else {
-      ++stats_.messages_foreign;
-      RPCIE_LOG_LIMITED(refusal_log(), LogLevel::warn, "channel",
-                        "dropping a message from an address other than the peer's");
-    }
+    if (recv_authentic_locked(head)) return true;
     Op* op = std::exchange(head, RecvDone{}).op;
     ++recv_next_seq_;
     if (!recv_post_locked(*op)) return false;  // the failure is sticky: the next poll reports it
@@ -248,12 +248,17 @@ Result<const proto::Decoded*> Channel::message_recv(Deadline deadline) {
     g.lock();
     if (!w) return tl::unexpected(w.error());
   }
+  if (rma_sealed_) return sealed_recv_locked();
   const RecvDone done = std::exchange(recv_done_[recv_next_seq_ % recv_done_.size()], RecvDone{});
   Op* op = done.op;
   ++recv_next_seq_;
   last_message_.assign(op->buffer + done.offset, op->buffer + done.offset + done.length);
   auto repost = recv_post_locked(*op);
   if (!repost) return tl::unexpected(repost.error());
+  return last_message_decode_locked();
+}
+
+Result<const proto::Decoded*> Channel::last_message_decode_locked() {
   auto d = proto::message_decode(last_message_);
   if (d && d->header.flags != 0) d = fail(EPROTO, "header flags are for the bootstrap connection only");
   if (!d) {
@@ -328,7 +333,7 @@ Result<void> Channel::bytes_send(std::span<const std::uint8_t> bytes, Deadline d
 
 Result<void> Channel::message_send_after_writes(const proto::Message& message, std::uint64_t request_id,
                                                 Deadline deadline) {
-  if (delivery_complete_) {
+  if (delivery_complete()) {
     // No send-after-write ordering: the writes were posted with FI_DELIVERY_COMPLETE, so
     // their completions mean "visible at the target".
     auto f = rma_flush(deadline);
@@ -341,7 +346,7 @@ Result<void> Channel::rma_write(const MemoryRegion& local, std::size_t local_off
                                 std::uint64_t remote_offset, std::size_t length, Deadline deadline,
                                 WriteCompletion completion) {
   return rma_post(RmaKind::write, local, local_offset, remote, remote_offset, length, deadline,
-                  delivery_complete_ || completion == WriteCompletion::delivered);
+                  delivery_complete() || completion == WriteCompletion::delivered);
 }
 
 Result<void> Channel::rma_read(const MemoryRegion& local, std::size_t local_offset, const RemoteRegion& remote,
@@ -356,6 +361,8 @@ Result<void> Channel::rma_post(RmaKind kind, const MemoryRegion& local, std::siz
     return fail(EINVAL, "rma range outside the local region");
   if (remote_offset > remote.length || length > remote.length - remote_offset)
     return fail(EINVAL, "rma range outside the remote region");
+  if (rma_sealed_)
+    return rma_post_sealed(kind, local, local_offset, remote, remote_offset, length, deadline, delivered);
   const bool write = kind == RmaKind::write;
   std::size_t done = 0;
   while (done < length) {

@@ -109,6 +109,14 @@ Result<MemoryRegion> MemoryRegion::create_with(MrOps& ops, MrPolicy policy, void
   return r;
 }
 
+MemoryRegion MemoryRegion::unregistered(void* base, std::size_t length, std::uint64_t key) noexcept {
+  MemoryRegion r;
+  r.base_ = base;
+  r.length_ = length;
+  r.key_ = key;
+  return r;
+}
+
 proto::RegionDescriptor MemoryRegion::descriptor(std::uint32_t id) const noexcept {
   return proto::RegionDescriptor{id, policy_.remote_base(base_), length_, key_};
 }

@@ -62,6 +62,17 @@ Result<HelloReceived> hello_recv(Socket& socket, Deadline deadline) {
   return r;
 }
 
+// The data-path mode both sides run must be the same: a mismatch is a configuration error
+// (or a downgrade), refused by name.
+Result<void> data_path_agree(DataPath mine, std::uint8_t peer) {
+  auto theirs = data_path_from_wire(peer);
+  if (!theirs) return tl::unexpected(theirs.error());
+  if (*theirs != mine)
+    return fail(EPROTO, std::string("data path mismatch: this side runs ") + data_path_name(mine) + ", the peer " +
+                            data_path_name(*theirs));
+  return {};
+}
+
 // On an authenticated connection every data-path message is sealed with keys from its
 // session key, in the cipher both sides offer.
 void channel_seal(Channel& channel, const Socket& socket, std::uint8_t peer_aead) {
@@ -101,15 +112,32 @@ Result<void> Session::fabric_setup(const providers::ProviderAdapter& adapter, st
   fo.node = socket_.local_address();
   fo.cq_wait_fd = options.cq_wait_fd;
   fo.source_check = options.source_check;
+  if (options.data_path == DataPath::sealed && socket_.frame_mac() == nullptr)
+    return fail(EPROTO, "the sealed data path needs an authenticated connection (a pre-shared key)");
+  data_path_ = options.data_path;
   auto f = Fabric::open(fo);
   if (!f) return tl::unexpected(f.error());
   pending_fabric_ = std::move(*f);
-  for (const auto& r : regions) {
+  for (std::size_t i = 0; i < regions.size(); ++i) {
+    const auto& r = regions[i];
+    region_ids_.push_back(r.id);
+    if (data_path_ == DataPath::sealed) {
+      // Never registered: the peer reaches it only through this side's channel, by key.
+      regions_.push_back(MemoryRegion::unregistered(r.base, r.length, i + 1));
+      sealed_regions_.push_back({i + 1, static_cast<std::uint8_t*>(r.base), r.length, (r.access & FI_REMOTE_READ) != 0,
+                                 (r.access & FI_REMOTE_WRITE) != 0});
+      continue;
+    }
     auto mr = MemoryRegion::create(*pending_fabric_, r.base, r.length, r.access);
     if (!mr) return tl::unexpected(mr.error());
     regions_.push_back(std::move(*mr));
-    region_ids_.push_back(r.id);
   }
+  return {};
+}
+
+Result<void> Session::data_path_start(std::uint8_t peer_aead) {
+  channel_seal(*channel_, socket_, peer_aead);
+  if (data_path_ == DataPath::sealed) return channel_->rma_seal(std::move(sealed_regions_));
   return {};
 }
 
@@ -119,6 +147,7 @@ PeerHello Session::hello_local() const {
   h.provider = std::string(f.adapter().fabric_name());
   h.host = host_name();
   h.fabric_address = f.address();
+  h.data_path = static_cast<std::uint8_t>(data_path_);
   for (std::size_t i = 0; i < regions_.size(); ++i) h.regions.push_back(regions_[i].descriptor(region_ids_[i]));
   return h;
 }
@@ -158,10 +187,11 @@ Result<std::unique_ptr<Session>> Session::connect_over(Socket socket, const Sess
     return fail(EPROTO,
                 "provider mismatch: this side uses " + local.provider + ", peer uses " + std::string(ack->provider));
   s->peer_ = hello_copy(*ack);
+  RPCIE_TRY(data_path_agree(s->data_path_, ack->data_path));
 
   RPCIE_TRY_ASSIGN(const auto peer, s->pending_fabric_->peer_insert(s->peer_.fabric_address));
   RPCIE_TRY_ASSIGN(s->channel_, Channel::create(std::move(s->pending_fabric_), peer, options.channel));
-  channel_seal(*s->channel_, s->socket_, reply.peer_aead);
+  RPCIE_TRY(s->data_path_start(reply.peer_aead));
   return s;
 }
 
@@ -198,6 +228,8 @@ Result<std::unique_ptr<Session>> Session::accept(Socket socket, const SessionOpt
   } else if (!providers::provider_available(*adapter)) {
     refusal = "provider mismatch: peer uses " + s->peer_.provider + ", which is not usable on this side";
   }
+  if (auto agreed = data_path_agree(options.data_path, hello->data_path); refusal.empty() && !agreed)
+    refusal = agreed.error().message;
   if (!refusal.empty()) {
     (void)s->socket_.message_send(proto::ErrorMsg{EPROTO, refusal}, first->decoded.header.request_id, deadline);
     return fail(EPROTO, refusal);
@@ -221,7 +253,7 @@ Result<std::unique_ptr<Session>> Session::accept(Socket socket, const SessionOpt
   auto ch = Channel::create(std::move(s->pending_fabric_), *peer, options.channel);
   if (!ch) return tl::unexpected(ch.error());
   s->channel_ = std::move(*ch);
-  channel_seal(*s->channel_, s->socket_, first->peer_aead);
+  RPCIE_TRY(s->data_path_start(first->peer_aead));
   auto sent = hello_send(s->socket_, ack, first->decoded.header.request_id, deadline);
   if (!sent) return tl::unexpected(sent.error());
   RPCIE_LOG_INFO("session", "accepted {} over {}", s->socket_.peer_address(), local.provider);

@@ -38,7 +38,20 @@
 // sealed (auth::MessageSeal: AEAD with a sequence number) on send and opened on receipt. A
 // message that fails to open — forged, altered, replayed, reordered, or from another
 // address — is dropped before anyone sees it: counted (ChannelStats), logged at a bounded
-// rate, and the channel goes on. One-sided RMA is not covered (docs/security.md 5).
+// rate, and the channel goes on. One-sided RMA is not covered (docs/security.md 5) unless
+// it is sealed too:
+//
+// Sealed RMA (rma_seal; the sealed data path, data_path.hpp): rma_write, rma_read and
+// rma_flush keep their contract, but nothing is registered for remote access and no fi_write
+// or fi_read is posted. A write travels as sealed rma_put messages, a read as an rma_get
+// answered by sealed rma_data messages; the peer's Channel serves them against its region
+// table (SealedRegion: by key, with the access it grants, bounds checked) whenever it polls
+// (any wait, progress() or a ProgressThread), out of band of the application's messages,
+// which it keeps in their order in a queue of its own. Posted writes complete when sent;
+// delivered writes when the peer's rma_done says they are in place. Writes and messages are
+// one ordered stream, so message_send_after_writes() needs no flush. A refusal by the peer
+// (no such region, no access, out of bounds) fails the channel, as a failed RMA completion
+// does. Chunks are at most proto::kMaxRmaBytes.
 //
 // Errors: every wait takes a Deadline and fails with ETIMEDOUT when it passes. A failed
 // completion (peer gone, key revoked, ...) makes the channel fail: that call and every later
@@ -68,6 +81,16 @@
 namespace rpcie {
 
 enum class WriteCompletion { posted, delivered };
+
+// A local region the peer may reach by sealed RMA (rma_seal). The memory must outlive the
+// Channel (or the next rma_seal).
+struct SealedRegion {
+  std::uint64_t key = 0;  // what the peer names it by (its RegionDescriptor.key)
+  std::uint8_t* base = nullptr;
+  std::size_t length = 0;
+  bool remote_read = false;   // the peer may rma_read it
+  bool remote_write = false;  // the peer may rma_write it
+};
 
 // A peer's region as this side addresses it.
 struct RemoteRegion {
@@ -104,12 +127,17 @@ class Channel {
   fi_addr_t peer() const noexcept { return peer_; }
   std::size_t max_transfer() const noexcept { return max_transfer_; }
   // True when write-then-message ordering waits for delivery-complete writes (no SAW).
-  bool delivery_complete() const noexcept { return delivery_complete_; }
+  bool delivery_complete() const noexcept { return delivery_complete_ && !rma_sealed_; }
 
   // Seals every message from now on (both directions). Call before the first message is
   // sent or received; the peer must do the same with the matching keys.
   void seal_set(std::unique_ptr<auth::MessageSeal> seal);
   bool sealed() const;
+  // Carries RMA as sealed messages from now on, both as initiator and as target of the
+  // regions given (Sealed RMA above). Needs seal_set() first (EINVAL otherwise); both sides
+  // must do it before the first RMA. Calling it again replaces the region table.
+  Result<void> rma_seal(std::vector<SealedRegion> regions);
+  bool rma_sealed() const;
 
   // Sends one message. Returns once it is posted (its bytes are copied); delivery order is
   // send order.
@@ -164,15 +192,32 @@ class Channel {
 
  private:
   struct Op;
+  struct Sealed;
+  struct RecvDone;
   enum class RmaKind { write, read };
-  Channel() = default;
+  Channel();
   Result<void> rma_post(RmaKind kind, const MemoryRegion& local, std::size_t local_offset, const RemoteRegion& remote,
                         std::uint64_t remote_offset, std::size_t length, Deadline deadline, bool delivered);
   Result<void> recv_post_locked(Op& op);
   Result<Op*> slot_take(std::unique_lock<std::mutex>& held, std::vector<Op*>& pool, Deadline deadline,
                         const char* what);
-  Result<void> poll_locked();
+  Result<void> poll_locked();  // reaps the CQ, then (sealed RMA) serves what arrived
+  Result<void> cq_reap_locked();
+  Result<const proto::Decoded*> last_message_decode_locked();
   bool message_ready_locked();
+  bool recv_authentic_locked(RecvDone& head);
+  // Sealed RMA (channel_rma_sealed.cc).
+  Result<void> rma_post_sealed(RmaKind kind, const MemoryRegion& local, std::size_t local_offset,
+                               const RemoteRegion& remote, std::uint64_t remote_offset, std::size_t length,
+                               Deadline deadline, bool delivered);
+  Result<void> sealed_chunk_post(std::unique_lock<std::mutex>& held, const proto::Message& m, std::uint64_t tag,
+                                 Op* linked, Deadline deadline);
+  Result<bool> sealed_try_post_locked(const proto::Message& m, std::uint64_t tag, Op* linked);
+  void sealed_drain_locked();
+  void sealed_message_locked(std::span<std::uint8_t> plain);
+  void sealed_answer_locked();
+  void sealed_complete_locked(Op& op);
+  Result<const proto::Decoded*> sealed_recv_locked();
   void completion_locked(Op& op, std::size_t length, bool foreign = false);
   void fail_locked(Error e);
   void busy_poll_calibrate_locked();
@@ -198,13 +243,6 @@ class Channel {
   std::vector<Op*> send_free_;
   std::vector<Op*> rma_free_;
   // Completed receives by posting order (ring of recv_depth), delivered in that order.
-  struct RecvDone {
-    Op* op = nullptr;
-    std::size_t length = 0;  // received bytes; once opened, the message's
-    std::size_t offset = 0;  // once opened: where the message starts in op->buffer
-    bool foreign = false;    // from an address other than the peer: dropped on delivery
-    bool opened = false;     // checked (and on a sealed channel decrypted in place)
-  };
   std::vector<RecvDone> recv_done_;
   std::uint64_t recv_posted_seq_ = 0;
   std::uint64_t recv_next_seq_ = 0;
@@ -214,6 +252,8 @@ class Channel {
   std::size_t sends_in_flight_ = 0;
   std::optional<Error> failure_;
   std::unique_ptr<auth::MessageSeal> seal_;  // set: every message sealed / opened
+  std::unique_ptr<Sealed> sealed_rma_;       // set (with rma_sealed_): RMA as sealed messages
+  bool rma_sealed_ = false;
   ChannelStats stats_;
   std::uint64_t completions_ = 0;  // CQ entries seen: activity for the spin heuristic
   Deadline::Clock::duration busy_poll_ = std::chrono::microseconds(2);  // a poll slower moved data

@@ -17,6 +17,10 @@ struct ChannelStats {
   std::uint64_t rma_reads = 0;
   std::uint64_t bytes_written = 0;
   std::uint64_t bytes_read = 0;
+  // Sealed RMA, as the peer's target: its puts and gets served, and refused (no such region,
+  // no access, out of bounds, too many at once).
+  std::uint64_t rma_served = 0;
+  std::uint64_t rma_refused = 0;
 };
 
 }  // namespace rpcie

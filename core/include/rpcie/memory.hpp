@@ -67,6 +67,11 @@ class MemoryRegion {
   static Result<MemoryRegion> create_with(MrOps& ops, MrPolicy policy, void* base, std::size_t length,
                                           std::uint64_t access, std::shared_ptr<MrOps> keep = nullptr);
 
+  // Memory that is not registered with the fabric at all (the sealed data path, data_path.hpp):
+  // no descriptor, no remote access; `key` is what descriptor() offers the peer (the id of
+  // the region in the channel's region table), `address` is 0.
+  static MemoryRegion unregistered(void* base, std::size_t length, std::uint64_t key) noexcept;
+
   MemoryRegion(MemoryRegion&& other) noexcept;
   MemoryRegion& operator=(MemoryRegion&& other) noexcept;
   ~MemoryRegion();
@@ -77,6 +82,7 @@ class MemoryRegion {
   std::uint64_t key() const noexcept { return key_; }
   // Descriptor to pass with local buffers (nullptr when FI_MR_LOCAL is not in effect).
   void* desc() const noexcept { return desc_; }
+  bool registered() const noexcept { return mr_ != nullptr; }
   // What the peer needs to address this region.
   proto::RegionDescriptor descriptor(std::uint32_t id) const noexcept;
 

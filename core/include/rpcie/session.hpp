@@ -67,6 +67,7 @@ class Session {
   Channel& channel() noexcept { return *channel_; }
   Socket& bootstrap() noexcept { return socket_; }
   const PeerHello& peer() const noexcept { return peer_; }
+  DataPath data_path() const noexcept { return data_path_; }
   // Local region i (in the order given at creation).
   const MemoryRegion& region(std::size_t i) const noexcept { return regions_[i]; }
   // The peer's region with this id, or ENOENT.
@@ -79,12 +80,16 @@ class Session {
   Result<void> fabric_setup(const providers::ProviderAdapter& adapter, std::span<const LocalRegion> regions,
                             const SessionOptions& options);
   PeerHello hello_local() const;
+  // Seals the channel's messages (authenticated socket) and, sealed, its RMA.
+  Result<void> data_path_start(std::uint8_t peer_aead);
 
   Socket socket_;
   std::unique_ptr<Fabric> pending_fabric_;  // between fabric_setup and channel creation
   std::unique_ptr<Channel> channel_;
   std::vector<MemoryRegion> regions_;  // after channel_: destroyed first
   std::vector<std::uint32_t> region_ids_;
+  std::vector<SealedRegion> sealed_regions_;  // sealed: the table the channel takes
+  DataPath data_path_ = DataPath::open;
   PeerHello peer_;
 };
 

@@ -379,7 +379,8 @@ TEST_CASE("message_type and msg_type_name agree with the header for every messag
                          proto::WriteAck{},      proto::Interrupt{},      proto::RmaNotify{},   proto::AuthHello{},
                          proto::AuthChallenge{}, proto::AuthProof{},      proto::AuthOk{},      proto::ListRequest{},
                          proto::ListReply{},     proto::AttachRequest{},  proto::AttachReply{}, proto::BarCommit{},
-                         proto::BarFetch{},      proto::MmioWriteBatch{}, proto::WindowPush{},  proto::SealedHello{}};
+                         proto::BarFetch{},      proto::MmioWriteBatch{}, proto::WindowPush{},  proto::SealedHello{},
+                         proto::RmaPut{},        proto::RmaGet{},         proto::RmaData{},     proto::RmaDone{}};
   const MsgType types[] = {
       MsgType::hello,          MsgType::hello_ack,        MsgType::error,        MsgType::ping,
       MsgType::pong,           MsgType::heartbeat,        MsgType::goodbye,      MsgType::config_read,
@@ -387,7 +388,8 @@ TEST_CASE("message_type and msg_type_name agree with the header for every messag
       MsgType::write_ack,      MsgType::interrupt,        MsgType::rma_notify,   MsgType::auth_hello,
       MsgType::auth_challenge, MsgType::auth_proof,       MsgType::auth_ok,      MsgType::list_request,
       MsgType::list_reply,     MsgType::attach_request,   MsgType::attach_reply, MsgType::bar_commit,
-      MsgType::bar_fetch,      MsgType::mmio_write_batch, MsgType::window_push,  MsgType::sealed_hello};
+      MsgType::bar_fetch,      MsgType::mmio_write_batch, MsgType::window_push,  MsgType::sealed_hello,
+      MsgType::rma_put,        MsgType::rma_get,          MsgType::rma_data,     MsgType::rma_done};
   static_assert(std::size(all) == std::variant_size_v<Message>);
   for (std::size_t i = 0; i < std::size(all); ++i) {
     CHECK(proto::message_type(all[i]) == types[i]);
