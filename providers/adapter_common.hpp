@@ -61,11 +61,12 @@ inline void hints_fill_common(fi_info& hints, const ProviderAdapter& adapter, bo
   }
 }
 
-// An RDM endpoint with messages and one-sided RMA: the minimum the core works with (where
-// the hardware lacks RMA, as on some EFA devices, libfabric emulates it and still grants FI_RMA).
+// An RDM endpoint with messages: the minimum the core works with. One-sided RMA is the
+// core's to require (Fabric: the open data path asks for FI_RMA, the sealed one opens
+// without it); where the hardware lacks RMA, as on some EFA devices, libfabric emulates it
+// and still grants FI_RMA.
 inline bool info_accept_common(const fi_info& info) noexcept {
-  return info.ep_attr != nullptr && info.ep_attr->type == FI_EP_RDM && (info.caps & FI_MSG) != 0 &&
-         (info.caps & FI_RMA) != 0;
+  return info.ep_attr != nullptr && info.ep_attr->type == FI_EP_RDM && (info.caps & FI_MSG) != 0;
 }
 
 inline std::size_t inject_size_capped(const fi_info& info, std::size_t cap) noexcept {

@@ -33,6 +33,7 @@ Result<InfoPtr> info_choose(const providers::ProviderAdapter& adapter, const Fab
     flags = FI_SOURCE;
   }
   if (options.source_check) hints->caps |= FI_SOURCE;
+  if (!options.rma) hints->caps &= ~(FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE);
   fi_info* raw_list = nullptr;
   int rc = fi_getinfo(providers::kFabricApiVersion, node, nullptr, flags, hints.get(), &raw_list);
   if (rc == -FI_ENODATA && options.source_check) {
@@ -46,7 +47,7 @@ Result<InfoPtr> info_choose(const providers::ProviderAdapter& adapter, const Fab
   InfoPtr list(raw_list);
   const fi_info* chosen = nullptr;
   for (const fi_info* i = list.get(); i && !chosen; i = i->next)
-    if (adapter.info_accept(*i)) chosen = i;
+    if (adapter.info_accept(*i) && (!options.rma || (i->caps & FI_RMA) != 0)) chosen = i;
   if (!chosen) return fail(ENODEV, "provider " + std::string(adapter.fabric_name()) + " offers no usable endpoint");
   // The channel's in-order delivery rests on send-after-send ordering (adapters ask for it).
   if (!chosen->tx_attr || !(chosen->tx_attr->msg_order & FI_ORDER_SAS))
@@ -129,6 +130,7 @@ Result<std::unique_ptr<Fabric>> Fabric::open(const FabricOptions& options) {
   f->inject_size_ = adapter.inject_size(info);
   f->rma_support_ = adapter.rma_support(info, fi_version());
   f->source_known_ = options.source_check && (info.caps & FI_SOURCE) != 0;
+  f->rma_enabled_ = (info.caps & FI_RMA) != 0;
   RPCIE_LOG_DEBUG("fabric", "opened {} domain {} mr_mode {:#x} saw {} max_msg {} inject {} wait_fd {}",
                   info.fabric_attr->prov_name, info.domain_attr->name, info.domain_attr->mr_mode, f->order_saw_,
                   f->max_msg_size_, f->inject_size_, f->wait_fd_);

@@ -115,6 +115,7 @@ Result<void> Session::fabric_setup(const providers::ProviderAdapter& adapter, st
   if (options.data_path == DataPath::sealed && socket_.frame_mac() == nullptr)
     return fail(EPROTO, "the sealed data path needs an authenticated connection (a pre-shared key)");
   data_path_ = options.data_path;
+  fo.rma = data_path_ == DataPath::open;
   auto f = Fabric::open(fo);
   if (!f) return tl::unexpected(f.error());
   pending_fabric_ = std::move(*f);

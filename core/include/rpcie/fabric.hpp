@@ -45,6 +45,10 @@ struct FabricOptions {
   // messages only from the fabric address bound at attach). Where the provider does not
   // offer FI_SOURCE the fabric opens without it and source_known() is false.
   bool source_check = false;
+  // Ask for one-sided RMA (FI_RMA and the remote access bits). Off for the sealed data path
+  // (data_path.hpp): the endpoint is then opened for messages only, so the provider itself
+  // refuses any RMA aimed at it, whatever key an attacker holds.
+  bool rma = true;
 };
 
 class Fabric {
@@ -74,6 +78,8 @@ class Fabric {
   std::size_t max_msg_size() const noexcept { return max_msg_size_; }
   std::size_t inject_size() const noexcept { return inject_size_; }
   providers::RmaSupport rma_support() const noexcept { return rma_support_; }
+  // Whether the endpoint was opened with FI_RMA (FabricOptions::rma).
+  bool rma_enabled() const noexcept { return rma_enabled_; }
   // True when completions carry the sender's address (FI_SOURCE granted).
   bool source_known() const noexcept { return source_known_; }
 
@@ -105,6 +111,7 @@ class Fabric {
   std::size_t max_msg_size_ = 0;
   std::size_t inject_size_ = 0;
   providers::RmaSupport rma_support_;
+  bool rma_enabled_ = true;
   int wait_fd_ = -1;
   bool source_known_ = false;
 };
