@@ -50,6 +50,10 @@ Result<DataPath> data_path_decide(DataPathChoice policy, DataPath wanted, bool i
                               std::string(export_name) + " allows only " + data_path_name(allowed));
     mode = allowed;
   }
+  // Without a key there is nothing to seal with: where nobody asked for sealed by name, the
+  // attachment runs open (an exporter without keys protects nothing anyway).
+  if (mode == DataPath::sealed && !authenticated && !insist && policy == DataPathChoice::automatic)
+    return DataPath::open;
   if (mode == DataPath::sealed && !authenticated)
     return fail(EPROTO, "the sealed data path needs an authenticated connection (a pre-shared key); export " +
                             std::string(export_name) + (policy == DataPathChoice::sealed ? " allows only sealed" : ""));

@@ -53,8 +53,9 @@ DataPath data_path_resolve(DataPathChoice choice, providers::ProviderKind kind) 
 //   wanted         the mode the client asks for (its choice, or its provider's default)
 //   insist         the client takes no other mode
 //   authenticated  the bootstrap connection is authenticated (sealed needs its keys)
+// Without authentication a sealed default (nobody asked for it by name) becomes open.
 // Errors (EPROTO): the policy and an insisting client disagree ("the client insists on the
-// open data path; export X allows only sealed"), or sealed without authentication.
+// open data path; export X allows only sealed"), or sealed by name without authentication.
 Result<DataPath> data_path_decide(DataPathChoice policy, DataPath wanted, bool insist, bool authenticated,
                                   std::string_view export_name);
 
