@@ -39,11 +39,17 @@ Result<void> exporter_key_apply(ExportConfig& e, const std::string& key, const s
       e.allow.push_back(name);
     }
     if (e.allow.empty()) return fail(EINVAL, where + "allow needs at least one client name");
+  } else if (key == "data-path") {
+    auto choice = data_path_choice_parse(value);
+    if (!choice) return fail(EINVAL, where + "data-path: " + choice.error().message);
+    e.data_path = *choice;
   }
   return {};
 }
 
-bool exporter_key(const std::string& key) { return key == "dma" || key == "shared" || key == "allow"; }
+bool exporter_key(const std::string& key) {
+  return key == "dma" || key == "shared" || key == "allow" || key == "data-path";
+}
 
 Result<std::string> string_get(const toml::node& n, const std::string& where) {
   if (auto s = n.value<std::string>()) return *s;
@@ -67,6 +73,10 @@ Result<ExportConfig> export_config_parse(std::string_view text) {
     it = e.spec.params.erase(it);
   }
   return e;
+}
+
+DataPathChoice export_data_path_policy(const ExporterConfig& config, const ExportConfig& e) noexcept {
+  return e.data_path.value_or(config.data_path);
 }
 
 namespace {
@@ -104,7 +114,15 @@ Result<std::uint32_t> count_get(const toml::node& n, const std::string& where, s
   return static_cast<std::uint32_t>(*v);
 }
 
-// listen, provider, psk-file, lease, access-log, preauth-per-address, preauth-max.
+// A data-path policy ("sealed", "open", "auto") from a string node.
+Result<DataPathChoice> data_path_get(const toml::node& n, const std::string& where) {
+  RPCIE_TRY_ASSIGN(auto s, string_get(n, where + "data-path "));
+  auto choice = data_path_choice_parse(s);
+  if (!choice) return fail(EINVAL, where + "data-path: " + choice.error().message);
+  return *choice;
+}
+
+// listen, provider, psk-file, lease, access-log, data-path, preauth-per-address, preauth-max.
 Result<void> top_keys_apply(const toml::table& root, const std::string& path, ExporterConfig& config) {
   if (auto* n = root.get("listen")) {
     RPCIE_TRY_ASSIGN(auto s, string_get(*n, at(path, *n) + "listen "));
@@ -135,6 +153,9 @@ Result<void> top_keys_apply(const toml::table& root, const std::string& path, Ex
     if (!d || *d < std::chrono::milliseconds(100))
       return fail(EINVAL, at(path, *n) + "lease: '" + s + "' is not a duration of at least 100ms");
     config.lease = std::chrono::duration_cast<std::chrono::milliseconds>(*d);
+  }
+  if (auto* n = root.get("data-path")) {
+    RPCIE_TRY_ASSIGN(config.data_path, data_path_get(*n, at(path, *n)));
   }
   if (auto* n = root.get("preauth-per-address")) {
     RPCIE_TRY_ASSIGN(config.preauth_per_address, count_get(*n, at(path, *n) + "preauth-per-address ", 4096));
@@ -214,7 +235,7 @@ Result<void> export_allow_apply(const toml::node& allow, const std::string& path
 Result<ExportConfig> export_table_parse(const toml::table& t, const std::string& path, const std::string& origin,
                                         const std::string& table) {
   std::string what = table + ": ";
-  RPCIE_TRY(keys_check(t, path, what, "name", "backend", "dma", "shared", "allow", "params"));
+  RPCIE_TRY(keys_check(t, path, what, "name", "backend", "dma", "shared", "allow", "data-path", "params"));
   auto* name = t.get("name");
   auto* backend = t.get("backend");
   if (!name || !backend) return fail(EINVAL, origin + ": " + what + "needs name and backend");
@@ -234,6 +255,9 @@ Result<ExportConfig> export_table_parse(const toml::table& t, const std::string&
     if (!b) return fail(EINVAL, at(path, *shared) + what + "shared must be true or false");
     e->shared = *b;
   }
+  if (auto* dp = t.get("data-path")) {
+    RPCIE_TRY_ASSIGN(e->data_path, data_path_get(*dp, at(path, *dp) + what));
+  }
   if (auto* allow = t.get("allow")) RPCIE_TRY(export_allow_apply(*allow, path, what, *e));
   if (auto* params = t.get("params")) RPCIE_TRY(export_params_apply(*params, path, what, *e));
   return e;
@@ -243,8 +267,8 @@ Result<ExportConfig> export_table_parse(const toml::table& t, const std::string&
 
 Result<void> config_file_apply(const std::string& path, ExporterConfig& config) {
   RPCIE_TRY_ASSIGN(const toml::table root, table_load(path));
-  RPCIE_TRY(keys_check(root, path, "", "listen", "provider", "psk-file", "lease", "access-log", "preauth-per-address",
-                       "preauth-max", "client", "export"));
+  RPCIE_TRY(keys_check(root, path, "", "listen", "provider", "psk-file", "lease", "access-log", "data-path",
+                       "preauth-per-address", "preauth-max", "client", "export"));
   RPCIE_TRY(top_keys_apply(root, path, config));
   RPCIE_TRY(tables_each(root, path, "client",
                         [&](const toml::table& t, const std::string& origin, const std::string& what) -> Result<void> {

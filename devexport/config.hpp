@@ -7,12 +7,15 @@
 //   psk-file = "/etc/rpcie/psk"     key accepted from any client name
 //   lease    = "5s"                 heartbeats must arrive within this
 //   access-log = "/var/log/rpcie/access.log"   one line per MMIO access (access_log.hpp)
+//   data-path = "sealed|open|auto"  the exports' data-path policy (rpcie/data_path.hpp);
+//                                   default auto: what the client asks for
 //   [[client]]  name = "NAME"  psk-file = "FILE"       a named client with its own key
 //   [[export]]  name, backend, dma = "on-demand|mirror", shared = bool,
-//               allow = ["client", ...], [export.params] key = "value" ...
-// Flags: --export NAME=BACKEND[,key=value...] adds exports (keys dma, shared=yes|no and
-// allow=NAME[:NAME...] are the exporter's; the rest go to the backend); --listen,
-// --provider, --psk-file, --access-log override the file.
+//               allow = ["client", ...], data-path = "sealed|open|auto" (overrides the
+//               top level's), [export.params] key = "value" ...
+// Flags: --export NAME=BACKEND[,key=value...] adds exports (keys dma, shared=yes|no,
+// allow=NAME[:NAME...] and data-path are the exporter's; the rest go to the backend);
+// --listen, --provider, --psk-file, --access-log, --data-path override the file.
 //
 // Loading only parses and checks; keys are read and backends created by the exporter.
 //
@@ -23,11 +26,13 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "backend.hpp"
+#include "rpcie/data_path.hpp"
 #include "rpcie/providers/provider.hpp"
 #include "rpcie/result.hpp"
 
@@ -41,7 +46,9 @@ struct ExportConfig {
   bool shared = false;
   std::vector<std::string> allow;         // client names; empty: every authenticated client
   std::vector<std::string> allow_origin;  // where each allow entry was given (same order)
-  std::string origin = "--export";        // where the export was defined
+  // Its data-path policy; unset: the exporter's (ExporterConfig::data_path).
+  std::optional<DataPathChoice> data_path;
+  std::string origin = "--export";  // where the export was defined
 };
 
 struct ClientConfig {
@@ -59,6 +66,9 @@ struct ExporterConfig {
   std::vector<ExportConfig> exports;
   std::chrono::milliseconds lease{5000};
   std::string access_log;  // "" : no access log
+  // The data-path policy of every export that sets none (data_path_decide): automatic lets
+  // the client choose (its provider's default unless it says).
+  DataPathChoice data_path = DataPathChoice::automatic;
   // Pre-authentication connections (exporter.hpp): at most this many per source address,
   // at most `preauth_max` in all; each must authenticate within `preauth_timeout`.
   std::uint32_t preauth_per_address = 4;
@@ -77,6 +87,9 @@ Result<void> config_file_apply(const std::string& path, ExporterConfig& config);
 
 // "NAME=BACKEND[,key=value...]" with the exporter's own keys split off.
 Result<ExportConfig> export_config_parse(std::string_view text);
+
+// The data-path policy `e` runs under: its own, else the exporter's.
+DataPathChoice export_data_path_policy(const ExporterConfig& config, const ExportConfig& e) noexcept;
 
 // Checks the whole configuration: distinct export and client names, valid client names in
 // allow lists and [[client]], at least one export, and every name of an allow list with a

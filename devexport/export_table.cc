@@ -21,6 +21,18 @@ pci::BarKind bar_kind(RegionKind k) {
   return pci::BarKind::registers;
 }
 
+std::uint8_t data_path_flags(DataPathChoice policy) {
+  switch (policy) {
+    case DataPathChoice::sealed:
+      return proto::kExportSealedOnly;
+    case DataPathChoice::open:
+      return proto::kExportOpenOnly;
+    case DataPathChoice::automatic:
+      break;
+  }
+  return 0;
+}
+
 std::string holders_text(const std::vector<std::string>& holders) {
   std::string out;
   for (const auto& h : holders) out += (out.empty() ? "" : ",") + h;
@@ -42,7 +54,8 @@ proto::ExportEntry entry_make(ExportSlot& slot, const std::string& holder) {
   e.revision = id.revision;
   e.state = slot.holders.empty() ? proto::ExportState::free : proto::ExportState::attached;
   e.flags = static_cast<std::uint8_t>((slot.config.shared ? proto::kExportShared : 0) |
-                                      (slot.config.dma == DmaMode::mirror ? proto::kExportMirror : 0));
+                                      (slot.config.dma == DmaMode::mirror ? proto::kExportMirror : 0) |
+                                      data_path_flags(slot.config.data_path.value_or(DataPathChoice::automatic)));
   e.vectors = std::min<std::uint16_t>(slot.backend->vector_count(), proto::kMaxVector);
   for (const auto& r : slot.backend->regions()) {
     if (e.bars.size() == pci::kBarCount) break;

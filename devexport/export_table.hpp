@@ -29,6 +29,8 @@ class ExportTable {
   ExportTable(const ExportTable&) = delete;
   ExportTable& operator=(const ExportTable&) = delete;
 
+  // `config.data_path` is the export's policy as it is to be listed (the caller resolves
+  // it against the exporter's: export_data_path_policy); unset lists as automatic.
   void add(ExportConfig config, std::unique_ptr<Backend> backend);
   std::size_t size() const noexcept { return slots_.size(); }
 
@@ -42,8 +44,9 @@ class ExportTable {
   // Releases one claim of `client`; true when no holder is left (the device is detached).
   bool release(ExportSlot& slot, const std::string& client);
 
-  // The entry describing `slot` now. Its views point into `slot` and into `holder_storage`,
-  // which receives the holder names ("a,b").
+  // The entry describing `slot` now; its flags carry the data-path policy
+  // (kExportSealedOnly / kExportOpenOnly, neither for automatic). Its views point into `slot` and into
+  // `holder_storage`, which receives the holder names ("a,b").
   proto::ExportEntry entry(ExportSlot& slot, std::string& holder_storage);
   // Every export, at most proto::kMaxExports. The entries point into the table and into
   // `holder_storage` (one string per entry; cleared first).

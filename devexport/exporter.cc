@@ -105,9 +105,10 @@ struct Exporter::Impl {
     }
   }
 
-  SessionOptions session_options() const {
+  SessionOptions session_options(DataPath mode) const {
     SessionOptions so;
     so.provider = config.provider;
+    so.data_path = mode;
     // An idle attachment sleeps on the CQ wait fd; a busy one spins (Channel). Without the
     // fd an idle attachment would wake a thousand times a second: the provider's signal fd
     // costs less (two system calls per message, within the noise of the device bench),
@@ -127,6 +128,11 @@ struct Exporter::Impl {
       return fail(EINVAL, "export '" + slot->config.spec.name + "' does DMA: attach with a DMA window");
     if (req.window_size > (slot->config.dma == DmaMode::mirror ? kMirrorMax : kWindowMax))
       return fail(EINVAL, "DMA window of " + std::to_string(req.window_size) + " bytes is too large");
+    RPCIE_TRY_ASSIGN(const DataPath wanted, data_path_from_wire(req.data_path));
+    // The export's policy wins; a client that insists on the other mode is refused.
+    RPCIE_TRY_ASSIGN(const DataPath mode, data_path_decide(slot->config.data_path.value_or(DataPathChoice::automatic),
+                                                           wanted, (req.flags & proto::kAttachDataPathInsist) != 0,
+                                                           sock.frame_mac() != nullptr, slot->config.spec.name));
     RPCIE_TRY_ASSIGN(const bool first, exports.claim(*slot, client));
     const std::uint64_t id = next_attachment.fetch_add(1);
     const bool pushed = (req.flags & proto::kAttachWindowPush) != 0;
@@ -136,8 +142,9 @@ struct Exporter::Impl {
     reply.info = exports.entry(*slot, holder);
     reply.lease_ms = static_cast<std::uint32_t>(config.lease.count());
     reply.attachment_id = id;
+    reply.data_path = static_cast<std::uint8_t>(mode);
     auto sent = sock.message_send(reply, rid, Deadline::after(kHandshakeTimeout));
-    auto up = sent ? a->setup(std::move(sock), session_options(), first, Deadline::after(kHandshakeTimeout)) : sent;
+    auto up = sent ? a->setup(std::move(sock), session_options(mode), first, Deadline::after(kHandshakeTimeout)) : sent;
     // The client waits for this verdict after the hello exchange: a failure after hello_ack
     // (its window too small, the device refusing to attach) reaches it as an error now
     // rather than as a dead attachment later.
@@ -152,11 +159,12 @@ struct Exporter::Impl {
       RPCIE_LOG_WARN("exportd", "attach of {} by {} failed: {}", slot->config.spec.name, client, up.error().describe());
       return {};  // the connection is gone with the socket
     }
-    RPCIE_LOG_INFO("exportd", "attachment {}: {} attached {} (window {} bytes, dma {})", id, client,
+    RPCIE_LOG_INFO("exportd", "attachment {}: {} attached {} (window {} bytes, dma {}, data path {})", id, client,
                    slot->config.spec.name, req.window_size,
                    slot->config.dma == DmaMode::on_demand ? "on-demand"
                    : pushed                               ? "mirror, client pushes"
-                                                          : "mirror");
+                                                          : "mirror",
+                   data_path_name(mode));
     const auto goodbye = attachment_serve(*a, *slot, client);
     const bool last = exports.release(*slot, client);
     // The reply to goodbye goes out once the device is reset and the keys are closed, so
@@ -302,7 +310,9 @@ Result<std::unique_ptr<Exporter>> Exporter::create(const ExporterConfig& config)
     RPCIE_TRY_ASSIGN(auto b, at(e.origin, backend_create(e.spec)));
     if (e.shared && b->uses_dma())
       return fail(EINVAL, e.origin + ": export '" + e.spec.name + "': a device that does DMA cannot be shared");
-    impl->exports.add(e, std::move(b));
+    ExportConfig listed = e;
+    listed.data_path = export_data_path_policy(config, e);
+    impl->exports.add(std::move(listed), std::move(b));
   }
   RPCIE_TRY_ASSIGN(
       Listener l,

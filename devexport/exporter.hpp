@@ -6,6 +6,11 @@
 // attachment ends: device detached and reset where supported, memory keys closed, export
 // free again.
 //
+// Per attach: the data-path mode (rpcie/data_path.hpp) is data_path_decide's for the export's
+// policy and what the client asks: the policy wins, a client that insists on the other mode
+// is refused (EPROTO, the text naming both); the mode goes into the attach_reply and the
+// attachment's Session.
+//
 // Per attachment: a ServedAttachment (served_attachment.hpp) is the data path: the
 // client's requests in order, the device's DMA and interrupts. The exports and their holders
 // are an ExportTable (export_table.hpp); the handshake is rpcie/handshake.hpp's server half.

@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
   // $RPCIE_LOG says otherwise.
   if (std::getenv("RPCIE_LOG") == nullptr) rpcie::log_level_set(rpcie::LogLevel::info);
   CLI::App app{"rpcie-exportd: export PCIe devices to rpcie clients over libfabric"};
-  std::string config_file, listen, provider, psk_file, access_log;
+  std::string config_file, listen, provider, psk_file, access_log, data_path;
   std::vector<std::string> exports;
   app.add_option("--config", config_file, "TOML configuration file");
   app.add_option("--listen", listen, "ADDR[:PORT] to listen on (default 0.0.0.0:7385)");
@@ -51,6 +51,8 @@ int main(int argc, char** argv) {
   app.add_option("--psk-file", psk_file, "pre-shared key accepted from any client (default /etc/rpcie/psk)");
   app.add_option("--export", exports, "NAME=BACKEND[,key=value...] (repeatable)");
   app.add_option("--access-log", access_log, "append one line per MMIO access performed to FILE");
+  app.add_option("--data-path", data_path,
+                 "sealed, open or auto: the data-path policy of exports that set none (default auto)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -74,6 +76,11 @@ int main(int argc, char** argv) {
     auto p = rpcie::providers::provider_parse(provider, &why);
     if (!p) return error_exit("--provider: " + why, 2);
     config.provider = *p;
+  }
+  if (!data_path.empty()) {
+    auto choice = rpcie::data_path_choice_parse(data_path);
+    if (!choice) return error_exit("--data-path: " + choice.error().message, 2);
+    config.data_path = *choice;
   }
   if (!listen.empty()) config.listen_origin = "--listen";
   if (!psk_file.empty()) {

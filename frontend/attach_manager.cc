@@ -75,6 +75,13 @@ Result<AttachParams> attach_request_parse(const json& r, const AttachPolicy& pol
                               " bytes is not a positive multiple of the page size (" + std::to_string(page) + ")");
     p.window_size = static_cast<std::size_t>(bytes);
   }
+  if (r.contains("data_path")) {
+    if (!r["data_path"].is_string())
+      return fail(EINVAL, "data_path: expected \"sealed\", \"open\" or \"auto\", got " + r["data_path"].dump());
+    auto choice = data_path_choice_parse(r["data_path"].get<std::string>());
+    if (!choice) return fail(EINVAL, "data_path: " + choice.error().message);
+    p.data_path = *choice;
+  }
   return p;
 }
 
@@ -232,6 +239,7 @@ json AttachManager::status(uid_t peer) const {
            {"id", id},
            {"state", link_state_name(s.state)},
            {"provider", s.provider},
+           {"data_path", data_path_name(s.data_path)},
            {"generation", s.generation},
            {"losses", s.losses},
            {"dma_window", p.window_size},

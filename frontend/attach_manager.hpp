@@ -40,7 +40,8 @@ struct AttachPolicy {
 
 // An attach request's parameters: "host" (host_name_check) and "export" (export_name_check)
 // required; "port" (1-65535) and "dma_window" (bytes, a positive multiple of the page size, at
-// most policy.window_max) with defaults. EINVAL with the reason otherwise; nothing is
+// most policy.window_max) with defaults; "data_path" ("sealed", "open" or "auto") optional
+// (absent: hostd's --data-path). EINVAL with the reason otherwise; nothing is
 // allocated before this passed.
 Result<AttachParams> attach_request_parse(const nlohmann::json& request, const AttachPolicy& policy);
 

@@ -54,7 +54,9 @@ RemoteDevice::RemoteDevice(const AttachParams& params, const AttachContext& cont
     : params_(params), context_(context), index_(index), window_(std::move(window)) {}
 
 Result<std::shared_ptr<client::Attachment>> RemoteDevice::open_once(Deadline deadline) {
-  auto a = client::Attachment::open(params_.host, params_.port, params_.export_name, context_.client,
+  client::ClientOptions options = context_.client;
+  if (params_.data_path) options.data_path = *params_.data_path;
+  auto a = client::Attachment::open(params_.host, params_.port, params_.export_name, options,
                                     client::DmaWindow{window_.base(), window_.size()}, deadline);
   if (!a) return tl::unexpected(a.error());
   return std::shared_ptr<client::Attachment>(std::move(*a));
@@ -131,6 +133,7 @@ void RemoteDevice::install(std::shared_ptr<client::Attachment> a) {
   {
     std::lock_guard g(lock_);
     current_ = std::move(a);
+    data_path_ = current_->data_path();
     state_ = LinkState::connected;
     counts_refresh_locked();
   }
@@ -223,6 +226,7 @@ RemoteDevice::Status RemoteDevice::status() const {
     s.generation = generation_;
     s.losses = losses_;
     s.last_error = last_error_;
+    s.data_path = data_path_;
     a = current_;
   }
   if (a) {

@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -31,6 +32,8 @@ struct AttachParams {
   std::uint16_t port = 0;
   std::string export_name;
   std::size_t window_size = 0;
+  // The data path this attach asks for; unset: hostd's (AttachContext::client.data_path).
+  std::optional<DataPathChoice> data_path;
 };
 
 // What every attachment of this hostd shares.
@@ -87,8 +90,9 @@ class RemoteDevice {
     std::uint64_t generation = 1;  // 1 at attach, +1 per reconnect
     std::uint64_t losses = 0;      // link losses so far
     std::string provider;
-    std::string last_error;         // why the last loss / reconnect attempt failed
-    client::AttachmentStats stats;  // of the current attachment
+    DataPath data_path = DataPath::open;  // of the latest attachment (the current one unless reconnecting)
+    std::string last_error;               // why the last loss / reconnect attempt failed
+    client::AttachmentStats stats;        // of the current attachment
   };
   Status status() const;
   std::uint64_t losses() const;
@@ -126,6 +130,7 @@ class RemoteDevice {
   mutable std::mutex lock_;
   std::condition_variable wake_;
   std::shared_ptr<client::Attachment> current_;  // null while reconnecting
+  DataPath data_path_ = DataPath::open;          // current_'s, or the last one's
   LinkState state_ = LinkState::connected;
   std::uint64_t generation_ = 1;
   std::uint64_t losses_ = 0;

@@ -55,8 +55,8 @@ std::string sysfs_resource_text(const client::ExportDesc& d,
 
 std::string sysfs_remote_text(const AttachParams& p, const RemoteDevice::Status& s) {
   std::string out = "exporter " + p.host + ":" + std::to_string(p.port) + "\nexport " + p.export_name + "\nprovider " +
-                    (s.provider.empty() ? "-" : s.provider) + "\nstate " + link_state_name(s.state) + "\ngeneration " +
-                    std::to_string(s.generation) + "\n";
+                    (s.provider.empty() ? "-" : s.provider) + "\ndata_path " + data_path_name(s.data_path) +
+                    "\nstate " + link_state_name(s.state) + "\ngeneration " + std::to_string(s.generation) + "\n";
   if (!s.last_error.empty() && s.state != LinkState::connected) out += "error " + s.last_error + "\n";
   return out;
 }

@@ -38,7 +38,8 @@ std::string sysfs_hex_line(unsigned value, int digits);
 // `addresses` are the BARs' start addresses, by BAR number.
 std::string sysfs_resource_text(const client::ExportDesc& d,
                                 const std::array<std::uint64_t, pci::kBarCount>& addresses);
-// `remote`: exporter, export, provider, link state and generation, and the last error while
+// `remote`: exporter, export, provider, data path (sealed / open), link state and
+// generation, and the last error while
 // the link is down.
 std::string sysfs_remote_text(const AttachParams& p, const RemoteDevice::Status& s);
 // The text of file `id` of `n` (empty for an id that is no text file).

@@ -56,6 +56,7 @@ Result<std::unique_ptr<Devices>> devices_open(const Options& options, const std:
   client_options.name = "bench";
   client_options.key = std::make_shared<const auth::Key>(std::move(key));
   client_options.provider = *providers::provider_parse(exporter_provider);
+  RPCIE_TRY_ASSIGN(client_options.data_path, data_path_choice_parse(options.data_path));
   RPCIE_TRY_ASSIGN(devices->window, HostBuffer::create(kMaxSize));
   std::uint8_t* window = devices->window->data();
   auto edu =
@@ -175,6 +176,9 @@ int device_bench(Link& link, const Options& options) {
   for (client::Attachment* attachment : {(*devices)->edu.get(), (*devices)->edu_push.get()})
     if (auto programmed = edu_dma_program(*attachment); !programmed)
       return die("edu setup: " + programmed.error().describe());
+  // The exporter decides (its policy is auto: the client's choice, else the provider's default).
+  const DataPath mode = (*devices)->edu->data_path();
+  if (!options.json()) std::printf("# data path: %s\n", data_path_name(mode));
   const std::vector<Workload> workloads = device_workloads(link, **devices);
   // Slices of about 25 ms of raw work (8 of each side per round): 8 to 100,000 operations.
   const DriverOptions driver{.rounds = options.rounds,
@@ -189,7 +193,11 @@ int device_bench(Link& link, const Options& options) {
   for (client::Attachment* attachment : {(*devices)->edu.get(), (*devices)->membar.get(), (*devices)->edu_push.get()})
     (void)attachment->detach(call_deadline());
   quit_send(link.control);
-  if (options.json()) results_print(link.provider(), options.rounds, *rows, driver.columns);
+  if (options.json()) {
+    auto document = results_document(link.provider(), options.rounds, *rows, driver.columns);
+    document["data_path"] = data_path_name(mode);
+    std::printf("%s\n", document.dump(1).c_str());
+  }
   return 0;
 }
 

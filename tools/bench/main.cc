@@ -58,6 +58,8 @@ std::optional<int> options_parse(int argc, char** argv, Options& options) {
                "device workloads through the client API against an rpcie-exportd started here "
                "(mmio_read, bar_write, bar_read, edu_dma, edu_dma_push)");
   app.add_option("--exportd", options.exportd, "rpcie-exportd to start for --device (default: next to this program)");
+  app.add_option("--data-path", options.data_path, "--device: sealed, open or auto (the client's choice; default auto)")
+      ->check(CLI::IsMember({"sealed", "open", "auto"}));
   app.add_flag("--frontend", options.frontend,
                "file front end (rpcie-hostd started here) vs the client API: reg_read, bar_write, bar_read, "
                "dma_write, dma_read");

@@ -22,7 +22,8 @@ struct Options {
   bool target_no_wait_fd = false;
   std::vector<std::size_t> sizes{8, 4096, 65536, 1u << 20, 4u << 20};  // of the RMA rows
   bool device = false;
-  std::string exportd;  // programs to start (default: found next to rpcie-bench)
+  std::string exportd;             // programs to start (default: found next to rpcie-bench)
+  std::string data_path = "auto";  // --device: what the client asks for (sealed, open, auto)
   bool frontend = false;
   std::string hostd;
   std::string psk_file = auth::kDefaultKeyPath;  // --frontend -r: the running exporter's key

@@ -2,6 +2,7 @@
 // directly; `attach`, `detach` and `status` ask rpcie-hostd over its control socket
 // (--control, $RPCIE_CONTROL, /run/rpcie.sock); `fabric` shows the usable providers;
 // `keygen` writes a key file; `run` execs a program with librpcie-mmio.so preloaded.
+// `list` shows the data path (sealed / open) an attach from this host would run.
 // Errors go to stderr as "rpcie: error: ..."; exit 0 on success, 1 on failure (a refused
 // key included), 2 on usage errors.
 #include <cstdio>
@@ -75,11 +76,13 @@ nlohmann::json export_json(const ExportDesc& e) {
           {"shared", e.shared},
           {"dma", e.mirror ? "mirror" : "on-demand"},
           {"state", e.attached ? "attached" : "free"},
-          {"holder", e.holder}};
+          {"holder", e.holder},
+          {"data_path", e.data_path ? nlohmann::json(rpcie::data_path_name(*e.data_path)) : nlohmann::json(nullptr)},
+          {"data_path_policy", rpcie::data_path_choice_name(e.data_path_policy)}};
 }
 
 void list_print_text(const std::vector<ExportDesc>& exports) {
-  std::printf("%-16s %-10s %-10s %-9s %-28s %s\n", "NAME", "BACKEND", "ID", "CLASS", "BARS", "STATE");
+  std::printf("%-16s %-10s %-10s %-9s %-28s %-9s %s\n", "NAME", "BACKEND", "ID", "CLASS", "BARS", "DATAPATH", "STATE");
   for (const auto& e : exports) {
     std::string bars;
     for (const auto& b : e.bars) {
@@ -93,23 +96,25 @@ void list_print_text(const std::vector<ExportDesc>& exports) {
     char id[16];
     std::snprintf(id, sizeof id, "%04x:%04x", e.vendor, e.device);
     std::string state = e.attached ? "attached by " + e.holder : "free";
-    std::printf("%-16s %-10s %-10s %-9s %-28s %s\n", e.name.c_str(), e.backend.c_str(), id,
-                hex(e.class_code, 6).c_str(), bars.c_str(), state.c_str());
+    std::printf("%-16s %-10s %-10s %-9s %-28s %-9s %s\n", e.name.c_str(), e.backend.c_str(), id,
+                hex(e.class_code, 6).c_str(), bars.c_str(), e.data_path ? rpcie::data_path_name(*e.data_path) : "-",
+                state.c_str());
   }
 }
 
 void status_print_text(const nlohmann::json& answer) {
-  std::printf("%-8s %-22s %-12s %-13s %-12s %4s %10s %10s %8s\n", "DEVICE", "EXPORTER", "EXPORT", "STATE", "PROVIDER",
-              "GEN", "MMIO_RD", "MMIO_WR", "IRQS");
+  std::printf("%-8s %-22s %-12s %-13s %-12s %-8s %4s %10s %10s %8s\n", "DEVICE", "EXPORTER", "EXPORT", "STATE",
+              "PROVIDER", "DATAPATH", "GEN", "MMIO_RD", "MMIO_WR", "IRQS");
   for (const auto& a : answer.value("attachments", nlohmann::json::array())) {
     if (a.value("hidden", false)) {  // another user's: hostd tells only that it exists
       std::printf("%-8s (another user's attachment; details hidden)\n", a.value("device", "").c_str());
       continue;
     }
     const auto& c = a.value("counters", nlohmann::json::object());
-    std::printf("%-8s %-22s %-12s %-13s %-12s %4llu %10llu %10llu %8llu\n", a.value("device", "").c_str(),
+    std::printf("%-8s %-22s %-12s %-13s %-12s %-8s %4llu %10llu %10llu %8llu\n", a.value("device", "").c_str(),
                 a.value("exporter", "").c_str(), a.value("export", "").c_str(), a.value("state", "").c_str(),
-                a.value("provider", "-").c_str(), static_cast<unsigned long long>(a.value("generation", 0ull)),
+                a.value("provider", "-").c_str(), a.value("data_path", "-").c_str(),
+                static_cast<unsigned long long>(a.value("generation", 0ull)),
                 static_cast<unsigned long long>(c.value("mmio_reads", 0ull)),
                 static_cast<unsigned long long>(c.value("mmio_writes", 0ull)),
                 static_cast<unsigned long long>(c.value("interrupts", 0ull)));
@@ -140,7 +145,7 @@ struct Options {
   int timeout_s = 5;
   std::string key_file = rpcie::auth::kDefaultKeyPath;
   bool force = false;
-  std::string control_path, export_name, window, device;
+  std::string control_path, export_name, window, device, data_path;
   int control_timeout_s = 15;
   bool all = false;
   bool json() const { return output == "json"; }
@@ -175,6 +180,8 @@ Commands commands_add(CLI::App& app, Options& o) {
   attach->add_option("-r,--remote", o.remote, "HOST[:PORT] of the exporter (port 7385 by default)")->required();
   attach->add_option("-e,--export", o.export_name, "export name (see rpcie list)")->required();
   attach->add_option("--dma-window", o.window, "DMA window size (default: hostd's, 16M)");
+  attach->add_option("--data-path", o.data_path, "sealed, open or auto (default: hostd's --data-path)")
+      ->check(CLI::IsMember({"sealed", "open", "auto"}));
   auto* detach = app.add_subcommand("detach", "detach a device (its files are gone when this returns)");
   auto* detach_device = detach->add_option("-d,--device", o.device, "rpcieN (or /dev/rpcieN)");
   auto* detach_all = detach->add_flag("--all", o.all, "every attached device");
@@ -210,6 +217,7 @@ int attach_run(const Options& o) {
       return error_exit("--dma-window: expected a size such as 16M, got '" + o.window + "'", 2);
     request["dma_window"] = *bytes;
   }
+  if (!o.data_path.empty()) request["data_path"] = o.data_path;
   return control_run(o.control_path, request, o.control_timeout_s, o.json(), [](const nlohmann::json& a) {
     std::printf("%s %s %s\n", a.value("device", "").c_str(), a.value("path", "").c_str(), a.value("sysfs", "").c_str());
   });

@@ -45,6 +45,7 @@
 
 #include "rpcie/auth.hpp"
 #include "rpcie/channel_stats.hpp"
+#include "rpcie/data_path.hpp"
 #include "rpcie/deadline.hpp"
 #include "rpcie/pci.hpp"
 #include "rpcie/providers/choice.hpp"
@@ -77,6 +78,13 @@ struct ExportDesc {
   bool mirror = false;
   std::uint16_t vectors = 0;
   std::vector<BarDesc> bars;
+  // The export's data-path policy (docs/security.md 5): sealed or open only, or automatic
+  // (the client's choice, else its provider's default).
+  DataPathChoice data_path_policy = DataPathChoice::automatic;
+  // exports_list(): the mode an attach by this client (its ClientOptions) would run
+  // (export_data_path() over the provider it would use toward the exporter); empty when
+  // no provider is usable. Attachment::device(): the mode the attachment runs.
+  std::optional<DataPath> data_path;
 
   const BarDesc* bar_find(std::uint8_t bar) const noexcept;
 };
@@ -108,7 +116,19 @@ struct ClientOptions {
   // link fails the next operation either way.
   enum class PostedErrors { next_operation, counted };
   PostedErrors posted_errors = PostedErrors::next_operation;
+  // The data path (rpcie/data_path.hpp) this client asks for: automatic asks for its
+  // provider's default (sealed on tcp, open on shm, verbs and efa) and takes whatever the
+  // export's policy says; sealed or open insist: an export whose policy is the other mode
+  // refuses the attach (EPROTO, the message naming both modes and the export).
+  DataPathChoice data_path = DataPathChoice::automatic;
 };
+
+// The mode an attach of `e` would run for a client over provider `kind` whose choice is
+// `choice`: the export's policy if it has one (an insisting client of the other mode is
+// refused), else the client's choice, else the provider's default (open on a bootstrap
+// connection that is not authenticated: sealed needs its keys).
+DataPath export_data_path(const ExportDesc& e, providers::ProviderKind kind, bool authenticated,
+                          DataPathChoice choice = DataPathChoice::automatic) noexcept;
 
 // What the exporter exports, and who holds each export. (client_protocol.hpp has the
 // authenticated connection itself, for tools that speak the protocol.)
@@ -150,6 +170,8 @@ class Attachment {
   const ExportDesc& device() const noexcept;
   std::uint64_t id() const noexcept;
   const std::string& provider() const noexcept;
+  // The data-path mode the exporter decided for this attachment (device().data_path).
+  DataPath data_path() const noexcept;
   std::chrono::milliseconds lease() const noexcept;
 
   Result<std::uint32_t> config_read(std::uint16_t offset, unsigned width, Deadline deadline);

@@ -21,7 +21,13 @@ namespace rpcie::client {
 Result<Socket> exporter_connect(const std::string& host, std::uint16_t port, const ClientOptions& options,
                                 Deadline deadline);
 
-// An export as the client API describes it, from its list_reply / attach_reply entry.
+// An export as the client API describes it, from its list_reply / attach_reply entry
+// (ExportDesc::data_path left empty: the entry does not say which mode a client gets).
 ExportDesc export_desc_from(const proto::ExportEntry& e);
+
+// The mode a client whose choice is `choice` asks for in its attach_request over provider
+// `kind`: its choice, else the provider's default, open when the bootstrap connection is not
+// authenticated.
+DataPath data_path_wanted(DataPathChoice choice, providers::ProviderKind kind, bool authenticated) noexcept;
 
 }  // namespace rpcie::client

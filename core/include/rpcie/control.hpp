@@ -2,7 +2,8 @@
 // name, default /run/rpcie.sock, access by file mode). One request per connection: the
 // client writes one JSON object on one line, hostd answers with one JSON object on one line
 // and closes. Requests ({"op": ...}):
-//   {"op":"attach","host":H,"port":P,"export":E,"dma_window":BYTES}
+//   {"op":"attach","host":H,"port":P,"export":E,"dma_window":BYTES,"data_path":"sealed|open|auto"}
+//       (port, dma_window and data_path optional; data_path absent: hostd's --data-path)
 //       -> {"device":"rpcie0","path":"/dev/rpcie0","sysfs":"<mount>/pci/devices/<bdf>"}
 //   {"op":"detach","device":"rpcie0"} | {"op":"detach","all":true} -> {"detached":[names]}
 //   {"op":"status"} -> {"attachments":[{...}]}   (fields in docs/rpcie-hostd.md)

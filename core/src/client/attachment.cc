@@ -130,7 +130,8 @@ Result<void> session_open(Attachment::State& s, Socket sock, const std::string& 
   SessionOptions so;
   so.provider = options.provider;
   so.cq_wait_fd = true;
-  so.source_check = true;  // as the exporter: messages from any other address are dropped
+  so.source_check = true;              // as the exporter: messages from any other address are dropped
+  so.data_path = *s.device.data_path;  // the exporter's decision (attach_reply)
   RPCIE_TRY_ASSIGN(s.session, Session::connect_over(std::move(sock), so, regions, deadline));
   s.provider = s.session->peer().provider;
   // The exporter's first fabric message (a ping), answered with a pong of the same size,
@@ -160,6 +161,18 @@ Result<void> session_open(Attachment::State& s, Socket sock, const std::string& 
   return {};
 }
 
+// What this client asks for: the export, its window, and its data path (the mode it wants:
+// its choice, else the default of the provider it will use; it insists when it chose).
+Result<proto::AttachRequest> attach_request(const std::string& export_name, DmaWindow window,
+                                            const ClientOptions& options, const Socket& sock) {
+  RPCIE_TRY_ASSIGN(const auto* provider, session_provider_pick(options.provider, sock.peer_address()));
+  const DataPath wanted = data_path_wanted(options.data_path, provider->kind(), sock.frame_mac() != nullptr);
+  const auto flags =
+      static_cast<std::uint8_t>((options.window_push ? proto::kAttachWindowPush : 0) |
+                                (options.data_path != DataPathChoice::automatic ? proto::kAttachDataPathInsist : 0));
+  return proto::AttachRequest{export_name, window.size, flags, static_cast<std::uint8_t>(wanted)};
+}
+
 // The parts that run on their own: the batch, the dispatcher and the lease keeper.
 void parts_start(Attachment::State& s, const ClientOptions& options) {
   auto* st = &s;
@@ -183,14 +196,15 @@ Result<std::unique_ptr<Attachment>> Attachment::open(const std::string& host, st
                                                      DmaWindow window, Deadline deadline) {
   if ((window.base == nullptr) != (window.size == 0)) return fail(EINVAL, "DMA window: base and size go together");
   RPCIE_TRY_ASSIGN(auto sock, exporter_connect(host, port, options, deadline));
-  RPCIE_TRY(sock.message_send(
-      proto::AttachRequest{export_name, window.size, options.window_push ? proto::kAttachWindowPush : std::uint8_t{0}},
-      1, deadline));
+  RPCIE_TRY_ASSIGN(const proto::AttachRequest request, attach_request(export_name, window, options, sock));
+  RPCIE_TRY(sock.message_send(request, 1, deadline));
   RPCIE_TRY_ASSIGN(auto m, reply_recv(sock, deadline, "attach " + export_name + " refused"));
   RPCIE_TRY_ASSIGN(auto reply, reply_as<proto::AttachReply>(m, "attach"));
+  RPCIE_TRY_ASSIGN(const DataPath mode, data_path_from_wire(reply->data_path));
 
   auto s = std::make_unique<State>();
   s->device = export_desc_from(reply->info);
+  s->device.data_path = mode;
   s->id = reply->attachment_id;
   s->lease = std::chrono::milliseconds(std::max<std::uint32_t>(reply->lease_ms, 100));
   s->router = std::make_unique<ReplyRouter>(s->device.vectors, std::to_string(s->id) + " to " + s->device.name,
@@ -198,8 +212,8 @@ Result<std::unique_ptr<Attachment>> Attachment::open(const std::string& host, st
   RPCIE_TRY(session_open(*s, std::move(sock), export_name, options, window, deadline));
   parts_start(*s, options);
   std::unique_ptr<Attachment> a(new Attachment(std::move(s)));
-  RPCIE_LOG_INFO("client", "attached {} on {}:{} (attachment {}, {})", export_name, host, port, a->s_->id,
-                 a->s_->provider);
+  RPCIE_LOG_INFO("client", "attached {} on {}:{} (attachment {}, {}, data path {})", export_name, host, port, a->s_->id,
+                 a->s_->provider, data_path_name(*a->s_->device.data_path));
   return a;
 }
 
@@ -214,6 +228,7 @@ Attachment::~Attachment() {
 const ExportDesc& Attachment::device() const noexcept { return s_->device; }
 std::uint64_t Attachment::id() const noexcept { return s_->id; }
 const std::string& Attachment::provider() const noexcept { return s_->provider; }
+DataPath Attachment::data_path() const noexcept { return s_->device.data_path.value_or(DataPath::open); }
 std::chrono::milliseconds Attachment::lease() const noexcept { return s_->lease; }
 
 Result<void> Attachment::detach(Deadline deadline) {

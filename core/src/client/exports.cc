@@ -10,6 +10,7 @@
 #include "rpcie/client_protocol.hpp"
 #include "rpcie/handshake.hpp"
 #include "rpcie/process.hpp"
+#include "rpcie/session.hpp"
 
 namespace rpcie::client {
 
@@ -27,11 +28,25 @@ ExportDesc export_desc_from(const proto::ExportEntry& e) {
   d.attached = e.state == proto::ExportState::attached;
   d.shared = (e.flags & proto::kExportShared) != 0;
   d.mirror = (e.flags & proto::kExportMirror) != 0;
+  d.data_path_policy = (e.flags & proto::kExportSealedOnly) != 0 ? DataPathChoice::sealed
+                       : (e.flags & proto::kExportOpenOnly) != 0 ? DataPathChoice::open
+                                                                 : DataPathChoice::automatic;
   d.vectors = e.vectors;
   for (const auto& b : e.bars)
     d.bars.push_back({b.bar, b.kind, b.size, (b.flags & proto::kBarFlag64) != 0,
                       (b.flags & proto::kBarFlagReadonly) != 0, (b.flags & proto::kBarFlagDirect) != 0});
   return d;
+}
+
+DataPath data_path_wanted(DataPathChoice choice, providers::ProviderKind kind, bool authenticated) noexcept {
+  if (choice == DataPathChoice::automatic && !authenticated) return DataPath::open;
+  return data_path_resolve(choice, kind);
+}
+
+DataPath export_data_path(const ExportDesc& e, providers::ProviderKind kind, bool authenticated,
+                          DataPathChoice choice) noexcept {
+  if (e.data_path_policy != DataPathChoice::automatic) return static_cast<DataPath>(e.data_path_policy);
+  return data_path_wanted(choice, kind, authenticated);
 }
 
 const BarDesc* ExportDesc::bar_find(std::uint8_t bar) const noexcept {
@@ -61,8 +76,15 @@ Result<std::vector<ExportDesc>> exports_list(const std::string& host, std::uint1
   if (!m) return tl::unexpected(m.error());
   auto list = reply_as<proto::ListReply>(*m, "list");
   if (!list) return tl::unexpected(list.error());
+  // The provider an attach would use from here, for the mode each export would run.
+  auto provider = session_provider_pick(options.provider, sock->peer_address());
+  const bool authenticated = sock->frame_mac() != nullptr;
   std::vector<ExportDesc> out;
-  for (const auto& e : (*list)->exports) out.push_back(export_desc_from(e));
+  for (const auto& e : (*list)->exports) {
+    out.push_back(export_desc_from(e));
+    if (provider)
+      out.back().data_path = export_data_path(out.back(), (*provider)->kind(), authenticated, options.data_path);
+  }
   (void)sock->message_send(proto::Goodbye{}, 2, Deadline::after(std::chrono::milliseconds(200)).min(deadline));
   return out;
 }

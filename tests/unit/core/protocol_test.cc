@@ -205,6 +205,7 @@ struct HelloFields {
   std::size_t region_count = 0;     // what the count byte says
   std::size_t regions_present = 0;  // how many region records follow
   std::size_t nonce_length = 0;
+  std::uint8_t data_path = proto::kDataPathOpen;
 };
 Bytes hello_payload(const HelloFields& f) {
   Le p;
@@ -214,6 +215,7 @@ Bytes hello_payload(const HelloFields& f) {
   p.u8(f.region_count);
   for (std::size_t i = 0; i < f.regions_present; ++i) p.u32(i).u64(0x1000).u64(4096).u64(42 + i);
   p.u8(f.nonce_length).fill(f.nonce_length, 0x11);
+  p.u8(f.data_path);
   return p.bytes;
 }
 
@@ -1025,7 +1027,9 @@ TEST_CASE("export entries out of range are refused by encoder and decoder") {
       bad([](proto::ExportEntry& e) { e.bars[0].flags = 8; }),
       bad([](proto::ExportEntry& e) { e.bars[0].kind = static_cast<proto::BarKind>(4); }),
       bad([](proto::ExportEntry& e) { e.state = static_cast<proto::ExportState>(2); }),
-      bad([](proto::ExportEntry& e) { e.flags = 4; }),
+      bad([](proto::ExportEntry& e) { e.flags = 16; }),  // an unknown flag
+      // sealed only and open only at once
+      bad([](proto::ExportEntry& e) { e.flags = proto::kExportSealedOnly | proto::kExportOpenOnly; }),
       bad([](proto::ExportEntry& e) { e.vectors = proto::kMaxVector + 1; }),
   };
   for (std::size_t i = 0; i < cases.size(); ++i) {
@@ -1085,8 +1089,10 @@ TEST_CASE("attach_request, bar_commit and bar_fetch round-trip; overflowing rang
   auto pushed = round_trip(proto::AttachRequest{"dev1", 4096, proto::kAttachWindowPush}, 103, s4);
   CHECK(as<proto::AttachRequest>(pushed).flags == proto::kAttachWindowPush);
   CHECK(encode_error(proto::AttachRequest{"dev1", 4096, 0x80}) == EINVAL);
-  CHECK(decode_error(raw(MsgType::attach_request, Le().u8(4).text("dev1").u64(4096).u8(0x02).bytes)) == EPROTO);
-  CHECK(decode_error(raw(MsgType::attach_request, Le().u8(4).text("dev1").u64(4096).bytes)) == EPROTO);  // no flags
+  // An unknown flag; then no flags; then no data_path.
+  CHECK(decode_error(raw(MsgType::attach_request, Le().u8(4).text("dev1").u64(4096).u8(0x04).u8(2).bytes)) == EPROTO);
+  CHECK(decode_error(raw(MsgType::attach_request, Le().u8(4).text("dev1").u64(4096).bytes)) == EPROTO);
+  CHECK(decode_error(raw(MsgType::attach_request, Le().u8(4).text("dev1").u64(4096).u8(0).bytes)) == EPROTO);
   auto c = round_trip(proto::BarCommit{2, 4096, 1 << 20, 0}, 101, s2);
   CHECK(as<proto::BarCommit>(c).bar == 2);
   CHECK(as<proto::BarCommit>(c).length == 1 << 20);
@@ -1101,6 +1107,31 @@ TEST_CASE("attach_request, bar_commit and bar_fetch round-trip; overflowing rang
   CHECK(encode_error(proto::BarCommit{0, 0, 0, 0}) == EINVAL);
   CHECK(encode_error(proto::BarCommit{0, ~std::uint64_t{0}, 2, 0}) == EINVAL);
   CHECK(encode_error(proto::AttachRequest{"", 0}) == EINVAL);
+}
+
+TEST_CASE("the data path travels in hello, attach_request (with insist) and attach_reply; only sealed or open") {
+  Bytes s1, s2, s3;
+  auto a = round_trip(proto::AttachRequest{"dev0", 0, proto::kAttachDataPathInsist, proto::kDataPathSealed}, 1, s1);
+  CHECK(as<proto::AttachRequest>(a).flags == proto::kAttachDataPathInsist);
+  CHECK(as<proto::AttachRequest>(a).data_path == proto::kDataPathSealed);
+  auto r = round_trip(proto::AttachReply{entry_sample("dev0"), 5000, 7, proto::kDataPathSealed}, 2, s2);
+  CHECK(as<proto::AttachReply>(r).data_path == proto::kDataPathSealed);
+  proto::Hello h = hello_make(1);
+  h.data_path = proto::kDataPathSealed;
+  auto hd = round_trip(h, 3, s3);
+  CHECK(as<proto::Hello>(hd).data_path == proto::kDataPathSealed);
+  for (std::uint8_t bad : {std::uint8_t{0}, std::uint8_t{3}, std::uint8_t{255}}) {
+    CAPTURE(int(bad));
+    CHECK(encode_error(proto::AttachRequest{"dev0", 0, 0, bad}) == EINVAL);
+    CHECK(encode_error(proto::AttachReply{entry_sample("dev0"), 5000, 7, bad}) == EINVAL);
+    proto::Hello bad_hello = hello_make(0);
+    bad_hello.data_path = bad;
+    CHECK(encode_error(bad_hello) == EINVAL);
+    CHECK(decode_error(raw(MsgType::attach_request, Le().u8(4).text("dev1").u64(0).u8(0).u8(bad).bytes)) == EPROTO);
+    HelloFields f;
+    f.data_path = bad;
+    CHECK(decode_error(raw(MsgType::hello, hello_payload(f))) == EPROTO);
+  }
 }
 
 TEST_CASE("mmio_write_batch round-trips in order and is bounded") {
@@ -1181,10 +1212,27 @@ TEST_CASE("sealed_hello carries a cipher offer and an envelope, both bounded") {
   CHECK(decode_error(raw(MsgType::sealed_hello, Le().u8(8).u16(1).fill(1, 1).bytes)) == EPROTO);
 }
 
+TEST_CASE("the worked example 13.3 of docs/protocol.md (a hello) is what the encoder writes") {
+  const Bytes hello = {0x52, 0x50, 0x43, 0x49, 0x01, 0x01, 0x00, 0x00, 0x2b, 0x00, 0x00, 0x00, 0x00, 0x00,
+                       0x00, 0x00, 0x09, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03, 0x73, 0x68, 0x6d,
+                       0x01, 0x68, 0x04, 0x00, 0xaa, 0xbb, 0xcc, 0xdd, 0x01, 0x01, 0x00, 0x00, 0x00, 0x00,
+                       0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x20, 0x00, 0x00, 0x00, 0x00, 0x00,
+                       0x00, 0x55, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02};
+  const std::uint8_t address[] = {0xaa, 0xbb, 0xcc, 0xdd};
+  proto::Hello h;
+  h.provider = "shm";
+  h.host = "h";
+  h.fabric_address = address;
+  h.regions = {{1, 0x1000, 0x2000, 0x55}};
+  auto e = proto::message_encode(h, 9);
+  REQUIRE(e);
+  CHECK(*e == hello);
+}
+
 TEST_CASE("the worked examples 13.6 and 13.11 of docs/protocol.md are what the encoder writes") {
-  const Bytes attach = {0x52, 0x50, 0x43, 0x49, 0x01, 0x0e, 0x00, 0x00, 0x0e, 0x00, 0x00, 0x00, 0x00,
+  const Bytes attach = {0x52, 0x50, 0x43, 0x49, 0x01, 0x0e, 0x00, 0x00, 0x0f, 0x00, 0x00, 0x00, 0x00,
                         0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x04, 0x65,
-                        0x64, 0x75, 0x30, 0x00, 0x00, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00};
+                        0x64, 0x75, 0x30, 0x00, 0x00, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02};
   auto a = proto::message_encode(proto::AttachRequest{"edu0", 1 << 20}, 1);
   REQUIRE(a);
   CHECK(*a == attach);
@@ -1343,8 +1391,8 @@ TEST_CASE("payload sizes, smallest and largest, are those of the type table in d
   const Bytes address_min{1}, address_max(proto::kMaxFabricAddress, 2), nonce_max(proto::kMaxNonce, 3);
   proto::Hello hello_min{"p", "", address_min, {}, {}};
   proto::Hello hello_max{s64, s255, address_max, std::vector<proto::RegionDescriptor>(proto::kMaxRegions), nonce_max};
-  CHECK(payload(hello_min) == 8);
-  CHECK(payload(hello_max) == 1093);
+  CHECK(payload(hello_min) == 9);
+  CHECK(payload(hello_max) == 1094);
   CHECK(payload(proto::ErrorMsg{EIO, ""}) == 6);
   CHECK(payload(proto::ErrorMsg{EIO, s1024}) == 1030);
   const Bytes ping_max(proto::kMaxPayload, 4);
@@ -1352,8 +1400,8 @@ TEST_CASE("payload sizes, smallest and largest, are those of the type table in d
   CHECK(payload(proto::Pong{{ping_max}}) == 65536);
   CHECK(payload(proto::AuthHello{"a", auth}) == 34);
   CHECK(payload(proto::AuthHello{s64, auth}) == 97);
-  CHECK(payload(proto::AttachRequest{"e", 0, 0}) == 11);
-  CHECK(payload(proto::AttachRequest{s64, 0, proto::kAttachWindowPush}) == 74);
+  CHECK(payload(proto::AttachRequest{"e", 0, 0}) == 12);
+  CHECK(payload(proto::AttachRequest{s64, 0, proto::kAttachWindowPush}) == 75);
 
   proto::ExportEntry entry_min;
   entry_min.name = "e";
@@ -1364,8 +1412,8 @@ TEST_CASE("payload sizes, smallest and largest, are those of the type table in d
   entry_max.holder = s64;
   for (std::uint8_t b = 0; b < rpcie::pci::kBarCount; ++b)
     entry_max.bars.push_back({b, proto::BarKind::memory, proto::kBarFlagsKnown, 1});
-  CHECK(payload(proto::AttachReply{entry_min, 0, 0}) == 35);
-  CHECK(payload(proto::AttachReply{entry_max, 0, 0}) == 259);
+  CHECK(payload(proto::AttachReply{entry_min, 0, 0}) == 36);
+  CHECK(payload(proto::AttachReply{entry_max, 0, 0}) == 260);
   CHECK(payload(proto::ListReply{}) == 2);
   CHECK(payload(proto::ListReply{std::vector<proto::ExportEntry>(proto::kMaxExports, entry_max)}) == 31618);
 
@@ -1377,4 +1425,11 @@ TEST_CASE("payload sizes, smallest and largest, are those of the type table in d
   const Bytes push_max(proto::kMaxPushBytes, 5);
   CHECK(payload(proto::WindowPush{0, one, {}}) == 15);
   CHECK(payload(proto::WindowPush{0, push_max, batch_max.writes}) == 37390);
+  const Bytes rma_max(proto::kMaxRmaBytes, 6);
+  CHECK(payload(proto::RmaPut{0, 0, 0, one}) == 18);
+  CHECK(payload(proto::RmaPut{0, 0, proto::kRmaPutAck, rma_max}) == 61457);
+  CHECK(payload(proto::RmaGet{0, 0, 1}) == 20);
+  CHECK(payload(proto::RmaData{0, one}) == 13);
+  CHECK(payload(proto::RmaData{0, rma_max}) == 61452);
+  CHECK(payload(proto::RmaDone{}) == 4);
 }

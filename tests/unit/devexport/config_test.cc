@@ -107,6 +107,10 @@ TEST_CASE("config: bad values are EINVAL naming FILE:LINE and the key") {
            Case{"listen = \"[::1\"\n", 1, "listen"},
            Case{"preauth-per-address = 0\n", 1, "preauth-per-address"},
            Case{"preauth-max = \"many\"\n", 1, "preauth-max"},
+           Case{"lease = \"2s\"\ndata-path = \"closed\"\n", 2, "data-path: data path must be sealed, open or auto"},
+           Case{"data-path = true\n", 1, "data-path must be a string"},
+           Case{"[[export]]\nname = \"a\"\nbackend = \"edu\"\ndata-path = \"Sealed\"\n", 4,
+                "export 1: data-path: data path must be sealed, open or auto, not 'Sealed'"},
            Case{"[[client]]\nname = \"bob\"\n", 1, "client 1: needs name and psk-file"},
            Case{"[[client]]\nname = \"bob\"\npsk-file = \"/k\"\ncolour = 1\n", 4, "colour"},
            Case{"client = 3\n", 1, "client must be an array of tables"},
@@ -125,6 +129,42 @@ TEST_CASE("config: bad values are EINVAL naming FILE:LINE and the key") {
     CHECK(e.message.find("exportd.toml:" + std::to_string(c.line) + ": ") != std::string::npos);
     CHECK(e.message.find(c.names) != std::string::npos);
   }
+}
+
+TEST_CASE("config: data-path at the top level is every export's policy unless the export sets its own") {
+  ConfigFile f(R"(data-path = "sealed"
+[[export]]
+name = "a"
+backend = "edu"
+
+[[export]]
+name = "b"
+backend = "edu"
+data-path = "open"
+
+[[export]]
+name = "c"
+backend = "edu"
+data-path = "auto"
+)");
+  auto c = f.load();
+  REQUIRE(c);
+  CHECK(c->data_path == DataPathChoice::sealed);
+  REQUIRE(c->exports.size() == 3);
+  CHECK_FALSE(c->exports[0].data_path);
+  CHECK(c->exports[1].data_path == DataPathChoice::open);
+  CHECK(c->exports[2].data_path == DataPathChoice::automatic);
+  CHECK(export_data_path_policy(*c, c->exports[0]) == DataPathChoice::sealed);
+  CHECK(export_data_path_policy(*c, c->exports[1]) == DataPathChoice::open);
+  CHECK(export_data_path_policy(*c, c->exports[2]) == DataPathChoice::automatic);
+}
+
+TEST_CASE("config: without data-path anywhere the policy is auto") {
+  ConfigFile f("[[export]]\nname = \"a\"\nbackend = \"edu\"\n");
+  auto c = f.load();
+  REQUIRE(c);
+  CHECK(c->data_path == DataPathChoice::automatic);
+  CHECK(export_data_path_policy(*c, c->exports[0]) == DataPathChoice::automatic);
 }
 
 TEST_CASE("config: preauth caps from the file") {
@@ -194,8 +234,18 @@ TEST_CASE("config: the flag form splits the exporter's keys from the backend's")
   CHECK(e->dma == DmaMode::mirror);
   CHECK(e->shared);
   CHECK(e->allow == std::vector<std::string>{"alice", "bob"});
+  CHECK_FALSE(e->data_path);
   CHECK_FALSE(export_config_parse("noequals"));
   CHECK_FALSE(export_config_parse("a=edu,shared=maybe"));
+  auto sealed = export_config_parse("edu0=edu,data-path=sealed");
+  REQUIRE(sealed);
+  CHECK(sealed->data_path == DataPathChoice::sealed);
+  CHECK(sealed->spec.params.empty());
+  auto bad = export_config_parse("edu0=edu,data-path=clear");
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().code == EINVAL);
+  CHECK(bad.error().message.find("export 'edu0': data-path: data path must be sealed, open or auto") !=
+        std::string::npos);
 }
 
 TEST_CASE("config: the whole configuration has exports, and distinct names") {

@@ -2,7 +2,9 @@
 // exports), release, and the entries of list and attach replies.
 #include "export_table.hpp"
 
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -137,6 +139,31 @@ TEST_CASE("list gives every export with its state, holders and flags") {
   CHECK(l.exports[0].bars[0].size == (1u << 20));
   CHECK(l.exports[0].bars[0].kind == pci::BarKind::memory);
   CHECK((l.exports[0].bars[0].flags & proto::kBarFlagDirect) != 0);
+}
+
+TEST_CASE("an export's data-path policy is in its entry's flags: sealed only, open only, or neither") {
+  ExportTable t;
+  const std::pair<const char*, std::optional<DataPathChoice>> policies[] = {{"unset", std::nullopt},
+                                                                            {"auto", DataPathChoice::automatic},
+                                                                            {"sealed", DataPathChoice::sealed},
+                                                                            {"open", DataPathChoice::open}};
+  for (const auto& [name, policy] : policies) {
+    ExportConfig c = export_config(name, true);
+    c.data_path = policy;
+    export_add(t, c);
+  }
+  std::vector<std::string> storage;
+  const proto::ListReply l = t.list(storage);
+  REQUIRE(l.exports.size() == 4);
+  CHECK(l.exports[0].flags == proto::kExportShared);
+  CHECK(l.exports[1].flags == proto::kExportShared);
+  CHECK(l.exports[2].flags == (proto::kExportShared | proto::kExportSealedOnly));
+  CHECK(l.exports[3].flags == (proto::kExportShared | proto::kExportOpenOnly));
+  // The entry of an attach reply says the same.
+  std::string holder;
+  CHECK(t.entry(slot_of(t, "sealed"), holder).flags == (proto::kExportShared | proto::kExportSealedOnly));
+  // What goes on the wire is valid (never both bits).
+  for (const auto& e : l.exports) CHECK(proto::ExportEntry::valid(e));
 }
 
 TEST_CASE("entry describes one export with its current holders") {

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attach_manager.hpp"
@@ -53,6 +54,22 @@ TEST_CASE("attach request: host and export required, port and DMA window default
   REQUIRE(p.has_value());
   CHECK(p->port == 9000);
   CHECK(p->window_size == 1 << 20);
+}
+
+TEST_CASE("attach request: data_path is optional; absent it is hostd's, else sealed, open or auto") {
+  auto p = attach_request_parse({{"host", "h"}, {"export", "e"}}, policy_of(4096));
+  REQUIRE(p.has_value());
+  CHECK_FALSE(p->data_path);
+  for (const auto& [word, choice] :
+       {std::pair{"sealed", DataPathChoice::sealed}, std::pair{"open", DataPathChoice::open},
+        std::pair{"auto", DataPathChoice::automatic}}) {
+    p = attach_request_parse({{"host", "h"}, {"export", "e"}, {"data_path", word}}, policy_of(4096));
+    REQUIRE(p.has_value());
+    CHECK(p->data_path == choice);
+  }
+  CHECK(parse_error({{"host", "h"}, {"export", "e"}, {"data_path", "clear"}}).message ==
+        "data_path: data path must be sealed, open or auto, not 'clear'");
+  CHECK(parse_error({{"host", "h"}, {"export", "e"}, {"data_path", 1}}).code == EINVAL);
 }
 
 TEST_CASE("attach request: missing or mistyped fields, port 0 or over 65535 are EINVAL") {

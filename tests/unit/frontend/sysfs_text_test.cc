@@ -56,10 +56,14 @@ TEST_CASE("remote: where the device is; the error only while the link is down") 
   s.provider = "tcp;ofi_rxm";
   s.generation = 3;
   s.last_error = "peer gone";
+  s.data_path = DataPath::sealed;
   CHECK(sysfs_remote_text(p, s) ==
-        "exporter 10.0.0.2:7385\nexport edu0\nprovider tcp;ofi_rxm\nstate connected\ngeneration 3\n");
+        "exporter 10.0.0.2:7385\nexport edu0\nprovider tcp;ofi_rxm\ndata_path sealed\nstate connected\ngeneration "
+        "3\n");
   s.state = LinkState::reconnecting;
   s.provider.clear();
+  s.data_path = DataPath::open;
   CHECK(sysfs_remote_text(p, s) ==
-        "exporter 10.0.0.2:7385\nexport edu0\nprovider -\nstate reconnecting\ngeneration 3\nerror peer gone\n");
+        "exporter 10.0.0.2:7385\nexport edu0\nprovider -\ndata_path open\nstate reconnecting\ngeneration 3\nerror "
+        "peer gone\n");
 }
