@@ -31,6 +31,9 @@ std::optional<DataPath> decision_expected(DataPathChoice policy, DataPath wanted
     if (insist && wanted != allowed) return std::nullopt;
     mode = allowed;
   }
+  // Nobody asked for sealed by name: without a key the attachment runs open.
+  if (mode == DataPath::sealed && !authenticated && !insist && policy == DataPathChoice::automatic)
+    return DataPath::open;
   if (mode == DataPath::sealed && !authenticated) return std::nullopt;
   return mode;
 }
@@ -112,11 +115,15 @@ TEST_CASE("data path: the exporter's decision over every policy, wanted mode, in
           }
         }
   // 3 x 2 x 2 x 2 cases; refused: the 4 insisting disagreements (each policy, the other
-  // mode, either authentication) and the 5 others that end sealed without authentication
-  // (auto policy asked sealed x 2 insist; sealed policy asked sealed x 2, asked open, not
-  // insisting).
+  // mode, either authentication) and the 4 others that end sealed by name without
+  // authentication (auto policy, the client insisting on sealed; sealed policy asked sealed
+  // x 2 insist, asked open, not insisting). Auto policy with sealed only as the client's
+  // default runs open without a key.
   CHECK(decided + refused == 24);
-  CHECK(refused == 9);
+  CHECK(refused == 8);
+  auto keyless = data_path_decide(DataPathChoice::automatic, DataPath::sealed, false, false, "edu7");
+  REQUIRE(keyless);
+  CHECK(*keyless == DataPath::open);
 }
 
 TEST_CASE("data path: without a policy the client's wish is what runs") {
