@@ -722,6 +722,8 @@ int main(int argc, char** argv) {
   app.add_option("--name", c.options.name);
   app.add_option("--provider", provider);
   app.add_option("--window", window);
+  std::string data_path = "auto";
+  app.add_option("--data-path", data_path, "sealed, open or auto (the client's choice)");
   std::string name;
   std::string size = "64M";
   int seconds = 30;
@@ -746,6 +748,12 @@ int main(int argc, char** argv) {
   std::string why;
   auto choice = rpcie::providers::provider_parse(provider, &why);
   auto window_bytes = rpcie::size_parse(window);
+  auto data_path_choice = rpcie::data_path_choice_parse(data_path);
+  if (!data_path_choice) {
+    std::printf("FAIL: bad arguments: %s\n", data_path_choice.error().message.c_str());
+    return 2;
+  }
+  c.options.data_path = *data_path_choice;
   auto size_bytes = rpcie::size_parse(size);
   if (!address || !key || !choice || !window_bytes || !size_bytes) {
     std::printf("FAIL: bad arguments: %s\n", !address ? address.error().message.c_str()

@@ -47,6 +47,11 @@ dma = "mirror"
 name = "edu3"
 backend = "edu"
 allow = ["alice"]
+
+[[export]]
+name = "edus"
+backend = "edu"
+data-path = "sealed"
 TOML
 "$RPCIE" keygen "$TMP/alice.psk" >/dev/null || die "keygen (alice)"
 # A real PCI function bound to a host driver, exported read-only (where this machine has
@@ -78,11 +83,19 @@ out=$("${ON_DEV[@]}" "$EXPORTD" --psk-file "$TMP/psk" --access-log "$TMP/no/such
 [ $rc = 1 ] && grep -q "access log $TMP/no/such/dir/a.log: No such file" <<<"$out" || die "bad --access-log: rc $rc, '$out'"
 out=$("${ON_DEV[@]}" "$EXPORTD" --psk-file "$TMP/psk" --export a=membar,doorbell=sometimes 2>&1); rc=$?
 [ $rc = 1 ] && grep -q "doorbell 'sometimes'" <<<"$out" || die "bad doorbell value: rc $rc, '$out'"
+printf 'psk-file = "%s"\n[[export]]\nname = "a"\nbackend = "edu"\ndata-path = "clear"\n' "$TMP/psk" >"$TMP/datapath.toml"
+out=$("${ON_DEV[@]}" "$EXPORTD" --config "$TMP/datapath.toml" 2>&1); rc=$?
+[ $rc = 1 ] && grep -q "datapath.toml:5: export 1: data-path: data path must be sealed, open or auto, not 'clear'" <<<"$out" ||
+  die "bad data-path in the config: rc $rc, '$out'"
+out=$("${ON_DEV[@]}" "$EXPORTD" --psk-file "$TMP/psk" --data-path clear --export a=edu 2>&1); rc=$?
+[ $rc = 2 ] && grep -q "^rpcie-exportd: error: --data-path: data path must be sealed, open or auto" <<<"$out" ||
+  die "bad --data-path: rc $rc, '$out'"
 pass "bad configuration refused with clear errors"
 
 # --- The exporter ----------------------------------------------------------------------
 start_bg "${ON_DEV[@]}" "${PIN_DEV[@]}" "$EXPORTD" --config "$TMP/exportd.toml" --export edu0=edu \
-  --export mem0=membar,size=64M --export mdb=membar,size=1M,doorbell=on --export edu2=edu,delay=1ms "${SYSFS_EXPORT[@]}" 2>"$TMP/exportd.log"
+  --export mem0=membar,size=64M --export mdb=membar,size=1M,doorbell=on --export edu2=edu,delay=1ms \
+  --export eduo=edu,data-path=open "${SYSFS_EXPORT[@]}" 2>"$TMP/exportd.log"
 EXPORTER=$LAST_PID
 deadline=$((SECONDS + 10))
 until grep -q "listening on" "$TMP/exportd.log"; do
@@ -97,9 +110,11 @@ check() { timeout 60 "${ON_CMP[@]}" "${PIN_CMP[@]}" "$DEVCHECK" -r "$R" --psk-fi
 
 # --- list ------------------------------------------------------------------------------
 cli list -r "$R" --psk-file "$TMP/psk" -o json >"$TMP/list.json" || die "list: $(cat "$TMP/list.json")"
-python3 - "$TMP/list.json" <<'PY' || die "list JSON: $(cat "$TMP/list.json")"
+python3 - "$TMP/list.json" "$PROVIDER" <<'PY' || die "list JSON: $(cat "$TMP/list.json")"
 import json, sys
 d = json.load(open(sys.argv[1]))
+# The mode an attach from here would run: the export's policy, else the provider's default.
+default = "sealed" if sys.argv[2] == "tcp" else "open"
 e = {x["name"]: x for x in d["exports"]}
 assert {"edu0", "edu1", "edu2", "edu3", "mem0"} <= set(e), e.keys()
 assert e["edu0"]["vendor"] == "0x1234" and e["edu0"]["device"] == "0x11e8" and e["edu0"]["class"] == "0x00ff00"
@@ -108,8 +123,12 @@ assert e["edu0"]["bars"] == [{"bar": 0, "size": 1 << 20, "type": "registers", "6
 assert e["mem0"]["bars"][0]["size"] == 64 << 20 and e["mem0"]["bars"][0]["direct"] and e["mem0"]["bars"][0]["type"] == "memory"
 assert [(b["bar"], b["type"], b["size"], b["direct"]) for b in e["mdb"]["bars"]] == [(0, "memory", 1 << 20, True), (2, "registers", 4096, False)], e["mdb"]
 assert e["mdb"]["vectors"] == 1 and e["mem0"]["vectors"] == 0, (e["mdb"], e["mem0"])
+assert (e["edu0"]["data_path"], e["edu0"]["data_path_policy"]) == (default, "auto"), e["edu0"]
+assert (e["edus"]["data_path"], e["edus"]["data_path_policy"]) == ("sealed", "sealed"), e["edus"]
+assert (e["eduo"]["data_path"], e["eduo"]["data_path_policy"]) == ("open", "open"), e["eduo"]
 PY
 cli list -r "$R" --psk-file "$TMP/psk" | grep -q "^edu0 .*1234:11e8 .*free" || die "list text"
+cli list -r "$R" --psk-file "$TMP/psk" | grep -q "^eduo .* open  *free" || die "list text: no data path column"
 pass "list (text and JSON)"
 
 # --- Device behaviour through the client API ---------------------------------------------
@@ -145,8 +164,17 @@ check --name bob attachfail edu3 13 "not allowed" || die "bob attached edu3 desp
 out=$(timeout 30 "${ON_CMP[@]}" "$DEVCHECK" -r "$R" --psk-file "$TMP/psk" --name alice list 2>&1); rc=$?
 [ $rc != 0 ] && grep -q "authentication failed" <<<"$out" || die "alice authenticated with the shared key: '$out'"
 check attachfail no-such-export 2 "no export named" || die "unknown export"
+# The export's data-path policy wins; a client that insists on the other mode is refused.
+check --data-path sealed attachfail eduo 71 "the client insists on the sealed data path; export eduo allows only open" ||
+  die "an insisting client of the other data path was not refused"
+check --data-path open attachfail edus 71 "insists on the open data path; export edus allows only sealed" ||
+  die "an insisting client of the other data path was not refused (sealed export)"
+grep -q "attach refused: the client insists on the sealed data path; export eduo allows only open" "$TMP/exportd.log" ||
+  die "exporter did not log the data-path refusal"
 grep -q "MAC does not verify" "$TMP/exportd.log" || die "exporter did not log the bad MAC"
-pass "wrong key refused, forged frame dropped"
+grep -q "attached edu0 (window .*, data path $([ "$PROVIDER" = tcp ] && echo sealed || echo open))" "$TMP/exportd.log" ||
+  die "exporter did not log edu0's data path"
+pass "wrong key refused, forged frame dropped, insisting on the other data path refused"
 
 # --- Exclusive attach, leases ---------------------------------------------------------------
 list_state() { cli list -r "$R" --psk-file "$TMP/psk" | awk -v n="$1" '$1 == n { print $NF }'; }

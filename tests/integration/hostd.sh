@@ -57,19 +57,23 @@ hostd_start() {
   done
 }
 CLEANUPS+=("for _ in 1 2 3 4; do grep -q ' $MNT ' /proc/mounts && umount -l $MNT; done")
-attach() { "${ON_CMP[@]}" "$RPCIE" attach -r "$HOST" -e "$1" -o json; }
+attach() {
+  local e=$1
+  shift
+  "${ON_CMP[@]}" "$RPCIE" attach -r "$HOST" -e "$e" -o json "$@"
+}
 json_get() { python3 -c "import json,sys; print(json.load(sys.stdin)$1)"; }
 
 # --- CLI and daemon misuse -------------------------------------------------------------
 for args in "attach" "attach -r $HOST" "detach" "detach -d rpcie0 --all" "status --bogus" "frobnicate" \
-            "attach -r $HOST -e x --dma-window lots"; do
+            "attach -r $HOST -e x --dma-window lots" "attach -r $HOST -e x --data-path clear"; do
   "$RPCIE" $args >/dev/null 2>"$TMP/err"; rc=$?
   [ $rc = 2 ] || die "rpcie $args: exit $rc, expected 2 ($(cat "$TMP/err"))"
 done
 "$RPCIE" status >/dev/null 2>"$TMP/err"; rc=$?
 [ $rc = 1 ] && grep -q "rpcie: error: no rpcie-hostd listens" "$TMP/err" || die "status without hostd: rc $rc, $(cat "$TMP/err")"
 for args in "--timeout soon" "--dma-window 3" "--mode 999" "--group no-such-group-$$" "--bogus" "--max-dma-window 3" \
-            "--dma-window 512M" "--max-dma-window 8M" "--allow-remote a/b" "--allow-remote [::1"; do
+            "--dma-window 512M" "--max-dma-window 8M" "--allow-remote a/b" "--allow-remote [::1" "--data-path clear"; do
   "$HOSTD" --foreground --mount "$MNT" --control "$SOCK" --psk-file "$TMP/psk" $args >/dev/null 2>"$TMP/err"; rc=$?
   [ $rc = 2 ] || die "rpcie-hostd $args: exit $rc, expected 2 ($(cat "$TMP/err"))"
 done
@@ -80,7 +84,7 @@ hostd_start
 out=$(attach nosuch 2>&1); rc=$?
 [ $rc = 1 ] && grep -q "rpcie: error:.*nosuch" <<<"$out" || die "attach of an unknown export: rc $rc, $out"
 J0=$(attach edu0) || die "attach edu0"
-J1=$(attach edu1) || die "attach edu1"
+J1=$(attach edu1 --data-path open) || die "attach edu1 (open data path)"
 JM=$(attach mem0) || die "attach mem0"
 D0=$(json_get "['sysfs']" <<<"$J0") D1=$(json_get "['sysfs']" <<<"$J1") DM=$(json_get "['sysfs']" <<<"$JM")
 N0=$(json_get "['device']" <<<"$J0")
@@ -91,7 +95,15 @@ N0=$(json_get "['device']" <<<"$J0")
 [ "$(wc -l <"$D0/resource")" = 7 ] || die "resource has $(wc -l <"$D0/resource") lines"
 [ "$(stat -c %s "$D0/dma")" -gt 0 ] && [ "$(stat -L -c %s "$D0/dma")" = $((16 << 20)) ] || die "dma link / window size"
 grep -q "^state connected" "$D0/remote" && grep -q "^generation 1" "$D0/remote" || die "remote: $(cat "$D0/remote")"
-pass "attach: tree, /dev links, sysfs files, remote"
+# The data path: tcp's default (sealed) unless the attach asked for one.
+grep -q "^data_path sealed$" "$D0/remote" || die "remote of edu0 (tcp default): $(cat "$D0/remote")"
+grep -q "^data_path open$" "$D1/remote" || die "remote of edu1 (attached --data-path open): $(cat "$D1/remote")"
+"$RPCIE" status -o json | python3 -c '
+import json, sys
+a = {x["export"]: x for x in json.load(sys.stdin)["attachments"]}
+assert (a["edu0"]["data_path"], a["edu1"]["data_path"]) == ("sealed", "open"), a' || die "status JSON data_path"
+"$RPCIE" status | grep -q " edu1 .* open  " || die "status text: no data path column: $("$RPCIE" status)"
+pass "attach: tree, /dev links, sysfs files, remote, data path"
 
 # --- pciutils, dd ----------------------------------------------------------------------
 BDF0=$(basename "$D0")
