@@ -402,16 +402,20 @@ Result<void> Channel::rma_post(RmaKind kind, const MemoryRegion& local, std::siz
         return fail(ETIMEDOUT, "deadline passed posting rma");
       }
     }
-    if (write) {
-      ++stats_.rma_writes;
-      stats_.bytes_written += chunk;
-    } else {
-      ++stats_.rma_reads;
-      stats_.bytes_read += chunk;
-    }
+    rma_count_locked(write, chunk);
     done += chunk;
   }
   return {};
+}
+
+void Channel::rma_count_locked(bool write, std::size_t chunk) {
+  if (write) {
+    ++stats_.rma_writes;
+    stats_.bytes_written += chunk;
+  } else {
+    ++stats_.rma_reads;
+    stats_.bytes_read += chunk;
+  }
 }
 
 Result<void> Channel::rma_flush(Deadline deadline) {

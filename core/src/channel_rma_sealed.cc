@@ -139,13 +139,7 @@ Result<void> Channel::rma_post_sealed(RmaKind kind, const MemoryRegion& local, s
       completion_locked(*op, 0);
       return posted;
     }
-    if (write) {
-      ++stats_.rma_writes;
-      stats_.bytes_written += chunk;
-    } else {
-      ++stats_.rma_reads;
-      stats_.bytes_read += chunk;
-    }
+    rma_count_locked(write, chunk);
     done += chunk;
   }
   return {};

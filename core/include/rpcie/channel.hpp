@@ -199,6 +199,7 @@ class Channel {
   Result<void> rma_post(RmaKind kind, const MemoryRegion& local, std::size_t local_offset, const RemoteRegion& remote,
                         std::uint64_t remote_offset, std::size_t length, Deadline deadline, bool delivered);
   Result<void> recv_post_locked(Op& op);
+  void rma_count_locked(bool write, std::size_t chunk);  // a chunk posted: ChannelStats
   Result<Op*> slot_take(std::unique_lock<std::mutex>& held, std::vector<Op*>& pool, Deadline deadline,
                         const char* what);
   Result<void> poll_locked();  // reaps the CQ, then (sealed RMA) serves what arrived

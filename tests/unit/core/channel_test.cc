@@ -38,25 +38,8 @@
 #include "rpcie/providers/provider.hpp"
 #include "rpcie/session.hpp"
 
-using namespace std::chrono_literals;
-namespace proto = rpcie::proto;
-namespace providers = rpcie::providers;
-using rpcie::Channel;
-using rpcie::ChannelOptions;
-using rpcie::Deadline;
-using rpcie::HostBuffer;
-using rpcie::Listener;
-using rpcie::ProgressThread;
-using rpcie::RemoteRegion;
-using rpcie::Session;
-using rpcie::SessionOptions;
-using rpcie::WriteCompletion;
-
-namespace {
-
 using namespace channel_fixture;
-
-}  // namespace
+using rpcie::WriteCompletion;
 
 namespace {
 
