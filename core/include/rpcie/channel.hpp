@@ -51,7 +51,7 @@
 // delivered writes when the peer's rma_done says they are in place. Writes and messages are
 // one ordered stream, so message_send_after_writes() needs no flush. A refusal by the peer
 // (no such region, no access, out of bounds) fails the channel, as a failed RMA completion
-// does. Chunks are at most proto::kMaxRmaBytes.
+// does. Chunks are at most kSealedRmaChunk.
 //
 // Errors: every wait takes a Deadline and fails with ETIMEDOUT when it passes. A failed
 // completion (peer gone, key revoked, ...) makes the channel fail: that call and every later
@@ -81,6 +81,12 @@
 namespace rpcie {
 
 enum class WriteCompletion { posted, delivered };
+
+// Bytes of one sealed RMA chunk (rma_put / rma_data): under rxm's eager limit (16 KiB
+// buffers by default), so that a chunk goes out without waiting for the target to fetch it
+// (a rendezvous), which a sealed transfer of larger chunks did, at a fraction of the speed.
+inline constexpr std::size_t kSealedRmaChunk = 16 * 1024 - 256;
+static_assert(kSealedRmaChunk <= proto::kMaxRmaBytes);
 
 // A local region the peer may reach by sealed RMA (rma_seal). The memory must outlive the
 // Channel (or the next rma_seal).

@@ -55,7 +55,7 @@ TEST_CASE("sealed rma writes and reads of every size and offset arrive intact, s
   struct Case {
     std::size_t local_offset, remote_offset, length;
   };
-  const std::size_t kChunk = proto::kMaxRmaBytes;
+  const std::size_t kChunk = rpcie::kSealedRmaChunk;
   const Case cases[] = {{0, 0, 1},          {3, 7, 8},       {0, 0, 4095},           {100, 4096, kChunk},
                         {0, 1, kChunk + 1}, {0, 0, 1 << 20}, {12345, 54321, 777777}, {0, kSize - 1, 1}};
   std::uint32_t seed = 1;
