@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# One-sided RMA against the data path from an attacker that watched a real attach (issue 12
+# point 7; docs/security.md 5.2), with the real stack (stack_start, tcp;ofi_rxm):
+#
+#   [ns dev: rpcie-exportd, mem0=membar]==veth==[ns cmp: rpcie-hostd, FUSE mount]
+#        |  rma_capture.py (AF_PACKET on the veth) records a bulk transfer (dd of resource0)
+#        |  rpcie-test-fabric-inject rma: a keyless endpoint of its own, bound on the device
+#        '  side, tries 8-byte reads (and where they work writes) with the captured keys
+#
+# Two phases, each its own stack (this script runs itself once per phase):
+#  - open: RMA on registered memory, its keys in clear on the wire. The capture must find at
+#    least one key and the attacker must read with it; what succeeded is printed (the
+#    isolated-fabric contract of 5.2: an observer reads and writes the region behind a key).
+#  - sealed (the tcp default): no key on the wire and no memory registered for remote
+#    access. Every attempt, with the captured candidates, guessed table keys 0..16 and
+#    random keys, against both sides' endpoints, must fail; the device memory (sha256 of
+#    BAR0 through the client) and the client's own data are unchanged; status says sealed.
+#   datapath_rma_attack.sh BUILDDIR [open|sealed]
+if [ $# = 1 ]; then
+  for phase in open sealed; do
+    echo "=== phase $phase"
+    bash "$0" "$1" "$phase" || exit $?
+  done
+  echo "PASS"
+  exit 0
+fi
+. "$(dirname "$0")/lib.sh"
+B=$1 PHASE=$2
+INJECT=$B/tests/rpcie-test-fabric-inject CAPTURE=$(dirname "$0")/rma_capture.py
+command -v python3 >/dev/null || skip "python3 is not installed"
+command -v ss >/dev/null || skip "ss (iproute2) is not installed"
+command -v sha256sum >/dev/null || skip "sha256sum is not installed"
+case $PHASE in
+  open) ATTACH_ARGS=(--data-path open) SPEC_PATH=,data-path=open ;;
+  sealed) ATTACH_ARGS=() SPEC_PATH= ;;
+  *) die "unknown phase $PHASE" ;;
+esac
+SIZE=$((4 << 20))
+
+HOSTD_TIMEOUT=5
+stack_start "$B" rpcier 169.254.86 "mem0=membar,size=4M$SPEC_PATH"
+"${ON_CMP[@]}" "$RPCIE" attach -r "$HOST" -e mem0 "${ATTACH_ARGS[@]}" >/dev/null || die "attach mem0"
+DEVICE=$DEVDIR/rpcie0 BAR=$DEVDIR/rpcie0/resource0
+[ -e "$BAR" ] || die "no $BAR after attach"
+grep -q "^data_path $PHASE$" "$DEVICE/remote" || die "remote: $(cat "$DEVICE/remote")"
+"$RPCIE" status -o json | python3 -c '
+import json, sys
+a = json.load(sys.stdin)["attachments"]
+assert [x["data_path"] for x in a] == [sys.argv[1]], a' "$PHASE" || die "status JSON data_path is not $PHASE"
+pass "$PHASE: attached, remote and status JSON say data_path $PHASE"
+
+# --- the capture of a bulk transfer -----------------------------------------------------------
+head -c $((1 << 20)) /dev/urandom >"$TMP/pattern"
+start_bg "${ON_DEV[@]}" python3 "$CAPTURE" capture "vd$$" "$TMP/stop" "$TMP/cap" 30 >"$TMP/capture.out"
+CAPTURE_PID=$LAST_PID
+deadline=$((SECONDS + 5))
+until grep -q capturing "$TMP/capture.out" 2>/dev/null; do
+  [ $SECONDS -ge $deadline ] && die "the capture did not start"
+  sleep 0.05
+done
+dd if="$TMP/pattern" of="$BAR" bs=1M count=1 conv=notrunc status=none || die "dd of the pattern into BAR0"
+dd if="$BAR" of="$TMP/readback" bs=1M count=1 status=none || die "dd of BAR0"
+cmp -s "$TMP/pattern" "$TMP/readback" || die "the client reads back other bytes than it wrote"
+dd if="$BAR" bs=1M count=4 status=none | sha256sum >"$TMP/sum.before" || die "checksum of BAR0"
+touch "$TMP/stop"
+wait "$CAPTURE_PID" || die "the capture failed: $(cat "$TMP/capture.out")"
+grep "^captured" "$TMP/capture.out" | sed "s/^/$PHASE: /"
+python3 "$CAPTURE" keys "$TMP/cap" $SIZE 64 >"$TMP/keys" 2>"$TMP/keys.err" || die "key scan: $(cat "$TMP/keys.err")"
+FOUND=$(wc -l <"$TMP/keys")
+echo "$PHASE: $(cat "$TMP/keys.err"): $FOUND candidate keys: $(tr '\n' ' ' <"$TMP/keys")"
+
+# --- the attack -------------------------------------------------------------------------------
+listeners() {  # listeners NETNS PID: the IP:PORT of each TCP listener of PID
+  ip netns exec "$1" ss -Hltnp | awk -v p="pid=$2," 'index($0, p) { print $4 }'
+}
+EXPORTD_PID=$(pgrep -f "rpcie-exportd --listen $HOST" | head -1)
+[ -n "$EXPORTD_PID" ] || die "no exporter pid"
+TARGETS=$(listeners "$DEV" "$EXPORTD_PID" | grep -v ":7385$"; listeners "$CMP" "$HOSTD_PID")
+[ -n "$(listeners "$DEV" "$EXPORTD_PID" | grep -v ":7385$")" ] && [ -n "$(listeners "$CMP" "$HOSTD_PID")" ] ||
+  die "fabric endpoints not found: $TARGETS"
+cp "$TMP/keys" "$TMP/tries"
+if [ "$PHASE" = sealed ]; then
+  for k in $(seq 0 16); do echo "$k 0"; done >>"$TMP/tries"
+  for _ in 1 2 3 4; do echo "$(od -An -N8 -tu8 /dev/urandom | tr -d ' ') 0"; done >>"$TMP/tries"
+fi
+READS=0 WRITES=0 TRIED=0 REFUSED=0
+for ep in $TARGETS; do
+  "${ON_DEV[@]}" "$INJECT" rma "$HOST" "${ep%:*}" "${ep##*:}" "$TMP/tries" $SIZE >"$TMP/rma.out" 2>"$TMP/rma.err" ||
+    die "attacker against $ep failed: $(cat "$TMP/rma.err")"
+  summary=$(grep "^summary" "$TMP/rma.out") || die "attacker against $ep: no summary: $(cat "$TMP/rma.out")"
+  echo "$PHASE: against $ep: $summary"
+  grep -E "^(read-ok|write-ok|write-lost)" "$TMP/rma.out" | sed "s/^/$PHASE:   $ep /"
+  set -- $summary
+  [ "$3" = "$(wc -l <"$TMP/tries")" ] || die "attacker against $ep tried $3 of $(wc -l <"$TMP/tries") candidates: $summary"
+  TRIED=$((TRIED + $3)) READS=$((READS + $5)) WRITES=$((WRITES + $7)) REFUSED=$((REFUSED + $9))
+done
+
+if [ "$PHASE" = open ]; then
+  [ "$FOUND" -ge 1 ] || die "open: the capture found no RMA key"
+  [ "$READS" -ge 1 ] || die "open: no RMA read succeeded with $FOUND captured keys"
+  pass "open: $FOUND keys captured; of $TRIED attempts $READS reads and $WRITES writes succeeded (docs/security.md 5.2)"
+else
+  [ "$READS" = 0 ] && [ "$WRITES" = 0 ] && [ "$REFUSED" = "$TRIED" ] || die "sealed: $READS reads and $WRITES writes of $TRIED succeeded"
+  pass "sealed: all $TRIED attempts refused ($FOUND captured candidates, keys 0..16 and 4 random, both endpoints)"
+fi
+
+# --- the device and the client afterwards -----------------------------------------------------
+dd if="$BAR" bs=1M count=4 status=none | sha256sum >"$TMP/sum.after" || die "checksum of BAR0 after the attack"
+dd if="$BAR" of="$TMP/readback" bs=1M count=1 status=none || die "dd of BAR0 after the attack"
+if [ "$PHASE" = sealed ]; then
+  cmp -s "$TMP/sum.before" "$TMP/sum.after" || die "sealed: BAR0 changed during the attack"
+  cmp -s "$TMP/pattern" "$TMP/readback" || die "sealed: the client's data changed during the attack"
+  "$RPCIE" status -o json | python3 -c '
+import json, sys
+a = json.load(sys.stdin)["attachments"]
+assert [x["data_path"] for x in a] == ["sealed"], a' || die "status JSON data_path after the attack"
+  pass "sealed: BAR0 checksum $(cut -c1-16 "$TMP/sum.after") and the client's pattern unchanged, status still sealed"
+else
+  cmp -s "$TMP/sum.before" "$TMP/sum.after" && echo "open: BAR0 checksum unchanged (the attacker restored what it wrote)" ||
+    echo "open: BAR0 checksum changed by the attack"
+fi
+"${ON_CMP[@]}" "$RPCIE" detach -d rpcie0 >/dev/null || die "detach"
+echo "PASS $PHASE"
