@@ -11,8 +11,9 @@
 #  - open: RMA on registered memory, its keys in clear on the wire. The capture must find at
 #    least one key and the attacker must read with it; what succeeded is printed (the
 #    isolated-fabric contract of 5.2: an observer reads and writes the region behind a key).
-#  - sealed (the tcp default): no key on the wire and no memory registered for remote
-#    access. Every attempt, with the captured candidates, guessed table keys 0..16 and
+#  - sealed (the tcp default): no region key on the wire (the only RMA there is ofi_rxm's
+#    own rendezvous of sealed messages above its eager size, under keys the provider chose)
+#    and no memory registered for remote access. Every attempt, with the captured candidates, guessed table keys 0..16 and
 #    random keys, against both sides' endpoints, must fail; the device memory (sha256 of
 #    BAR0 through the client) and the client's own data are unchanged; status says sealed.
 #   datapath_rma_attack.sh BUILDDIR [open|sealed]
@@ -65,8 +66,12 @@ dd if="$BAR" bs=1M count=4 status=none | sha256sum >"$TMP/sum.before" || die "ch
 touch "$TMP/stop"
 wait "$CAPTURE_PID" || die "the capture failed: $(cat "$TMP/capture.out")"
 grep "^captured" "$TMP/capture.out" | sed "s/^/$PHASE: /"
-python3 "$CAPTURE" keys "$TMP/cap" $SIZE 64 >"$TMP/keys" 2>"$TMP/keys.err" || die "key scan: $(cat "$TMP/keys.err")"
+[ -n "${KEEP_CAPTURE:-}" ] && cp "$TMP/cap" "$KEEP_CAPTURE.$PHASE"
+python3 "$CAPTURE" keys "$TMP/cap" $SIZE 64 "$TMP/ops" >"$TMP/keys" 2>"$TMP/keys.err" || die "key scan: $(cat "$TMP/keys.err")"
 FOUND=$(wc -l <"$TMP/keys")
+set -- $(cat "$TMP/keys.err")  # flows N bytes B rma-headers H framed-keys F loose-keys L
+[ "$#" = 10 ] && [ "$5" = rma-headers ] || die "key scan said: $(cat "$TMP/keys.err")"
+HEADERS=$6 FRAMED=$8
 echo "$PHASE: $(cat "$TMP/keys.err"): $FOUND candidate keys: $(tr '\n' ' ' <"$TMP/keys")"
 
 # --- the attack -------------------------------------------------------------------------------
@@ -96,10 +101,22 @@ for ep in $TARGETS; do
 done
 
 if [ "$PHASE" = open ]; then
-  [ "$FOUND" -ge 1 ] || die "open: the capture found no RMA key"
+  [ "$FRAMED" -ge 1 ] || die "open: the capture found no RMA operation's key ($HEADERS RMA headers)"
   [ "$READS" -ge 1 ] || die "open: no RMA read succeeded with $FOUND captured keys"
-  pass "open: $FOUND keys captured; of $TRIED attempts $READS reads and $WRITES writes succeeded (docs/security.md 5.2)"
+  pass "open: $HEADERS RMA operations and $FRAMED distinct keys in the capture; of $TRIED attempts $READS reads and $WRITES writes succeeded (docs/security.md 5.2)"
 else
+  # No region key may travel. What does (found by this test): ofi_rxm's rendezvous of a
+  # sealed message above its eager size, a read request for the sender's buffer of
+  # ciphertext under a key the provider chose (0x80000000 + a counter, under 2^32, unlike the
+  # exporter's random 63-bit keys). The attack tries those keys too.
+  python3 - "$TMP/ops" <<'EOF' || die "sealed: RMA other than rxm's rendezvous of sealed messages: $(sort "$TMP/ops" | uniq -c | head)"
+import sys
+ops = [l.split() for l in open(sys.argv[1])]
+bad = [o for o in ops if o[0] != "read" or int(o[1], 16) != 0 or int(o[2], 16) > 65536 or int(o[3], 16) >= 1 << 32]
+sys.exit(1 if bad else 0)
+EOF
+  echo "sealed: FINDING: $HEADERS RMA read requests on the wire, each rxm's rendezvous of a sealed message (length $(awk '{print $3}' "$TMP/ops" | sort -u | tr '\n' ' '), keys $(awk '{print $4}' "$TMP/ops" | sort | sed -n '1p;$p' | tr '\n' ' ')); no region key"
+  pass "sealed: no region key on the wire: every RMA operation in the capture is rxm's rendezvous of a sealed message ($FOUND candidates in all)"
   [ "$READS" = 0 ] && [ "$WRITES" = 0 ] && [ "$REFUSED" = "$TRIED" ] || die "sealed: $READS reads and $WRITES writes of $TRIED succeeded"
   pass "sealed: all $TRIED attempts refused ($FOUND captured candidates, keys 0..16 and 4 random, both endpoints)"
 fi

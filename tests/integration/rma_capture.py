@@ -6,13 +6,20 @@
       the interface's namespace) until STOPFILE exists or MAX_SECONDS pass, then writes them
       to OUTFILE (each frame: a 4-byte little-endian length, then the bytes). Prints
       "capturing" once the socket is bound and "captured N frames B bytes" at the end.
-  rma_capture.py keys CAPFILE REGION_SIZE MAX
+  rma_capture.py keys CAPFILE REGION_SIZE MAX [OPSFILE]
       Reassembles each TCP flow of the capture (IPv4) and prints up to MAX distinct
-      candidate keys as "KEY ADDR" lines (hex): every place, aligned or not, where 24 bytes
-      read as libfabric's struct ofi_rma_iov { u64 addr; u64 len; u64 key; } (little-endian,
-      as the tcp provider sends it in each RMA operation) with addr < REGION_SIZE,
-      0 < len <= 16 MiB and key != 0. Keys of 2^32 and above (the shape of a random 63-bit
-      key) come first, then by how often they were seen. Prints "flows N bytes B" on stderr.
+      candidate keys as "KEY ADDR" lines (hex), from two scans:
+       - framed: the RMA operations of libfabric 1.17's tcp provider, a 16-byte header
+         (u8 version 3, u8 op: 2 read request, 4 write, 5 write async; u16 flags; u8
+         op_data; u8 rma_iov_cnt 1..4; u8 hdr_size; u8 id; u64 size) whose last
+         rma_iov_cnt * 24 bytes of hdr_size are struct ofi_rma_iov { u64 addr; u64 len;
+         u64 key; }, little-endian (seen in this test's own capture of the open path);
+       - loose: every place, aligned or not, where 24 bytes read as an ofi_rma_iov with
+         addr < REGION_SIZE, 0 < len <= 16 MiB and key != 0 (whatever the framing).
+      Framed keys come first, then loose keys of 2^32 and above (the shape of a random
+      63-bit key), then by how often they were seen. On stderr:
+      "flows N bytes B rma-headers H framed-keys F loose-keys L". OPSFILE, if given, gets
+      one line per framed RMA operation: "OP ADDR LEN KEY" (OP read or write; hex numbers).
 """
 import collections
 import os
@@ -105,18 +112,43 @@ def flows_of(path):
 TRIPLE = re.compile(rb"(?=(...\x00\x00\x00\x00\x00...\x00\x00\x00\x00\x00........))", re.DOTALL)
 
 
-def keys(capfile, region_size, cap):
+# The tcp provider's base header of an RMA operation (version 3; read request, write, write
+# async; op_data 0; 1..4 rma_iov).
+RMA_HEADER = re.compile(rb"\x03[\x02\x04\x05]..\x00[\x01-\x04]", re.DOTALL)
+
+
+def keys(capfile, region_size, cap, opsfile=None):
     flows = flows_of(capfile)
     seen = collections.Counter()
     first_addr = {}
+    framed, headers, ops = [], 0, []
+    for payload in flows.values():
+        for m in RMA_HEADER.finditer(payload):
+            at = m.start()
+            count, size = payload[at + 5], payload[at + 6]
+            iov = at + size - 24 * count
+            if not (16 + 24 * count <= size <= 24 + 24 * count) or iov + 24 * count > len(payload):
+                continue
+            headers += 1
+            for i in range(count):
+                addr, length, key = struct.unpack_from("<QQQ", payload, iov + 24 * i)
+                ops.append("%s %#x %#x %#x" % ("read" if payload[at + 1] == 2 else "write", addr, length, key))
+                if key not in first_addr:
+                    framed.append(key)
+                    first_addr[key] = addr
     for payload in flows.values():
         for m in TRIPLE.finditer(payload):
             addr, length, key = struct.unpack("<QQQ", m.group(1))
             if addr < region_size and 0 < length <= (16 << 20) and key != 0:
                 seen[key] += 1
                 first_addr.setdefault(key, addr)
-    print("flows %d bytes %d" % (len(flows), sum(len(p) for p in flows.values())), file=sys.stderr)
-    ranked = sorted(seen, key=lambda k: (k < (1 << 32), -seen[k], k))
+    if opsfile:
+        with open(opsfile, "w") as f:
+            f.writelines(op + "\n" for op in ops)
+    loose = [k for k in seen if k not in framed]
+    print("flows %d bytes %d rma-headers %d framed-keys %d loose-keys %d" %
+          (len(flows), sum(len(p) for p in flows.values()), headers, len(framed), len(loose)), file=sys.stderr)
+    ranked = framed + sorted(loose, key=lambda k: (k < (1 << 32), -seen[k], k))
     for k in ranked[:cap]:
         print("%#x %#x" % (k, first_addr[k]))
 
@@ -124,8 +156,8 @@ def keys(capfile, region_size, cap):
 def main():
     if len(sys.argv) == 6 and sys.argv[1] == "capture":
         capture(sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5]))
-    elif len(sys.argv) == 5 and sys.argv[1] == "keys":
-        keys(sys.argv[2], int(sys.argv[3], 0), int(sys.argv[4]))
+    elif len(sys.argv) in (5, 6) and sys.argv[1] == "keys":
+        keys(sys.argv[2], int(sys.argv[3], 0), int(sys.argv[4]), sys.argv[5] if len(sys.argv) == 6 else None)
     else:
         sys.exit(__doc__)
 
