@@ -2,8 +2,9 @@
 # One-sided RMA against the data path from an attacker that watched a real attach (issue 12
 # point 7; docs/security.md 5.2), with the real stack (stack_start, tcp;ofi_rxm):
 #
-#   [ns dev: rpcie-exportd, mem0=membar]==veth==[ns cmp: rpcie-hostd, FUSE mount]
-#        |  rma_capture.py (AF_PACKET on the veth) records a bulk transfer (dd of resource0)
+#   [ns dev: rpcie-exportd, mem0=membar edu0=edu]==veth==[ns cmp: rpcie-hostd, FUSE mount]
+#        |  rma_capture.py (AF_PACKET on the veth) records a bulk transfer (dd of mem0's
+#        |  resource0) and edu0's DMA to and from the client's DMA window (rpcie-edu-driver)
 #        |  rpcie-test-fabric-inject rma: a keyless endpoint of its own, bound on the device
 #        '  side, tries 8-byte reads (and where they work writes) with the captured keys
 #
@@ -27,7 +28,7 @@ if [ $# = 1 ]; then
 fi
 . "$(dirname "$0")/lib.sh"
 B=$1 PHASE=$2
-INJECT=$B/tests/rpcie-test-fabric-inject CAPTURE=$(dirname "$0")/rma_capture.py
+INJECT=$B/tests/rpcie-test-fabric-inject DRIVER=$B/tools/edu-driver/rpcie-edu-driver CAPTURE=$(dirname "$0")/rma_capture.py
 command -v python3 >/dev/null || skip "python3 is not installed"
 command -v ss >/dev/null || skip "ss (iproute2) is not installed"
 command -v sha256sum >/dev/null || skip "sha256sum is not installed"
@@ -36,18 +37,23 @@ case $PHASE in
   sealed) ATTACH_ARGS=() SPEC_PATH= ;;
   *) die "unknown phase $PHASE" ;;
 esac
-SIZE=$((4 << 20))
+SIZE=$((16 << 20))  # the largest region: the DMA window (BAR0 of mem0 is 4 MiB)
 
 HOSTD_TIMEOUT=5
-stack_start "$B" rpcier 169.254.86 "mem0=membar,size=4M$SPEC_PATH"
-"${ON_CMP[@]}" "$RPCIE" attach -r "$HOST" -e mem0 "${ATTACH_ARGS[@]}" >/dev/null || die "attach mem0"
-DEVICE=$DEVDIR/rpcie0 BAR=$DEVDIR/rpcie0/resource0
-[ -e "$BAR" ] || die "no $BAR after attach"
-grep -q "^data_path $PHASE$" "$DEVICE/remote" || die "remote: $(cat "$DEVICE/remote")"
-"$RPCIE" status -o json | python3 -c '
+stack_start "$B" rpcier 169.254.86 "mem0=membar,size=4M$SPEC_PATH" "edu0=edu$SPEC_PATH"
+for e in mem0 edu0; do
+  "${ON_CMP[@]}" "$RPCIE" attach -r "$HOST" -e $e "${ATTACH_ARGS[@]}" >/dev/null || die "attach $e"
+done
+DEVICE=$DEVDIR/rpcie0 BAR=$DEVDIR/rpcie0/resource0 EDU=$DEVDIR/rpcie1
+[ -e "$BAR" ] && [ -e "$EDU" ] || die "no $BAR or $EDU after attach"
+for d in "$DEVICE" "$EDU"; do grep -q "^data_path $PHASE$" "$d/remote" || die "remote: $(cat "$d/remote")"; done
+data_path_all() {  # data_path_all MODE: every attachment in rpcie status -o json runs MODE
+  "$RPCIE" status -o json | python3 -c '
 import json, sys
 a = json.load(sys.stdin)["attachments"]
-assert [x["data_path"] for x in a] == [sys.argv[1]], a' "$PHASE" || die "status JSON data_path is not $PHASE"
+assert len(a) == 2 and all(x["data_path"] == sys.argv[1] for x in a), a' "$1"
+}
+data_path_all "$PHASE" || die "status JSON data_path is not $PHASE"
 pass "$PHASE: attached, remote and status JSON say data_path $PHASE"
 
 # --- the capture of a bulk transfer -----------------------------------------------------------
@@ -62,6 +68,7 @@ done
 dd if="$TMP/pattern" of="$BAR" bs=1M count=1 conv=notrunc status=none || die "dd of the pattern into BAR0"
 dd if="$BAR" of="$TMP/readback" bs=1M count=1 status=none || die "dd of BAR0"
 cmp -s "$TMP/pattern" "$TMP/readback" || die "the client reads back other bytes than it wrote"
+"$DRIVER" "$EDU" >"$TMP/driver.out" 2>"$TMP/driver.err" || die "edu driver: $(cat "$TMP/driver.err")"
 dd if="$BAR" bs=1M count=4 status=none | sha256sum >"$TMP/sum.before" || die "checksum of BAR0"
 touch "$TMP/stop"
 wait "$CAPTURE_PID" || die "the capture failed: $(cat "$TMP/capture.out")"
@@ -95,6 +102,7 @@ for ep in $TARGETS; do
   summary=$(grep "^summary" "$TMP/rma.out") || die "attacker against $ep: no summary: $(cat "$TMP/rma.out")"
   echo "$PHASE: against $ep: $summary"
   grep -E "^(read-ok|write-ok|write-lost)" "$TMP/rma.out" | sed "s/^/$PHASE:   $ep /"
+  echo "$PHASE:   $ep refusals by error: $(awk '/^refused/ { print $4 }' "$TMP/rma.out" | sort | uniq -c | tr -s ' \n' ' ')"
   set -- $summary
   [ "$3" = "$(wc -l <"$TMP/tries")" ] || die "attacker against $ep tried $3 of $(wc -l <"$TMP/tries") candidates: $summary"
   TRIED=$((TRIED + $3)) READS=$((READS + $5)) WRITES=$((WRITES + $7)) REFUSED=$((REFUSED + $9))
@@ -108,7 +116,9 @@ else
   # No region key may travel. What does (found by this test): ofi_rxm's rendezvous of a
   # sealed message above its eager size, a read request for the sender's buffer of
   # ciphertext under a key the provider chose (0x80000000 + a counter, under 2^32, unlike the
-  # exporter's random 63-bit keys). The attack tries those keys too.
+  # exporter's random 63-bit keys), registered for remote read only while the peer fetches
+  # it: what such a read returns is the ciphertext the wire carries anyway. The attack
+  # tries those keys too (after the transfer: they are gone).
   python3 - "$TMP/ops" <<'EOF' || die "sealed: RMA other than rxm's rendezvous of sealed messages: $(sort "$TMP/ops" | uniq -c | head)"
 import sys
 ops = [l.split() for l in open(sys.argv[1])]
@@ -118,7 +128,7 @@ EOF
   echo "sealed: FINDING: $HEADERS RMA read requests on the wire, each rxm's rendezvous of a sealed message (length $(awk '{print $3}' "$TMP/ops" | sort -u | tr '\n' ' '), keys $(awk '{print $4}' "$TMP/ops" | sort | sed -n '1p;$p' | tr '\n' ' ')); no region key"
   pass "sealed: no region key on the wire: every RMA operation in the capture is rxm's rendezvous of a sealed message ($FOUND candidates in all)"
   [ "$READS" = 0 ] && [ "$WRITES" = 0 ] && [ "$REFUSED" = "$TRIED" ] || die "sealed: $READS reads and $WRITES writes of $TRIED succeeded"
-  pass "sealed: all $TRIED attempts refused ($FOUND captured candidates, keys 0..16 and 4 random, both endpoints)"
+  pass "sealed: all $TRIED attempts refused ($FOUND captured candidates, keys 0..16 and 4 random; $(echo $TARGETS | wc -w) fabric endpoints of both sides)"
 fi
 
 # --- the device and the client afterwards -----------------------------------------------------
@@ -127,14 +137,13 @@ dd if="$BAR" of="$TMP/readback" bs=1M count=1 status=none || die "dd of BAR0 aft
 if [ "$PHASE" = sealed ]; then
   cmp -s "$TMP/sum.before" "$TMP/sum.after" || die "sealed: BAR0 changed during the attack"
   cmp -s "$TMP/pattern" "$TMP/readback" || die "sealed: the client's data changed during the attack"
-  "$RPCIE" status -o json | python3 -c '
-import json, sys
-a = json.load(sys.stdin)["attachments"]
-assert [x["data_path"] for x in a] == ["sealed"], a' || die "status JSON data_path after the attack"
+  data_path_all sealed || die "status JSON data_path after the attack"
+  "$DRIVER" "$EDU" >"$TMP/driver.out" 2>"$TMP/driver.err" || die "sealed: edu driver after the attack: $(cat "$TMP/driver.err")"
+  pass "sealed: rpcie-edu-driver (identity, interrupts, DMA) passes after the attack"
   pass "sealed: BAR0 checksum $(cut -c1-16 "$TMP/sum.after") and the client's pattern unchanged, status still sealed"
 else
   cmp -s "$TMP/sum.before" "$TMP/sum.after" && echo "open: BAR0 checksum unchanged (the attacker restored what it wrote)" ||
     echo "open: BAR0 checksum changed by the attack"
 fi
-"${ON_CMP[@]}" "$RPCIE" detach -d rpcie0 >/dev/null || die "detach"
+for d in rpcie0 rpcie1; do "${ON_CMP[@]}" "$RPCIE" detach -d $d >/dev/null || die "detach $d"; done
 echo "PASS $PHASE"

@@ -100,6 +100,12 @@ struct Attacker {
   }
 };
 
+// False (with a message) on a local failure.
+bool local_fail(const char* why) {
+  std::fprintf(stderr, "rpcie-test-fabric-inject: %s\n", why);
+  return false;
+}
+
 bool attacker_open(Attacker& a, const std::string& node, const sockaddr_in& target) {
   a.close();
   rpcie::FabricOptions options;
@@ -107,17 +113,17 @@ bool attacker_open(Attacker& a, const std::string& node, const sockaddr_in& targ
   options.node = node;
   options.rma = true;
   auto fabric = rpcie::Fabric::open(options);
-  if (!fabric) return usage_fail(fabric.error().describe().c_str()) == 0;
+  if (!fabric) return local_fail(fabric.error().describe().c_str());
   a.fabric = std::move(*fabric);
-  if (!a.fabric->rma_enabled()) return usage_fail("the provider granted no FI_RMA") == 0;
+  if (!a.fabric->rma_enabled()) return local_fail("the provider granted no FI_RMA");
   if (a.fabric->mr_policy().local_desc) {
     const int rc = fi_mr_reg(a.fabric->domain(), &a.buf, sizeof a.buf, FI_READ | FI_WRITE, 0, 0, 0, &a.mr, nullptr);
-    if (rc) return usage_fail(fi_strerror(-rc)) == 0;
+    if (rc) return local_fail(fi_strerror(-rc));
     a.desc = fi_mr_desc(a.mr);
   }
   const auto* raw = reinterpret_cast<const std::uint8_t*>(&target);
   auto peer = a.fabric->peer_insert(std::span(raw, sizeof target));
-  if (!peer) return usage_fail(peer.error().describe().c_str()) == 0;
+  if (!peer) return local_fail(peer.error().describe().c_str());
   a.peer = *peer;
   return true;
 }
