@@ -222,7 +222,8 @@ int rma_main(int argc, char** argv) {
     std::printf("%s %#llx %#llx\n", landed ? "write-ok" : "write-lost", static_cast<unsigned long long>(c.key),
                 static_cast<unsigned long long>(c.addr));
     a.buf = original;
-    if (const int e = attacker_rma(a, true, c)) std::fprintf(stderr, "rpcie-test-fabric-inject: restore failed: %d\n", e);
+    if (const int e = attacker_rma(a, true, c))
+      std::fprintf(stderr, "rpcie-test-fabric-inject: restore failed: %d\n", e);
   }
   std::printf("summary tried %ld read-ok %ld write-ok %ld refused %ld%s\n", tried, reads, writes, refusals,
               stopped ? " stopped" : "");
