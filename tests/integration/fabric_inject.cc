@@ -8,17 +8,39 @@
 //
 // NODE is the local address to bind. Prints "sent N" once every message is posted and the
 // endpoint has had a moment to push them out; exit 1 with a message on any failure.
+//
+// RMA mode (issue 12 point 7; docs/security.md 5.2): one-sided reads and writes with memory
+// keys seen on the wire or guessed, from an endpoint that holds no key of its own.
+//
+//   rpcie-test-fabric-inject rma NODE TARGET_IP TARGET_PORT KEYFILE LENGTH
+//
+// KEYFILE has one candidate a line, "KEY ADDR" (C integer syntax: 0x... or decimal). For
+// each, an 8-byte fi_read at ADDR (at 0 when ADDR + 8 > LENGTH, the largest region the test
+// expects); where it succeeds, an fi_write of a marker, a read back, and a write of the
+// bytes it read (the attacker leaves no trace). One line a result:
+//   read-ok KEY ADDR VALUE | write-ok KEY ADDR | write-lost KEY ADDR | refused KEY ADDR ERR
+// where ERR is the completion's error (errno, or ETIMEDOUT when nothing completed within
+// 200 ms), then "summary tried N read-ok R write-ok W refused F". After any refusal the
+// endpoint is opened anew (a target may drop the connection). Every wait has a deadline and
+// the whole run stops after 40 s ("summary ... stopped"). Exit 0 whatever the target did; 1
+// on a usage or local error.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_eq.h>
 
+#include <rdma/fi_rma.h>
+
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -50,9 +72,168 @@ bool bytes_post(rpcie::Fabric& f, fi_addr_t peer, const std::vector<std::uint8_t
   }
 }
 
+// --- RMA mode ---------------------------------------------------------------------------------
+
+struct Candidate {
+  std::uint64_t key;
+  std::uint64_t addr;
+};
+
+// One keyless endpoint with an 8-byte local buffer (registered where the provider wants
+// local descriptors) and the target in its AV.
+struct Attacker {
+  std::unique_ptr<rpcie::Fabric> fabric;
+  fi_addr_t peer = FI_ADDR_UNSPEC;
+  fid_mr* mr = nullptr;
+  void* desc = nullptr;
+  alignas(8) std::uint64_t buf = 0;
+
+  Attacker() = default;
+  Attacker(const Attacker&) = delete;
+  Attacker& operator=(const Attacker&) = delete;
+  ~Attacker() { close(); }
+  void close() {
+    if (mr) (void)fi_close(&mr->fid);
+    mr = nullptr;
+    desc = nullptr;
+    fabric.reset();
+  }
+};
+
+// False (with a message) on a local failure.
+bool local_fail(const char* why) {
+  std::fprintf(stderr, "rpcie-test-fabric-inject: %s\n", why);
+  return false;
+}
+
+bool attacker_open(Attacker& a, const std::string& node, const sockaddr_in& target) {
+  a.close();
+  rpcie::FabricOptions options;
+  options.adapter = &rpcie::providers::provider_get(rpcie::providers::ProviderKind::tcp);
+  options.node = node;
+  options.rma = true;
+  auto fabric = rpcie::Fabric::open(options);
+  if (!fabric) return local_fail(fabric.error().describe().c_str());
+  a.fabric = std::move(*fabric);
+  if (!a.fabric->rma_enabled()) return local_fail("the provider granted no FI_RMA");
+  if (a.fabric->mr_policy().local_desc) {
+    const int rc = fi_mr_reg(a.fabric->domain(), &a.buf, sizeof a.buf, FI_READ | FI_WRITE, 0, 0, 0, &a.mr, nullptr);
+    if (rc) return local_fail(fi_strerror(-rc));
+    a.desc = fi_mr_desc(a.mr);
+  }
+  const auto* raw = reinterpret_cast<const std::uint8_t*>(&target);
+  auto peer = a.fabric->peer_insert(std::span(raw, sizeof target));
+  if (!peer) return local_fail(peer.error().describe().c_str());
+  a.peer = *peer;
+  return true;
+}
+
+// Posts one 8-byte read (or write of a.buf) and waits for its completion: 0 on success, the
+// completion's error otherwise, ETIMEDOUT past 200 ms.
+int attacker_rma(Attacker& a, bool write, const Candidate& c) {
+  const auto deadline = rpcie::Deadline::after(std::chrono::milliseconds(200));
+  static int context;
+  fid_ep* ep = a.fabric->ep();
+  fid_cq* cq = a.fabric->cq();
+  fi_cq_data_entry entries[4];
+  for (;;) {
+    const ssize_t rc = write ? fi_write(ep, &a.buf, sizeof a.buf, a.desc, a.peer, c.addr, c.key, &context)
+                             : fi_read(ep, &a.buf, sizeof a.buf, a.desc, a.peer, c.addr, c.key, &context);
+    if (rc == 0) break;
+    if (rc != -FI_EAGAIN) return static_cast<int>(-rc);
+    if (deadline.expired()) return ETIMEDOUT;
+    (void)fi_cq_read(cq, entries, 4);
+  }
+  while (!deadline.expired()) {
+    const ssize_t n = fi_cq_read(cq, entries, 4);
+    if (n > 0) return 0;
+    if (n == -FI_EAVAIL) {
+      fi_cq_err_entry err{};
+      if (fi_cq_readerr(cq, &err, 0) < 0) return EIO;
+      return err.err ? err.err : EIO;
+    }
+    if (n != -FI_EAGAIN) return static_cast<int>(-n);
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  return ETIMEDOUT;
+}
+
+int rma_main(int argc, char** argv) {
+  if (argc != 7) return usage_fail("usage: rma NODE TARGET_IP TARGET_PORT KEYFILE LENGTH");
+  const std::string node = argv[2];
+  const long port = std::strtol(argv[4], nullptr, 10);
+  const std::uint64_t length = std::strtoull(argv[6], nullptr, 0);
+  if (port <= 0 || port > 65535 || length < 8) return usage_fail("bad port or length");
+  sockaddr_in target{};
+  target.sin_family = AF_INET;
+  target.sin_port = htons(static_cast<std::uint16_t>(port));
+  if (inet_pton(AF_INET, argv[3], &target.sin_addr) != 1) return usage_fail("bad target IP");
+  std::ifstream in(argv[5]);
+  if (!in) return usage_fail("cannot read the key file");
+  std::vector<Candidate> candidates;
+  for (std::string line; std::getline(in, line) && candidates.size() < 1024;) {
+    std::istringstream words(line);
+    std::string k, ad;
+    if (!(words >> k >> ad)) continue;
+    Candidate c{std::strtoull(k.c_str(), nullptr, 0), std::strtoull(ad.c_str(), nullptr, 0)};
+    if (c.addr > length - 8) c.addr = 0;
+    candidates.push_back(c);
+  }
+
+  Attacker a;
+  if (!attacker_open(a, node, target)) return 1;
+  const auto total = rpcie::Deadline::after(std::chrono::seconds(40));
+  long tried = 0, reads = 0, writes = 0, refusals = 0;
+  bool stopped = false;
+  constexpr std::uint64_t kMarker = 0x4b43415441414d52ULL;  // "RMAATACK"
+  const auto refuse = [&](const Candidate& c, int err) {
+    std::printf("refused %#llx %#llx %d\n", static_cast<unsigned long long>(c.key),
+                static_cast<unsigned long long>(c.addr), err);
+    ++refusals;
+    return attacker_open(a, node, target);
+  };
+  for (const Candidate& c : candidates) {
+    if (total.expired()) {
+      stopped = true;
+      break;
+    }
+    ++tried;
+    a.buf = 0;
+    if (const int err = attacker_rma(a, false, c)) {
+      if (!refuse(c, err)) return 1;
+      continue;
+    }
+    const std::uint64_t original = a.buf;
+    ++reads;
+    std::printf("read-ok %#llx %#llx %#llx\n", static_cast<unsigned long long>(c.key),
+                static_cast<unsigned long long>(c.addr), static_cast<unsigned long long>(original));
+    a.buf = kMarker;
+    int err = attacker_rma(a, true, c);
+    if (!err) {
+      a.buf = 0;
+      err = attacker_rma(a, false, c);
+    }
+    if (err) {
+      if (!refuse(c, err)) return 1;
+      continue;
+    }
+    const bool landed = a.buf == kMarker;
+    if (landed) ++writes;
+    std::printf("%s %#llx %#llx\n", landed ? "write-ok" : "write-lost", static_cast<unsigned long long>(c.key),
+                static_cast<unsigned long long>(c.addr));
+    a.buf = original;
+    if (const int e = attacker_rma(a, true, c))
+      std::fprintf(stderr, "rpcie-test-fabric-inject: restore failed: %d\n", e);
+  }
+  std::printf("summary tried %ld read-ok %ld write-ok %ld refused %ld%s\n", tried, reads, writes, refusals,
+              stopped ? " stopped" : "");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "rma") == 0) return rma_main(argc, argv);
   if (argc != 5) return usage_fail("usage: NODE TARGET_IP TARGET_PORT COUNT");
   const std::string node = argv[1];
   const long port = std::strtol(argv[3], nullptr, 10);
