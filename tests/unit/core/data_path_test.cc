@@ -155,8 +155,9 @@ TEST_CASE("data path: an export's flags are its policy, and the mode a client wo
   const std::pair<std::uint8_t, DataPathChoice> flags[] = {{0, DataPathChoice::automatic},
                                                            {proto::kExportSealedOnly, DataPathChoice::sealed},
                                                            {proto::kExportOpenOnly, DataPathChoice::open}};
-  for (const auto& [bits, policy] : flags) {
-    e.flags = static_cast<std::uint8_t>(bits | proto::kExportShared);
+  for (const auto& flag : flags) {
+    const DataPathChoice policy = flag.second;  // not a structured binding: clang 14 cannot CAPTURE one
+    e.flags = static_cast<std::uint8_t>(flag.first | proto::kExportShared);
     const client::ExportDesc d = client::export_desc_from(e);
     CAPTURE(data_path_choice_name(policy));
     CHECK(d.data_path_policy == policy);
