@@ -73,6 +73,19 @@ inline std::size_t inject_size_capped(const fi_info& info, std::size_t cap) noex
   return info.tx_attr == nullptr ? 0 : std::min(info.tx_attr->inject_size, cap);
 }
 
+// rxm's eager limit: FI_OFI_RXM_BUFFER_SIZE (default 16384) less 256 bytes for rxm's packet
+// header and a margin; at least 4 KiB.
+inline std::size_t rxm_eager_max() noexcept {
+  constexpr std::size_t kHeader = 256, kDefault = 16384, kLeast = 4096;
+  std::size_t size = kDefault;
+  if (const char* env = std::getenv("FI_OFI_RXM_BUFFER_SIZE"); env != nullptr && *env != '\0') {
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(env, &end, 0);
+    if (end != nullptr && *end == '\0' && v > 0) size = static_cast<std::size_t>(v);
+  }
+  return size > kHeader + kLeast ? size - kHeader : kLeast;
+}
+
 // What names an adapter and what it asks of fi_getinfo beyond the common hints.
 enum class SawOrder { ask, skip };          // whether to request FI_ORDER_SAW (see hints_fill_common)
 enum class NodeAddress { binds, ignored };  // see ProviderAdapter::node_binds_address
@@ -110,6 +123,9 @@ class RdmAdapter : public ProviderAdapter {
     return {.read_native = rma, .write_native = rma};
   }
   int endpoint_configure(fid_ep& /*ep*/, const fi_info& /*info*/) const noexcept override { return 0; }
+  std::size_t eager_max() const noexcept override {
+    return spec_.fabric_name.ends_with(";ofi_rxm") ? rxm_eager_max() : 0;
+  }
 
  private:
   AdapterSpec spec_;

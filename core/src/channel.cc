@@ -39,6 +39,11 @@ Result<std::unique_ptr<Channel>> Channel::create(std::unique_ptr<Fabric> fabric,
   c->options_ = options;
   c->max_transfer_ = c->fabric_->max_msg_size();
   if (options.max_transfer) c->max_transfer_ = std::min(c->max_transfer_, options.max_transfer);
+  // The envelope (header, fields, seal) of an rma_put or rma_data rides in the same message.
+  constexpr std::size_t kRmaEnvelope = proto::kHeaderSize + 32 + auth::kSealOverhead;
+  const std::size_t eager = c->fabric_->adapter().eager_max();
+  c->sealed_chunk_ = std::min({proto::kMaxRmaBytes, c->max_transfer_,
+                               eager > kRmaEnvelope ? (eager - kRmaEnvelope) / 64 * 64 : proto::kMaxRmaBytes});
   c->delivery_complete_ = options.delivery_complete_force || !c->fabric_->order_saw();
 
   // One registered block holds every message slot: receives first, then sends.

@@ -1,7 +1,7 @@
 // Sealed RMA: one-sided transfers carried as sealed messages (rpcie/channel.hpp, "Sealed
 // RMA"; docs/protocol.md, rma_put / rma_get / rma_data / rma_done).
 //
-// Initiator: rma_post_sealed() splits a transfer into chunks of at most kSealedRmaChunk, each an
+// Initiator: rma_post_sealed() splits a transfer into chunks of at most sealed_chunk(), each an
 // rma window slot like a real RMA chunk. A put is encoded straight into a send slot and
 // sealed there in place; a get registers where its data goes (Op::dest) and waits for it.
 // Target: every poll drains the completed receives in posting order (sealed_drain_locked):
@@ -105,7 +105,7 @@ Result<void> Channel::rma_post_sealed(RmaKind kind, const MemoryRegion& local, s
                                       const RemoteRegion& remote, std::uint64_t remote_offset, std::size_t length,
                                       Deadline deadline, bool delivered) {
   const bool write = kind == RmaKind::write;
-  const std::size_t piece = std::min(kSealedRmaChunk, max_transfer_);
+  const std::size_t piece = sealed_chunk_;
   const auto region = static_cast<std::uint32_t>(remote.key);
   std::size_t done = 0;
   while (done < length) {
@@ -258,7 +258,7 @@ void Channel::sealed_answer_locked() {
   }
   while (!s.serves.empty()) {
     auto& serve = s.serves.front();
-    const std::size_t n = std::min(kSealedRmaChunk, serve.length - serve.position);
+    const std::size_t n = std::min(sealed_chunk_, serve.length - serve.position);
     const proto::RmaData data{serve.position, std::span(serve.base + serve.position, n)};
     auto posted = sealed_try_post_locked(data, serve.tag, nullptr);
     if (!posted || !*posted) return;

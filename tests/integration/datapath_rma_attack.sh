@@ -113,10 +113,10 @@ if [ "$PHASE" = open ]; then
   [ "$READS" -ge 1 ] || die "open: no RMA read succeeded with $FOUND captured keys"
   pass "open: $HEADERS RMA operations and $FRAMED distinct keys in the capture; of $TRIED attempts $READS reads and $WRITES writes succeeded (docs/security.md 5.2)"
 else
-  # No RMA may travel at all: no region is registered, and every sealed message, the RMA
-  # chunks (kSealedRmaChunk) among them, stays under ofi_rxm's eager size, so rxm never
-  # fetches one by a rendezvous (an RMA read of the sender's buffer of ciphertext under a
-  # key the provider chose, which chunks of 60 KiB did: found by this test).
+  # No RMA may travel at all: no region is registered, and the sealed RMA chunks
+  # (Channel::sealed_chunk) fit ofi_rxm's eager buffers, so rxm never fetches one by a
+  # rendezvous: an RMA read of the sender's buffer of ciphertext under a key the provider
+  # chose, which 60 KiB chunks in rxm's default 16 KiB buffers did (found by this test).
   [ "$HEADERS" = 0 ] || die "sealed: $HEADERS RMA operations on the wire: $(sort "$TMP/ops" | uniq -c | head)"
   pass "sealed: no RMA operation on the wire at all ($FOUND look-alike candidates tried anyway)"
   [ "$READS" = 0 ] && [ "$WRITES" = 0 ] && [ "$REFUSED" = "$TRIED" ] || die "sealed: $READS reads and $WRITES writes of $TRIED succeeded"

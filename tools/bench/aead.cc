@@ -6,14 +6,13 @@
 #include <vector>
 
 #include "rpcie/auth.hpp"
-#include "rpcie/channel.hpp"
 #include "rpcie/protocol.hpp"
 
 namespace rpcie::bench {
 
 AeadSpeed aead_speed_measure(double seconds) {
   using Clock = std::chrono::steady_clock;
-  constexpr std::size_t kPlain = kSealedRmaChunk + proto::kHeaderSize + 17;  // a full rma_put
+  constexpr std::size_t kPlain = proto::kMaxRmaBytes + proto::kHeaderSize + 17;  // a full rma_put
   constexpr std::size_t kBatch = 256;  // 4 MiB of messages: out of the L2 cache, as on the wire
   AeadSpeed speed;
   speed.aead = auth::aead_choose(auth::aead_offer_local(), auth::aead_offer_local());

@@ -184,7 +184,8 @@ int device_bench(Link& link, const Options& options) {
   const AeadSpeed aead = aead_speed_measure();
   if (!options.json())
     std::printf("# aead (one core, %zu B messages): %s seal %.0f MB/s, open %.0f MB/s\n",
-                kSealedRmaChunk + proto::kHeaderSize + 17, auth::aead_name(aead.aead), aead.seal_mbps, aead.open_mbps);
+                proto::kMaxRmaBytes + proto::kHeaderSize + 17, auth::aead_name(aead.aead), aead.seal_mbps,
+                aead.open_mbps);
   const std::vector<Workload> workloads = device_workloads(link, **devices);
   // Slices of about 25 ms of raw work (8 of each side per round): 8 to 100,000 operations.
   const DriverOptions driver{.rounds = options.rounds,

@@ -51,7 +51,12 @@
 // delivered writes when the peer's rma_done says they are in place. Writes and messages are
 // one ordered stream, so message_send_after_writes() needs no flush. A refusal by the peer
 // (no such region, no access, out of bounds) fails the channel, as a failed RMA completion
-// does. Chunks are at most kSealedRmaChunk.
+// does. Chunks are as large as the provider sends eagerly (sealed_chunk(): under
+// ProviderAdapter::eager_max, at most proto::kMaxRmaBytes), so that no chunk waits for a
+// rendezvous. Measured (rpcie-bench --device, sealed bar_write of 1 MiB): 16 KiB chunks
+// (rxm's default) 0.96 GB/s; 60 KiB chunks eagerly (FI_OFI_RXM_BUFFER_SIZE=65600)
+// 1.38-1.44 GB/s; 60 KiB chunks by rendezvous 0.18-0.78 GB/s. Larger rxm buffers cost
+// memory per endpoint, so the default stays (providers/tcp/README.md).
 //
 // Errors: every wait takes a Deadline and fails with ETIMEDOUT when it passes. A failed
 // completion (peer gone, key revoked, ...) makes the channel fail: that call and every later
@@ -81,12 +86,6 @@
 namespace rpcie {
 
 enum class WriteCompletion { posted, delivered };
-
-// Bytes of one sealed RMA chunk (rma_put / rma_data): under rxm's eager limit (16 KiB
-// buffers by default), so that a chunk goes out without waiting for the target to fetch it
-// (a rendezvous), which a sealed transfer of larger chunks did, at a fraction of the speed.
-inline constexpr std::size_t kSealedRmaChunk = 16 * 1024 - 256;
-static_assert(kSealedRmaChunk <= proto::kMaxRmaBytes);
 
 // A local region the peer may reach by sealed RMA (rma_seal). The memory must outlive the
 // Channel (or the next rma_seal).
@@ -132,6 +131,8 @@ class Channel {
   Fabric& fabric() const noexcept { return *fabric_; }
   fi_addr_t peer() const noexcept { return peer_; }
   std::size_t max_transfer() const noexcept { return max_transfer_; }
+  // Bytes of one sealed RMA chunk (rma_put / rma_data) on this channel.
+  std::size_t sealed_chunk() const noexcept { return sealed_chunk_; }
   // True when write-then-message ordering waits for delivery-complete writes (no SAW).
   bool delivery_complete() const noexcept { return delivery_complete_ && !rma_sealed_; }
 
@@ -241,6 +242,7 @@ class Channel {
   fi_addr_t peer_ = FI_ADDR_UNSPEC;
   ChannelOptions options_;
   std::size_t max_transfer_ = 0;
+  std::size_t sealed_chunk_ = proto::kMaxRmaBytes;
   bool delivery_complete_ = false;
 
   mutable std::mutex lock_;

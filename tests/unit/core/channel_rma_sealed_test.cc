@@ -55,7 +55,7 @@ TEST_CASE("sealed rma writes and reads of every size and offset arrive intact, s
   struct Case {
     std::size_t local_offset, remote_offset, length;
   };
-  const std::size_t kChunk = rpcie::kSealedRmaChunk;
+  const std::size_t kChunk = p->cc().sealed_chunk();
   const Case cases[] = {{0, 0, 1},          {3, 7, 8},       {0, 0, 4095},           {100, 4096, kChunk},
                         {0, 1, kChunk + 1}, {0, 0, 1 << 20}, {12345, 54321, 777777}, {0, kSize - 1, 1}};
   std::uint32_t seed = 1;
@@ -80,6 +80,7 @@ TEST_CASE("sealed rma writes and reads of every size and offset arrive intact, s
     if (c.local_offset + c.length < kSize) CHECK(p->client_mem->data()[c.local_offset + c.length] == 0xee);
   }
   CHECK(p->cc().rma_in_flight() == 0);
+  CHECK(kChunk == 16000);  // under rxm's default 16 KiB eager buffers: no rendezvous
   const auto served = p->sc().stats();
   CHECK(served.rma_refused == 0);
   CHECK(served.rma_served > 2 * std::size(cases));  // a put per chunk, a get per chunk

@@ -422,3 +422,30 @@ TEST_CASE("shm's fabric_prepare removes region files named after this PID, once,
   CHECK(WEXITSTATUS(status) == 0);
   CHECK(provider_get(ProviderKind::tcp).fabric_prepare().empty());
 }
+
+TEST_CASE("eager_max is rxm's buffer size less its header for tcp and verbs, from FI_OFI_RXM_BUFFER_SIZE") {
+  using rpcie::providers::ProviderKind;
+  const char* saved = std::getenv("FI_OFI_RXM_BUFFER_SIZE");
+  const std::string keep = saved ? saved : "";
+  struct Case {
+    const char* env;  // nullptr: unset
+    std::size_t expected;
+  };
+  const Case cases[] = {{nullptr, 16384 - 256}, {"65600", 65600 - 256}, {"0x10000", 65536 - 256},
+                        {"lots", 16384 - 256},  {"", 16384 - 256},      {"100", 4096}};
+  for (const Case& c : cases) {
+    CAPTURE((c.env ? c.env : "(unset)"));
+    if (c.env)
+      ::setenv("FI_OFI_RXM_BUFFER_SIZE", c.env, 1);
+    else
+      ::unsetenv("FI_OFI_RXM_BUFFER_SIZE");
+    CHECK(provider_get(ProviderKind::tcp).eager_max() == c.expected);
+    CHECK(provider_get(ProviderKind::verbs).eager_max() == c.expected);
+    CHECK(provider_get(ProviderKind::shm).eager_max() == 0);  // no rendezvous that matters here
+    CHECK(provider_get(ProviderKind::efa).eager_max() == 0);
+  }
+  if (saved)
+    ::setenv("FI_OFI_RXM_BUFFER_SIZE", keep.c_str(), 1);
+  else
+    ::unsetenv("FI_OFI_RXM_BUFFER_SIZE");
+}
