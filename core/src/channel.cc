@@ -373,13 +373,7 @@ Result<void> Channel::rma_post(RmaKind kind, const MemoryRegion& local, std::siz
   while (done < length) {
     std::size_t chunk = std::min(length - done, max_transfer_);
     std::unique_lock g(lock_);
-    if (failure_) return tl::unexpected(*failure_);
-    auto slot = slot_take(g, rma_free_, deadline, "an rma window slot");
-    if (!slot) return tl::unexpected(slot.error());
-    Op* op = *slot;
-    ++rma_in_flight_;
-    op->bytes = chunk;
-    op->is_write = write;
+    RPCIE_TRY_ASSIGN(Op * op, rma_slot_take(g, chunk, write, deadline));
     iovec iov{local.bytes() + local_offset + done, chunk};
     void* desc = local.desc();
     fi_rma_iov rma_iov{remote.address + remote_offset + done, chunk, remote.key};
@@ -411,6 +405,16 @@ Result<void> Channel::rma_post(RmaKind kind, const MemoryRegion& local, std::siz
     done += chunk;
   }
   return {};
+}
+
+Result<Channel::Op*> Channel::rma_slot_take(std::unique_lock<std::mutex>& held, std::size_t chunk, bool write,
+                                            Deadline deadline) {
+  if (failure_) return tl::unexpected(*failure_);
+  RPCIE_TRY_ASSIGN(Op * op, slot_take(held, rma_free_, deadline, "an rma window slot"));
+  ++rma_in_flight_;
+  op->bytes = chunk;
+  op->is_write = write;
+  return op;
 }
 
 void Channel::rma_count_locked(bool write, std::size_t chunk) {

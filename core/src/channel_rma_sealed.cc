@@ -111,13 +111,7 @@ Result<void> Channel::rma_post_sealed(RmaKind kind, const MemoryRegion& local, s
   while (done < length) {
     const std::size_t chunk = std::min(length - done, piece);
     std::unique_lock g(lock_);
-    if (failure_) return tl::unexpected(*failure_);
-    auto slot = slot_take(g, rma_free_, deadline, "an rma window slot");
-    if (!slot) return tl::unexpected(slot.error());
-    Op* op = *slot;
-    ++rma_in_flight_;
-    op->bytes = chunk;
-    op->is_write = write;
+    RPCIE_TRY_ASSIGN(Op * op, rma_slot_take(g, chunk, write, deadline));
     op->tag = sealed_rma_->tag_next++;
     op->received = 0;
     std::uint8_t* at = local.bytes() + local_offset + done;

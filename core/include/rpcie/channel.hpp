@@ -206,6 +206,8 @@ class Channel {
   Result<void> rma_post(RmaKind kind, const MemoryRegion& local, std::size_t local_offset, const RemoteRegion& remote,
                         std::uint64_t remote_offset, std::size_t length, Deadline deadline, bool delivered);
   Result<void> recv_post_locked(Op& op);
+  // One rma window slot for a chunk (waits for one until the deadline), counted in flight.
+  Result<Op*> rma_slot_take(std::unique_lock<std::mutex>& held, std::size_t chunk, bool write, Deadline deadline);
   void rma_count_locked(bool write, std::size_t chunk);  // a chunk posted: ChannelStats
   Result<Op*> slot_take(std::unique_lock<std::mutex>& held, std::vector<Op*>& pool, Deadline deadline,
                         const char* what);

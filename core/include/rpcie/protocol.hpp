@@ -25,88 +25,11 @@
 
 #include "rpcie/pci.hpp"
 #include "rpcie/protocol_layout.hpp"
+#include "rpcie/protocol_rma.hpp"
+#include "rpcie/protocol_types.hpp"
 #include "rpcie/result.hpp"
 
 namespace rpcie::proto {
-
-inline constexpr std::uint32_t kMagic = 0x49435052;  // bytes "RPCI"
-inline constexpr std::uint8_t kVersion = 1;
-inline constexpr std::size_t kHeaderSize = 24;
-inline constexpr std::size_t kMaxPayload = 64 * 1024;
-inline constexpr std::size_t kMaxMessage = kHeaderSize + kMaxPayload;
-
-// Caps on variable-length fields.
-inline constexpr std::size_t kMaxProviderName = 64;
-inline constexpr std::size_t kMaxHostName = 255;
-inline constexpr std::size_t kMaxFabricAddress = 256;
-inline constexpr std::size_t kMaxRegions = 16;
-inline constexpr std::size_t kMaxNonce = 64;
-inline constexpr std::size_t kMaxErrorText = 1024;
-inline constexpr std::uint16_t kMaxVector = 2048;  // MSI-X allows 2048 vectors
-inline constexpr std::size_t kMaxNameText = 64;    // export names, client names, holders
-inline constexpr std::size_t kMaxBackendName = 32;
-inline constexpr std::size_t kMaxExports = 128;          // entries in one list_reply
-inline constexpr std::size_t kAuthBytes = 32;            // nonces and proofs: exactly this long
-inline constexpr std::size_t kMacTrailer = 32;           // per-frame MAC after the message
-inline constexpr std::size_t kMaxBatch = 256;            // writes in one mmio_write_batch
-inline constexpr std::size_t kMaxPushBytes = 32 * 1024;  // window bytes in one window_push
-inline constexpr std::size_t kMaxHelloEnvelope = 4096;   // sealed hello / hello_ack
-inline constexpr std::uint8_t kAeadOfferMask = 3;        // auth::Aead bits
-// Bytes of one rma_put / rma_data: a maximal message less the other fields, rounded down to
-// a multiple of 4 KiB so that chunks of a large transfer stay page-aligned.
-inline constexpr std::size_t kMaxRmaBytes = 60 * 1024;
-// Data-path modes (data_path.hpp, DataPath) as they travel in hello and attach messages.
-inline constexpr std::uint8_t kDataPathSealed = 1;
-inline constexpr std::uint8_t kDataPathOpen = 2;
-
-// Region ids that one side looks up in the other's hello (docs/protocol.md 8.6).
-inline constexpr std::uint32_t kRegionWindow = 0;   // client: the DMA window
-inline constexpr std::uint32_t kRegionBounce = 16;  // exporter: bounce buffer of BARs that are not plain memory
-// exporter: mirror of the window (remote write with kAttachWindowPush)
-inline constexpr std::uint32_t kRegionMirror = 18;
-
-// Type numbers on the wire. Each message below names its own (kType); a number that no
-// message of the Message variant names is unknown to the decoder.
-enum class MsgType : std::uint8_t {
-  hello = 1,
-  hello_ack = 2,
-  error = 3,
-  ping = 4,
-  pong = 5,
-  heartbeat = 6,
-  goodbye = 7,
-  auth_hello = 8,
-  auth_challenge = 9,
-  auth_proof = 10,
-  auth_ok = 11,
-  list_request = 12,
-  list_reply = 13,
-  attach_request = 14,
-  attach_reply = 15,
-  config_read = 16,
-  config_write = 17,
-  mmio_read = 18,
-  mmio_write = 19,
-  read_reply = 20,
-  write_ack = 21,
-  bar_commit = 22,
-  bar_fetch = 23,
-  mmio_write_batch = 24,
-  window_push = 25,
-  sealed_hello = 26,
-  interrupt = 32,
-  rma_notify = 33,
-  rma_put = 34,
-  rma_get = 35,
-  rma_data = 36,
-  rma_done = 37,
-};
-
-// Header flags. Bit 0: a kMacTrailer-byte MAC follows the message in its bootstrap frame
-// (set on every frame after authentication; the frame layer checks and strips it — the
-// codec only accepts the bit). No other bit is defined.
-inline constexpr std::uint16_t kFlagMac = 1;
-inline constexpr std::uint16_t kFlagsKnown = kFlagMac;
 
 struct Header {
   std::uint8_t version = kVersion;
@@ -316,65 +239,6 @@ struct RmaNotify {
     f("length", m.length);
     f("checksum", m.checksum);
   }
-};
-
-// --- One-sided RMA carried as messages: the sealed data path (channel.hpp, "Sealed RMA") ---
-// They never reach the application: the Channel serves and consumes them. `region` is the
-// id the target gave the region in its hello (RegionDescriptor.key); offsets are from the
-// region's start. request_id (header) names the operation: the initiator's tag.
-// rma_put: bytes for [offset, +data) of the target's region. kRmaPutAck asks for an
-// rma_done once they are in place (delivery complete); without it only a failure is answered.
-inline constexpr std::uint8_t kRmaPutAck = 1;
-struct RmaPut {
-  static constexpr MsgType kType = MsgType::rma_put;
-  static constexpr const char* kName = "rma_put";
-  std::uint32_t region = 0;
-  std::uint64_t offset = 0;
-  std::uint8_t flags = 0;
-  std::span<const std::uint8_t> data;
-  static void fields(auto& m, auto&& f) {
-    f("region", m.region);
-    f("offset", m.offset);
-    f("flags", m.flags, wire::Flags<kRmaPutAck>{});
-    f("data", m.data, wire::Len<std::uint32_t, 1, kMaxRmaBytes>{});
-  }
-  static constexpr bool valid(const RmaPut& m) noexcept { return wire::range_fits(m.offset, m.data.size()); }
-};
-// rma_get: send me [offset, +length) of your region; answered by rma_data messages in
-// order that together carry exactly `length` bytes, or by one rma_done with an error.
-struct RmaGet {
-  static constexpr MsgType kType = MsgType::rma_get;
-  static constexpr const char* kName = "rma_get";
-  std::uint32_t region = 0;
-  std::uint64_t offset = 0;
-  std::uint64_t length = 0;
-  static void fields(auto& m, auto&& f) {
-    f("region", m.region);
-    f("offset", m.offset);
-    f("length", m.length, wire::Range<1, UINT32_MAX>{});
-  }
-  static constexpr bool valid(const RmaGet& m) noexcept { return wire::range_fits(m.offset, m.length); }
-};
-// rma_data: the bytes at `position` (from the start of the get) of the get named by request_id.
-struct RmaData {
-  static constexpr MsgType kType = MsgType::rma_data;
-  static constexpr const char* kName = "rma_data";
-  std::uint64_t position = 0;
-  std::span<const std::uint8_t> data;
-  static void fields(auto& m, auto&& f) {
-    f("position", m.position);
-    f("data", m.data, wire::Len<std::uint32_t, 1, kMaxRmaBytes>{});
-  }
-  static constexpr bool valid(const RmaData& m) noexcept { return wire::range_fits(m.position, m.data.size()); }
-};
-// rma_done: the put or get named by request_id is done (status 0: an acknowledged put is
-// in place) or failed (a positive errno value: EACCES no such region or no access, EFAULT
-// outside it). A failure fails the initiator's channel, as a failed RMA completion does.
-struct RmaDone {
-  static constexpr MsgType kType = MsgType::rma_done;
-  static constexpr const char* kName = "rma_done";
-  std::int32_t status = 0;
-  static void fields(auto& m, auto&& f) { f("status", m.status, wire::Range<0, INT32_MAX>{}); }
 };
 
 // --- Authentication (bootstrap; docs/auth.md) ---
