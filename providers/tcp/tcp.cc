@@ -14,7 +14,7 @@ constexpr EnvVar kTcpEnvVars[] = {
     {"FI_TCP_RX_SIZE", "tcp receive context size (default 256)"},
     {"FI_TCP_ZEROCOPY_SIZE", "size from which tcp sends with MSG_ZEROCOPY (default: never)"},
     {"FI_OFI_RXM_BUFFER_SIZE", "rxm bounce buffer size; also rxm's inject limit"},
-    {"FI_OFI_RXM_EAGER_LIMIT", "largest message rxm sends eagerly through bounce buffers"},
+    {"FI_OFI_RXM_EAGER_LIMIT", "largest message rxm sends eagerly; set alike on both sides"},
     {"FI_OFI_RXM_SAR_LIMIT", "largest message rxm segments; above it rxm uses rendezvous"},
     {"FI_OFI_RXM_USE_SRX", "1: one shared receive context for all peers (less memory)"},
     {"FI_OFI_RXM_TX_SIZE", "rxm transmit context size (default 2048)"},

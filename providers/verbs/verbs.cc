@@ -16,7 +16,7 @@ constexpr EnvVar kVerbsEnvVars[] = {
     {"FI_VERBS_USE_ODP", "1: on-demand-paging registrations (needed for DAX mappings)"},
     {"FI_VERBS_PREFER_XRC", "1: prefer XRC over RC (combine with FI_OFI_RXM_USE_SRX=1)"},
     {"FI_OFI_RXM_BUFFER_SIZE", "rxm bounce buffer size; also rxm's inject limit"},
-    {"FI_OFI_RXM_EAGER_LIMIT", "largest message rxm sends eagerly through bounce buffers"},
+    {"FI_OFI_RXM_EAGER_LIMIT", "largest message rxm sends eagerly; set alike on both sides"},
     {"FI_OFI_RXM_SAR_LIMIT", "largest message rxm segments; above it rxm uses rendezvous"},
     {"FI_OFI_RXM_USE_SRX", "1: one shared receive context for all peers (less memory)"},
     {"FI_OFI_RXM_USE_RNDV_WRITE", "1: rendezvous with RDMA writes instead of reads"},

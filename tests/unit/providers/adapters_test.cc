@@ -423,29 +423,42 @@ TEST_CASE("shm's fabric_prepare removes region files named after this PID, once,
   CHECK(provider_get(ProviderKind::tcp).fabric_prepare().empty());
 }
 
-TEST_CASE("eager_max is rxm's buffer size less its header for tcp and verbs, from FI_OFI_RXM_BUFFER_SIZE") {
+TEST_CASE(
+    "eager_max is rxm's eager limit less its header for tcp and verbs: FI_OFI_RXM_EAGER_LIMIT, else "
+    "FI_OFI_RXM_BUFFER_SIZE") {
   using rpcie::providers::ProviderKind;
-  const char* saved = std::getenv("FI_OFI_RXM_BUFFER_SIZE");
-  const std::string keep = saved ? saved : "";
+  struct Saved {
+    const char* name;
+    std::optional<std::string> value;
+  };
+  Saved saved[] = {{"FI_OFI_RXM_EAGER_LIMIT", {}}, {"FI_OFI_RXM_BUFFER_SIZE", {}}};
+  for (auto& v : saved)
+    if (const char* e = std::getenv(v.name)) v.value = e;
+  auto env_put = [](const char* name, const char* value) {
+    if (value)
+      ::setenv(name, value, 1);
+    else
+      ::unsetenv(name);
+  };
   struct Case {
-    const char* env;  // nullptr: unset
+    const char* eager;   // nullptr: unset
+    const char* buffer;  // nullptr: unset
     std::size_t expected;
   };
-  const Case cases[] = {{nullptr, 16384 - 256}, {"65600", 65600 - 256}, {"0x10000", 65536 - 256},
-                        {"lots", 16384 - 256},  {"", 16384 - 256},      {"100", 4096}};
+  const Case cases[] = {
+      {nullptr, nullptr, 16384 - 256}, {nullptr, "65600", 65600 - 256}, {nullptr, "0x10000", 65536 - 256},
+      {nullptr, "lots", 16384 - 256},  {nullptr, "", 16384 - 256},      {nullptr, "100", 4096},
+      {"65536", nullptr, 65536 - 256}, {"65536", "32768", 65536 - 256}, {"8192", "65600", 8192 - 256},
+      {"many", "32768", 32768 - 256},  {"0", nullptr, 16384 - 256}};
   for (const Case& c : cases) {
-    CAPTURE((c.env ? c.env : "(unset)"));
-    if (c.env)
-      ::setenv("FI_OFI_RXM_BUFFER_SIZE", c.env, 1);
-    else
-      ::unsetenv("FI_OFI_RXM_BUFFER_SIZE");
+    CAPTURE((c.eager ? c.eager : "(unset)"));
+    CAPTURE((c.buffer ? c.buffer : "(unset)"));
+    env_put("FI_OFI_RXM_EAGER_LIMIT", c.eager);
+    env_put("FI_OFI_RXM_BUFFER_SIZE", c.buffer);
     CHECK(provider_get(ProviderKind::tcp).eager_max() == c.expected);
     CHECK(provider_get(ProviderKind::verbs).eager_max() == c.expected);
     CHECK(provider_get(ProviderKind::shm).eager_max() == 0);  // no rendezvous that matters here
     CHECK(provider_get(ProviderKind::efa).eager_max() == 0);
   }
-  if (saved)
-    ::setenv("FI_OFI_RXM_BUFFER_SIZE", keep.c_str(), 1);
-  else
-    ::unsetenv("FI_OFI_RXM_BUFFER_SIZE");
+  for (const auto& v : saved) env_put(v.name, v.value ? v.value->c_str() : nullptr);
 }

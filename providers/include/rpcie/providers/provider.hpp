@@ -84,9 +84,10 @@ class ProviderAdapter {
   virtual std::span<const EnvVar> env_vars() const noexcept = 0;
 
   // The largest message this provider sends eagerly, without a rendezvous in which the
-  // receiver fetches it by RMA (a round trip, and an RMA key on the wire): rxm's buffer size
-  // (FI_OFI_RXM_BUFFER_SIZE, default 16 KiB) less its header for tcp and verbs; 0 for no
-  // limit that matters to rpcie. The sealed data path sizes its chunks under it.
+  // receiver fetches it by RMA (a round trip, and an RMA key on the wire): rxm's eager limit
+  // (FI_OFI_RXM_EAGER_LIMIT, else FI_OFI_RXM_BUFFER_SIZE, default 16 KiB) less its header for
+  // tcp and verbs; 0 for no limit that matters to rpcie. The sealed data path sizes its
+  // chunks under it.
   virtual std::size_t eager_max() const noexcept { return 0; }
 
   // Called before every fi_getinfo for this provider (Fabric::open); thread-safe. Cleans
