@@ -172,6 +172,10 @@ struct Exporter::Impl {
     Socket keep = std::move(a->bootstrap());
     counters.frames_dropped.fetch_add(keep.frames_dropped());
     counters.messages_refused.fetch_add(a->messages_refused());
+    // The exporter's only record of an attachment's refusals, by kind (its channel's counters).
+    const ChannelStats cs = a->channel_stats();
+    RPCIE_LOG_INFO("exportd", "attachment {}: data-path messages refused: {} foreign, {} forged, {} replayed", id,
+                   cs.messages_foreign, cs.messages_forged, cs.messages_replayed);
     a->teardown(last);
     if (goodbye) (void)keep.message_send(proto::Goodbye{}, *goodbye, Deadline::after(1s));
     return {};

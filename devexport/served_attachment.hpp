@@ -35,6 +35,7 @@
 #include "backend.hpp"
 #include "dirty_ranges.hpp"
 #include "export_slot.hpp"
+#include "rpcie/channel_stats.hpp"
 #include "rpcie/host_buffer.hpp"
 #include "rpcie/memory.hpp"
 #include "rpcie/session.hpp"
@@ -66,10 +67,11 @@ class ServedAttachment final : public DmaPort, public IrqSink {
   // The bootstrap connection, once setup() made the Session.
   Socket& bootstrap() { return session_->bootstrap(); }
   bool has_session() const { return session_ != nullptr; }
+  // The data channel's counters so far (all zero before setup() made the Session).
+  ChannelStats channel_stats() const { return session_ ? session_->channel().stats() : ChannelStats{}; }
   // Data-path messages dropped so far: from another address, forged or replayed.
   std::uint64_t messages_refused() const {
-    if (!session_) return 0;
-    const ChannelStats c = session_->channel().stats();
+    const ChannelStats c = channel_stats();
     return c.messages_foreign + c.messages_forged + c.messages_replayed;
   }
   bool failed() const { return failed_.load(); }

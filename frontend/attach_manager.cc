@@ -33,6 +33,7 @@ json counters_of(const client::AttachmentStats& s) {
           {"bar_bytes_written", s.bar_bytes_written},
           {"posted_write_errors", s.posted_write_errors},
           {"messages_refused", s.messages_refused},
+          {"messages_replayed", s.messages_replayed},
           {"interrupts", s.interrupts}};
 }
 

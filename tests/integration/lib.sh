@@ -85,14 +85,23 @@ netns_pair() {
 # rpcie-hostd (a real FUSE mount at $MNT, device links in $DEVDIR) in the other, over TCP.
 # hostd's --timeout is $HOSTD_TIMEOUT seconds (default 2; it also bounds hostd's attach); the
 # array HOSTD_ARGS, if set, adds options to hostd's command line.
-# Sets EXPORTD HOSTD HOSTD_PID RPCIE ON_DEV ON_CMP HOST MNT DEVDIR SOCK ACCESS, exports RPCIE_CONTROL,
+# Sets EXPORTD EXPORTD_PID HOSTD HOSTD_PID RPCIE ON_DEV ON_CMP HOST MNT DEVDIR SOCK ACCESS, exports RPCIE_CONTROL,
 # and makes die() show the daemons' logs. Skips without /dev/fuse or namespaces.
 stack_start() {
-  local b=$1 prefix=$2 subnet=$3 deadline spec
+  local b=$1 prefix=$2 subnet=$3
   shift 3
-  EXPORTD=$b/devexport/rpcie-exportd HOSTD=$b/frontend/rpcie-hostd RPCIE=$b/tools/rpcie
   [ -e /dev/fuse ] || skip "no /dev/fuse"
   netns_pair "$prefix" "$subnet"
+  stack_daemons_start "$b" "$subnet" "$@"
+}
+
+# stack_daemons_start BUILDDIR SUBNET EXPORT...: stack_start's daemons, in namespaces $DEV
+# (SUBNET.1) and $CMP (SUBNET.2) that the caller made and joined its own way.
+stack_daemons_start() {
+  local b=$1 subnet=$2 deadline spec
+  shift 2
+  EXPORTD=$b/devexport/rpcie-exportd HOSTD=$b/frontend/rpcie-hostd RPCIE=$b/tools/rpcie
+  [ -e /dev/fuse ] || skip "no /dev/fuse"
   ON_DEV=(nsenter --net="/run/netns/$DEV") ON_CMP=(nsenter --net="/run/netns/$CMP")
   HOST=$subnet.1 MNT=$TMP/mnt DEVDIR=$TMP/dev SOCK=$TMP/hostd.sock ACCESS=$TMP/access.log
   export RPCIE_CONTROL=$SOCK
@@ -107,6 +116,7 @@ stack_start() {
   for spec in "$@"; do exports+=(--export "$spec"); done
   start_bg "${ON_DEV[@]}" "$EXPORTD" --listen "$HOST" --provider tcp --psk-file "$TMP/psk" "${exports[@]}" \
     --access-log "$ACCESS" 2>>"$TMP/exportd.log"
+  EXPORTD_PID=$LAST_PID
   deadline=$((SECONDS + 10))
   until grep -q "listening on" "$TMP/exportd.log" 2>/dev/null; do
     [ $SECONDS -ge $deadline ] && die "exporter did not start"

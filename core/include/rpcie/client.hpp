@@ -153,6 +153,7 @@ struct AttachmentStats {
   // Received and dropped: forged, replayed or reordered (sealed attachments), from another
   // address, replies to no outstanding request, out-of-range interrupt counts.
   std::uint64_t messages_refused = 0;
+  std::uint64_t messages_replayed = 0;  // of those: authentic but replayed or reordered (the seal)
   std::uint64_t interrupts = 0;
   std::uint64_t heartbeats = 0;
 };

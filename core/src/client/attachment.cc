@@ -271,6 +271,7 @@ AttachmentStats Attachment::stats() const {
   out.posted_write_errors = s_->router->posted_write_errors();
   const ChannelStats c = s_->session->channel().stats();
   out.messages_refused = s_->router->messages_refused() + c.messages_forged + c.messages_replayed + c.messages_foreign;
+  out.messages_replayed = c.messages_replayed;
   out.heartbeats = s_->lease_keeper->heartbeats();
   return out;
 }
