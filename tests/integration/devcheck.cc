@@ -231,10 +231,24 @@ int edu_check(const Common& c, const std::string& name) {
   CHECK_THAT(w.base[0xa000 + 100] == 0, "DMA wrote past its count");
   ok("partial DMA");
 
-  // A DMA outside the window is not performed and the device keeps working.
-  edu_dma(*a, kDmaBufferAddress, c.window - 16, 4096, true, true);
+  // A DMA that runs past the window's end is not performed, in either direction: not even
+  // its part inside the window (the exporter logs the EFAULT; exportd.sh checks that), and
+  // the device keeps working.
+  random_fill(w.base + 0xb000, 4096, 8);
+  edu_dma(*a, 0xb000, kDmaBufferAddress, 4096, false, true);  // the device buffer: known bytes
+  std::vector<std::uint8_t> tail(w.base + c.window - 16, w.base + c.window);
+  for (auto& b : tail) b = static_cast<std::uint8_t>(~b);
+  std::memcpy(w.base + c.window - 16, tail.data(), tail.size());
+  edu_dma(*a, kDmaBufferAddress, c.window - 16, 4096, true, true);  // device -> host, past the end
+  CHECK_THAT(std::memcmp(w.base + c.window - 16, tail.data(), tail.size()) == 0,
+             "an out-of-window DMA to the host wrote the window's last 16 bytes");
+  edu_dma(*a, c.window - 16, kDmaBufferAddress, 4096, false, true);  // host -> device, past the end
+  std::memset(w.base + 0xc000, 0, 4096);
+  edu_dma(*a, kDmaBufferAddress, 0xc000, 4096, true, true);
+  CHECK_THAT(std::memcmp(w.base + 0xb000, w.base + 0xc000, 4096) == 0,
+             "an out-of-window DMA from the host changed the device buffer");
   CHECK_THAT(rd(*a, kRegId) == 0x010000ed, "device alive after an out-of-window DMA");
-  ok("out-of-window DMA refused, device alive");
+  ok("out-of-window DMA not performed in either direction (window and device bytes unchanged), device alive");
 
   auto d = a->detach(soon());
   CHECK_THAT(d.has_value(), "detach: %s", d ? "" : d.error().describe().c_str());

@@ -28,17 +28,19 @@ chmod 755 "$TMP"  # the unprivileged user below walks through it
 
 # A group and a user in it, for the non-root check (removed on exit).
 GROUP=rpcie$$ USER_NAME=rpcieu$$
-if groupadd "$GROUP" 2>/dev/null; then
+if groupadd "$GROUP" 2>"$TMP/groupadd.err"; then
   CLEANUPS+=("groupdel $GROUP")
-  useradd -M -N -g "$GROUP" -s /bin/false "$USER_NAME" && CLEANUPS+=("userdel $USER_NAME")
+  useradd -M -N -g "$GROUP" -s /bin/false "$USER_NAME" || die "useradd $USER_NAME"
+  CLEANUPS+=("userdel $USER_NAME")
 else
+  skip_check "cannot create a group here ($(cat "$TMP/groupadd.err")): the non-root user check"
   GROUP=0 USER_NAME=
 fi
 
 "$RPCIE" keygen "$TMP/psk" >/dev/null || die "keygen"
 exportd_start() {
   start_bg "${ON_DEV[@]}" "$EXPORTD" --listen "$HOST" --provider tcp --psk-file "$TMP/psk" --export edu0=edu \
-    --export edu1=edu,dma=mirror --export mem0=membar,size=64M 2>>"$TMP/exportd.log"
+    --export edu1=edu,dma=mirror --export mem0=membar,size=64M,doorbell=on 2>>"$TMP/exportd.log"
   EXPORTER=$LAST_PID
   local deadline=$((SECONDS + 10))
   until grep -q "listening on" "$TMP/exportd.log" 2>/dev/null && [ "$(grep -c 'listening on' "$TMP/exportd.log")" -ge "$1" ]; do
@@ -105,6 +107,47 @@ assert (a["edu0"]["data_path"], a["edu1"]["data_path"]) == ("sealed", "open"), a
 "$RPCIE" status | grep -q " edu1 .* open  " || die "status text: no data path column: $("$RPCIE" status)"
 pass "attach: tree, /dev links, sysfs files, remote, data path"
 
+# --- rpcie status: every field of an attachment, and counters that move -----------------------
+# status_check DEVICE STATE GENERATION LOSSES: the JSON and the text line of DEVICE (edu0);
+# its mmio_reads, mmio_writes and interrupts go to $TMP/status.counts.
+status_check() {
+  "$RPCIE" status -o json >"$TMP/status.json" || die "status -o json"
+  python3 - "$TMP/status.json" "$1" "$DEVDIR" "$MNT" "$HOST" "$2" "$3" "$4" >"$TMP/status.out" <<'PY' || die "status JSON: $(cat "$TMP/status.json")"
+import json, sys
+path, dev, devdir, mnt, host, state, gen, losses = sys.argv[1:]
+a = {x["device"]: x for x in json.load(open(path))["attachments"]}
+x = a[dev]
+assert x["path"] == devdir + "/" + dev and x["sysfs"].startswith(mnt + "/pci/devices/"), x
+assert x["exporter"].startswith(host + ":") and x["export"] == "edu0", x
+assert x["state"] == state and x["generation"] == int(gen) and x["losses"] == int(losses), x
+assert x["provider"] == "tcp;ofi_rxm" and x["data_path"] == "sealed" and x["dma_window"] == 16 << 20, x
+assert x["dma"].startswith("/dev/shm/rpcie-dma-") and x["id"] == "1234:11e8" and x["uid"] == 0, x
+c = x["counters"]
+for k in ("config_reads", "config_writes", "mmio_reads", "mmio_writes", "bar_bytes_read", "bar_bytes_written",
+          "posted_write_errors", "messages_refused", "interrupts"):
+    assert isinstance(c[k], int) and c[k] >= 0, (k, c)
+assert state == "connected" or x.get("error"), x  # a connected one may keep its last error
+assert c["posted_write_errors"] == 0 and c["messages_refused"] == 0, c
+print(c["mmio_reads"], c["mmio_writes"], c["interrupts"])
+PY
+  mv "$TMP/status.out" "$TMP/status.counts"
+  "$RPCIE" status >"$TMP/status.txt" || die "status"
+  head -n 1 "$TMP/status.txt" | grep -Eq "^DEVICE +EXPORTER +EXPORT +STATE +PROVIDER +DATAPATH +GEN +MMIO_RD +MMIO_WR +IRQS$" ||
+    die "status text header: $(head -n 1 "$TMP/status.txt")"
+  grep -Eq "^$1 +$HOST:[0-9]+ +edu0 +$2 +tcp;ofi_rxm +sealed +$3 +[0-9]+ +[0-9]+ +[0-9]+$" "$TMP/status.txt" ||
+    die "status text line of $1: $(cat "$TMP/status.txt")"
+}
+status_check rpcie0 connected 1 0
+read -r rd0 wr0 _ <"$TMP/status.counts"
+for _ in 1 2 3; do dd if="$D0/resource0" bs=4 count=1 status=none >/dev/null || die "dd for the counters"; done
+printf '\x78\x56\x34\x12' | dd of="$D0/resource0" bs=4 seek=1 conv=notrunc status=none || die "dd write for the counters"
+status_check rpcie0 connected 1 0
+read -r rd1 wr1 _ <"$TMP/status.counts"
+[ "$rd1" -ge $((rd0 + 3)) ] && [ "$wr1" -ge $((wr0 + 1)) ] || die "status counters: mmio_reads $rd0 -> $rd1, mmio_writes $wr0 -> $wr1"
+awk '$1 == "rpcie0" { print $8, $9 }' "$TMP/status.txt" | grep -qx "$rd1 $wr1" ||
+  die "status text counters of rpcie0 differ from the JSON ($rd1 $wr1): $(cat "$TMP/status.txt")"
+pass "rpcie status: every field (JSON and text), MMIO counters move with the I/O"
+
 # --- pciutils, dd ----------------------------------------------------------------------
 BDF0=$(basename "$D0")
 LSPCI=(lspci -A linux-sysfs -O "sysfs.path=$MNT/pci")
@@ -154,6 +197,10 @@ grep -q "errno EIO" "$TMP/block" || die "blocked events read on loss: $(cat "$TM
 out=$(timeout 10 dd if="$D0/resource0" bs=4 count=1 2>&1) && die "read succeeded with the exporter gone"
 grep -q "Input/output error" <<<"$out" || die "read while gone: $out"
 grep -q "^state reconnecting" "$D0/remote" || die "remote while gone: $(cat "$D0/remote")"
+"$RPCIE" status -o json | python3 -c '
+import json, sys
+x = {a["device"]: a for a in json.load(sys.stdin)["attachments"]}["rpcie0"]
+assert x["state"] == "reconnecting" and x["losses"] == 1 and x["error"], x' || die "status while gone: $("$RPCIE" status -o json)"
 pass "exporter SIGKILLed mid-I/O: EIO within the timeout, blocked events read failed, no hung process"
 exportd_start 2
 deadline=$((SECONDS + 15))
@@ -166,6 +213,7 @@ id=$(dd if="$D0/resource0" bs=4 count=1 status=none | od -An -tx4 | tr -d ' ')
 out=$(dd bs=4 count=1 status=none <&7 2>&1) && die "events file opened before the loss read without error"
 grep -q "Input/output error" <<<"$out" || die "events file across the loss: $out"
 exec 7<&-
+status_check rpcie0 connected 2 1
 $CHECK events "$D0" || die "events after reconnect"
 pass "reconnect after restart: same path, generation 2, I/O and interrupts work"
 
@@ -175,7 +223,12 @@ t0=$(date +%s%N)
 out=$(timeout 20 dd if="$D0/resource0" bs=4 count=1 2>&1) && die "read succeeded with the exporter frozen"
 ms=$((($(date +%s%N) - t0) / 1000000))
 grep -q "Input/output error" <<<"$out" || die "read with the exporter frozen: $out"
-[ "$ms" -le $((TIMEOUT_S * 1000 + 500)) ] || die "EIO after $ms ms with the exporter frozen (timeout ${TIMEOUT_S} s)"
+# The request's own deadline (9/10 of --timeout, Watchdog::op_deadline) ends it: not before
+# timeout - 10 %, not after timeout + 1 s, and hostd says so (not a heartbeat, not the socket).
+[ "$ms" -ge $((TIMEOUT_S * 900)) ] && [ "$ms" -le $((TIMEOUT_S * 1000 + 1000)) ] ||
+  die "EIO after $ms ms with the exporter frozen, want $((TIMEOUT_S * 900))..$((TIMEOUT_S * 1000 + 1000)) ms (timeout ${TIMEOUT_S} s)"
+grep -q "rpcie0: edu0 on .* lost (no answer within the timeout" "$TMP/hostd.log" ||
+  die "the frozen exporter's link did not end by the request deadline: $(grep 'lost (' "$TMP/hostd.log" | tail -n 2)"
 kill -CONT "$EXPORTER"
 deadline=$((SECONDS + 20))
 until grep -q "^state connected" "$D0/remote" && dd if="$D0/resource0" bs=4 count=1 status=none >/dev/null 2>&1; do

@@ -4,6 +4,7 @@ set -u
 
 PIDS=()
 CLEANUPS=()
+CHECKS_SKIPPED=()
 TMP=$(mktemp -d /tmp/rpcie-it.XXXXXX)
 
 cleanup() {
@@ -12,6 +13,10 @@ cleanup() {
   for pid in "${PIDS[@]:-}"; do [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null && shm_regions_drop "$pid"; done
   for ((i = ${#CLEANUPS[@]} - 1; i >= 0; i--)); do eval "${CLEANUPS[$i]}" 2>/dev/null || true; done
   rm -rf "$TMP"
+  if [ "$rc" = 0 ] && [ ${#CHECKS_SKIPPED[@]} -gt 0 ]; then
+    for i in "${CHECKS_SKIPPED[@]}"; do echo "SKIP: $i" >&2; done
+    rc=77
+  fi
   exit $rc
 }
 trap cleanup EXIT
@@ -26,6 +31,16 @@ skip() {
   fi
   echo "SKIP: $*" >&2
   exit 77
+}
+# skip_check WHY: one check of the test cannot run here; the others go on, and the test then
+# ends with 77 (skipped, WHY on stderr) instead of passing. Under CI=true a failure at once.
+skip_check() {
+  if [ "${CI:-}" = true ]; then
+    echo "FAIL: would skip a check under CI=true: $*" >&2
+    exit 1
+  fi
+  echo "note: check not run: $*" >&2
+  CHECKS_SKIPPED+=("$*")
 }
 # shm_regions_drop PID: removes the libfabric shm regions (/dev/shm/PID:*, 16 MiB of memory
 # each) of a process this test killed with SIGKILL, which cannot remove them itself.

@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../../support/skip.hpp"
 #include "../../support/temp_dir.hpp"
 #include "rpcie/auth.hpp"
 
@@ -303,7 +304,7 @@ TEST_CASE("key_load reports bad content with EINVAL and the path, without quotin
 
 TEST_CASE("key_load refuses a key file owned by another user") {
   if (::geteuid() != 0) {
-    MESSAGE("skipped: needs root to give a file to another user");
+    rpcie::test::skip("needs root to give a file to another user: key owner check not run");
     return;
   }
   TempDir dir;
