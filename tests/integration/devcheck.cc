@@ -386,10 +386,12 @@ int posted_check(const Common& c, const std::string& name) {
   }
   std::sort(rtt.begin(), rtt.end());
   const double one = rtt[rtt.size() / 2];
-  // Best of five: the claim is what the transport can do; one preemption of a few ms on a
-  // busy two-core machine says nothing about it. Data and reply counts are checked each time.
-  double best = 1e18;
-  for (int attempt = 0; attempt < 5 && best >= 100 * one; ++attempt) {
+  // Five bursts, each checked: batching must not depend on the load (issue 13 point 4 asks
+  // for <= 30 round trips in every run, pinned, with a busy third process). Data and reply
+  // counts are checked always, the time with RPCIE_TIMING_CHECKS=1.
+  constexpr double kLimit = 30;
+  double worst = 0;
+  for (int attempt = 0; attempt < 5; ++attempt) {
     const auto replies_before = a->channel_stats().messages_received;
     std::vector<double> each;
     auto t0 = std::chrono::steady_clock::now();
@@ -411,13 +413,15 @@ int posted_check(const Common& c, const std::string& name) {
         "1000 posted writes + read: %.0f us (posting %.0f us; a call: median %.2f, p99 %.2f, max %.0f us) = %.1f "
         "round trips of %.1f us, %llu reply\n",
         took, posting, each[500], each[990], each[999], took / one, one, static_cast<unsigned long long>(replies));
-    best = std::min(best, took);
+    CHECK_THAT(!timing_checked() || took <= kLimit * one,
+               "burst %d: 1000 writes + read took %.0f us = %.1f round trips of %.1f us (limit %.0f)", attempt, took,
+               took / one, one, kLimit);
+    worst = std::max(worst, took / one);
   }
   if (!timing_checked())
-    std::printf("timing reported, not checked (RPCIE_TIMING_CHECKS=1 checks it): best %.1f round trips\n", best / one);
-  CHECK_THAT(!timing_checked() || best < 100 * one,
-             "1000 writes + read took at best %.0f us = %.1f round trips of %.1f us", best, best / one, one);
-  if (best < 100 * one) std::printf("ok: 1000 posted writes and a read in %.1f round trips\n", best / one);
+    std::printf("timing reported, not checked (RPCIE_TIMING_CHECKS=1 checks it): worst %.1f round trips\n", worst);
+  else if (worst <= kLimit)
+    std::printf("ok: 1000 posted writes and a read in at most %.1f round trips (5 bursts)\n", worst);
   return g_failures ? 1 : 0;
 }
 

@@ -11,21 +11,42 @@ std::size_t PostedBatch::writes_max_for(std::size_t inject_size) {
   return std::min(proto::kMaxBatch, (inject_size - kFixed) / kEntry);
 }
 
-PostedBatch::Added PostedBatch::batch_start_locked(Clock::time_point now, Clock::time_point waited) {
-  // A driver that rings a doorbell every few microseconds and waits for each must find every
-  // doorbell eager, not every fifth: a call that waited starts a new window.
-  if (now - eager_since_ > kBatchDelay || waited > eager_since_) {
-    eager_since_ = now;
-    eager_sent_ = 0;
+void PostedBatch::burst_advance_locked(Clock::time_point now, Clock::time_point waited) {
+  const auto gap = now - last_end_;
+  last_end_ = now;
+  // A driver that rings a doorbell and waits for each (a read, or polling host memory for
+  // longer than kBatchDelay) must find every doorbell eager, not every fifth.
+  if (gap > kBatchDelay || waited > window_.start) {
+    window_ = Window{now};
+  } else if ((window_.app += gap) > kBatchDelay) {
+    window_ = Window{now, {}, 0, 0, window_.writes > kEagerWrites};
   }
-  since_ = now;
-  pending_.store(true, std::memory_order_relaxed);
-  // Sent by the caller through the batch, so that a write another thread queued meanwhile
-  // leaves with it, in order.
+  ++window_.writes;
+}
+
+PostedBatch::Added PostedBatch::write_add(const proto::MmioWrite& write, Clock::time_point now,
+                                          Clock::time_point waited) {
+  std::lock_guard g(lock_);
+  burst_advance_locked(now, waited);
+  writes_.push_back(write);
   Added out;
-  out.send_now = eager_sent_++ < kEagerWrites;
-  out.wake = !out.send_now;
+  // The first write after pushed window bytes starts the batch too (the doorbell, typically).
+  if (writes_.size() == 1) {
+    since_ = now;
+    pending_.store(true, std::memory_order_relaxed);
+    // Sent by the caller through the batch, so that a write another thread queued meanwhile
+    // leaves with it, in order.
+    out.send_now = !window_.stream && window_.eager < kEagerWrites;
+    window_.eager += out.send_now;
+    out.wake = !out.send_now;
+  }
+  out.send_now = out.send_now || writes_.size() >= writes_max_;
   return out;
+}
+
+void PostedBatch::write_end(Clock::time_point now) {
+  std::lock_guard g(lock_);
+  last_end_ = std::max(last_end_, now);
 }
 
 bool PostedBatch::burst_add(const proto::MmioWrite& write, Clock::time_point now) {

@@ -7,9 +7,16 @@
 // then polls host memory must not wait for more). The first kEagerWrites writes of a burst
 // leave at once from the writer's thread, because a batch that waits needs the dispatcher
 // thread to send it, and waking that thread costs more than the send (on tcp with the client
-// on one CPU, about as long as a whole edu DMA command). A call that waited (a read,
-// interrupt_wait) ends a burst. Pushed window bytes (window_push) wait here too and leave in
-// one message with the writes queued after them.
+// on one CPU, about as long as a whole edu DMA command). Pushed window bytes (window_push)
+// wait here too and leave in one message with the writes queued after them.
+//
+// What a burst is, is measured in the application's time only: the gaps between one write
+// call's return and the next write, never the time a writer spent sending (write_end() says
+// when that ended). Otherwise a slow send would itself end the burst, and on a fabric whose
+// sends take longer than kBatchDelay / kEagerWrites every write would leave alone. A burst
+// ends at a call that waited (a read, interrupt_wait) or a gap of kBatchDelay. Within one,
+// each kBatchDelay of application time is a window with up to kEagerWrites eager writes,
+// unless the window before held more writes than that: a stream, whose writes batch.
 //
 // Thread-safety: every member may be called from any thread; one internal mutex, held only to
 // add or take (never while sending). pending() is lock-free, for the dispatcher's loop.
@@ -49,18 +56,12 @@ class PostedBatch {
     bool send_now = false;  // the writer sends the batch itself (eager, or the batch is full)
     bool wake = false;      // a new batch that waits: the dispatcher must come to send it
   };
-  // Queues one write. `now()` and `waited()` (when the last call that waited ended: it ends
-  // the burst) are asked only for the first write of a batch, keeping clock reads off the
-  // path of the writes that join a batch.
-  template <class Now, class Waited>
-  Added write_add(const proto::MmioWrite& write, Now&& now, Waited&& waited) {
-    std::lock_guard g(lock_);
-    writes_.push_back(write);
-    Added out;
-    if (writes_.size() == 1) out = batch_start_locked(now(), waited());
-    out.send_now = out.send_now || writes_.size() >= writes_max_;
-    return out;
-  }
+  // Queues one write made at `now`; `waited`: when the last call that waited ended (it ends
+  // the burst).
+  Added write_add(const proto::MmioWrite& write, Clock::time_point now, Clock::time_point waited);
+  // The writer that was told send_now finished sending at `now`: the burst's application time
+  // resumes from here.
+  void write_end(Clock::time_point now);
 
   // Queues one write of a burst whose sender sends the batch itself (no eager send, no
   // dispatcher wake-up). true: the batch is full, send it before queueing more.
@@ -84,8 +85,8 @@ class PostedBatch {
   bool pending() const noexcept { return pending_.load(std::memory_order_relaxed); }
 
  private:
-  // The first write after pushed window bytes starts the batch too (the doorbell, typically).
-  Added batch_start_locked(Clock::time_point now, Clock::time_point waited);
+  // Moves the burst on to the write at `now` (a new burst, a new window, or the same).
+  void burst_advance_locked(Clock::time_point now, Clock::time_point waited);
   bool empty_locked() const { return writes_.empty() && push_.empty(); }
 
   const std::size_t writes_max_;
@@ -93,9 +94,15 @@ class PostedBatch {
   std::vector<proto::MmioWrite> writes_;
   std::vector<std::uint8_t> push_;
   std::uint64_t push_at_ = 0;
-  Clock::time_point since_{};        // arrival of the oldest waiting entry
-  Clock::time_point eager_since_{};  // start of the current eager window
-  int eager_sent_ = 0;               // writes sent eagerly in that window
+  Clock::time_point since_{};     // arrival of the oldest waiting entry
+  Clock::time_point last_end_{};  // when the last write was queued, or its writer's send ended
+  struct Window {
+    Clock::time_point start{};  // its first write
+    Clock::duration app{};      // application time in it
+    int writes = 0;             // writes queued in it
+    int eager = 0;              // of them, sent eagerly
+    bool stream = false;        // the window before held more than kEagerWrites writes
+  } window_;
   std::atomic<bool> pending_{false};
 };
 

@@ -16,8 +16,7 @@ proto::MmioWrite write_at(std::uint64_t offset) { return proto::MmioWrite{0, 4, 
 const Clock::time_point t0 = Clock::time_point{} + 1h;  // a start well clear of the epoch
 const Clock::time_point never{};                        // "no call has waited yet"
 PostedBatch::Added add(PostedBatch& b, const proto::MmioWrite& w, Clock::time_point now, Clock::time_point waited) {
-  return b.write_add(
-      w, [now] { return now; }, [waited] { return waited; });
+  return b.write_add(w, now, waited);
 }
 }  // namespace
 
@@ -151,20 +150,56 @@ TEST_CASE("posted batch: as many writes as fit in one inject where that is large
   }
 }
 
-TEST_CASE("posted batch: a write that joins a waiting batch reads no clock") {
+TEST_CASE("posted batch: sends that take longer than the window do not end the burst") {
+  // Each eager send takes 30 us (longer than kBatchDelay); the application writes again 0.2 us
+  // after each call returns. The burst goes on: four writes leave at once, the rest batch.
   PostedBatch b;
-  int clock_reads = 0;
-  auto now = [&] {
-    ++clock_reads;
-    return t0;
-  };
-  auto waited = [&] {
-    ++clock_reads;
-    return never;
-  };
-  (void)b.write_add(write_at(0), now, waited);
-  CHECK(clock_reads == 2);
-  (void)b.write_add(write_at(4), now, waited);
-  (void)b.write_add(write_at(8), now, waited);
-  CHECK(clock_reads == 2);
+  auto now = t0;
+  for (int i = 0; i < PostedBatch::kEagerWrites; ++i) {
+    auto a = add(b, write_at(i * 4), now, never);
+    REQUIRE(a.send_now);
+    REQUIRE(b.take(now));
+    now += 30us;
+    b.write_end(now);
+    now += 200ns;
+  }
+  auto fifth = add(b, write_at(16), now, never);
+  CHECK_FALSE(fifth.send_now);
+  CHECK(fifth.wake);
+}
+
+TEST_CASE("posted batch: a stream of writes batches from its second window on, until a gap ends it") {
+  // 0.5 us apart: 41 writes in the first 20 us of application time, four of them eager.
+  PostedBatch b;
+  auto now = t0;
+  int eager = 0, sent_by_timer = 0;
+  for (int i = 0; i < 200; ++i, now += 500ns) {
+    if (auto due = b.due(); due && *due <= now) sent_by_timer += b.take(now, true).has_value();
+    auto a = add(b, write_at(0), now, never);
+    if (a.send_now) {
+      ++eager;
+      REQUIRE(b.take(now));
+      b.write_end(now);
+    }
+  }
+  CHECK(eager == PostedBatch::kEagerWrites);
+  CHECK(sent_by_timer == 4);  // one batch per 20 us after the eager writes
+  // 20 us without a write ends the stream: the next write is eager again.
+  REQUIRE(b.take(now));
+  CHECK(add(b, write_at(0), now + PostedBatch::kBatchDelay, never).send_now);
+}
+
+TEST_CASE("posted batch: a doorbell every 10 us of application time is always eager") {
+  // A driver that rings, then polls host memory for 10 us: two writes per window, never a
+  // stream, so none waits for the dispatcher.
+  PostedBatch b;
+  auto now = t0;
+  for (int i = 0; i < 50; ++i) {
+    auto a = add(b, write_at(0x98), now, never);
+    REQUIRE(a.send_now);
+    REQUIRE(b.take(now));
+    now += 8us;  // the send
+    b.write_end(now);
+    now += 10us;
+  }
 }

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Posted writes batch whatever the load (issue 13 point 4): 1000 posted writes then a read
+# take <= 30 round trips in every run, with the exporter and the client pinned to different
+# CPUs and a busy third process on one of them — the client's CPU in half the runs, the
+# exporter's in the other half. Each run (rpcie-devcheck posted) makes five bursts and checks
+# each one, its data and its reply count. Over tcp;ofi_rxm across two namespaces (the sealed
+# data path, tcp's default) and over shm. Release builds only: the claim is about them.
+#   posted_load.sh BUILDDIR [RUNS_PER_PLACEMENT]   (default 10: 20 runs per provider)
+. "$(dirname "$0")/lib.sh"
+B=$1 RUNS=${2:-10}
+EXPORTD=$B/devexport/rpcie-exportd RPCIE=$B/tools/rpcie DEVCHECK=$B/tests/rpcie-devcheck
+[ "$(nproc)" -ge 2 ] || skip "needs two CPUs to pin the exporter and the client apart"
+command -v taskset >/dev/null || skip "taskset (util-linux) is not installed"
+netns_pair rpcie-pl 169.254.91
+"$RPCIE" keygen "$TMP/psk" >/dev/null || die "keygen"
+
+# exporter_start PROVIDER HOST NS...: an exporter of edu0 on CPU 0; sets PORT.
+exporter_start() {
+  local provider=$1 host=$2 log=$TMP/exportd-$1.log deadline=$((SECONDS + 10))
+  shift 2
+  start_bg "$@" taskset -c 0 "$EXPORTD" --listen "$host:0" --provider "$provider" --psk-file "$TMP/psk" \
+    --export edu0=edu 2>"$log"
+  EXPORTER=$LAST_PID
+  until grep -q "listening on" "$log"; do
+    [ $SECONDS -ge $deadline ] && die "exporter ($provider) did not start: $(cat "$log")"
+    kill -0 "$EXPORTER" 2>/dev/null || die "exporter ($provider) died: $(cat "$log")"
+    sleep 0.05
+  done
+  PORT=$(sed -n 's/.*listening on .*:\([0-9]*\)$/\1/p' "$log" | head -1)
+}
+
+# runs PROVIDER HOST BUSY_CPU NS...: RUNS runs of devcheck posted on CPU 1 while a busy loop
+# spins on BUSY_CPU; every run must pass. Prints each burst's round trips.
+runs() {
+  local provider=$1 host=$2 busy_cpu=$3 i out busy
+  shift 3
+  timeout 300 taskset -c "$busy_cpu" sh -c 'while :; do :; done' &
+  busy=$!
+  PIDS+=("$busy")
+  for i in $(seq "$RUNS"); do
+    out=$(RPCIE_TIMING_CHECKS=1 timeout 60 "$@" taskset -c 1 "$DEVCHECK" -r "$host:$PORT" --psk-file "$TMP/psk" \
+      --provider "$provider" posted edu0 2>&1) ||
+      { kill "$busy"; die "$provider, busy CPU $busy_cpu, run $i:"$'\n'"$out"; }
+    echo "$provider busy-cpu$busy_cpu run $i: $(echo "$out" | sed -n 's/.* = \([0-9.]*\) round trips.*/\1/p' | tr '\n' ' ')"
+  done
+  kill "$busy"
+  wait "$busy" 2>/dev/null
+}
+
+exporter_start tcp 169.254.91.1 nsenter --net="/run/netns/$DEV"
+for cpu in 1 0; do runs tcp 169.254.91.1 "$cpu" nsenter --net="/run/netns/$CMP"; done
+pass "tcp: $((2 * RUNS)) runs of 5 bursts, each 1000 posted writes + a read in <= 30 round trips"
+kill "$EXPORTER"
+exporter_start shm 127.0.0.1
+for cpu in 1 0; do runs shm 127.0.0.1 "$cpu"; done
+pass "shm: $((2 * RUNS)) runs of 5 bursts, each 1000 posted writes + a read in <= 30 round trips"
