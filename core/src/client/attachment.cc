@@ -317,8 +317,9 @@ Result<void> Attachment::mmio_write(std::uint8_t bar, std::uint64_t offset, unsi
   if (width < 8 && (value >> (8 * width)) != 0) return fail(EINVAL, "MMIO write: value wider than the access");
   if (auto e = s_->router->error_pending()) return tl::unexpected(*e);
   s_->stats_update([](AttachmentStats& st) { ++st.mmio_writes; });
-  const auto added = s_->batch->write_add({bar, static_cast<std::uint8_t>(width), offset, value},
-                                          Deadline::Clock::now(), s_->dispatcher->last_wait());
+  const auto added = s_->batch->write_add(
+      {bar, static_cast<std::uint8_t>(width), offset, value}, [] { return Deadline::Clock::now(); },
+      [this] { return s_->dispatcher->last_wait(); });
   // A batch that waits is sent by the dispatcher if nothing else sends it first.
   if (added.wake) s_->dispatcher->batch_waiting();
   if (!added.send_now) return {};

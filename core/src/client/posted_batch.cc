@@ -11,36 +11,26 @@ std::size_t PostedBatch::writes_max_for(std::size_t inject_size) {
   return std::min(proto::kMaxBatch, (inject_size - kFixed) / kEntry);
 }
 
-void PostedBatch::burst_advance_locked(Clock::time_point now, Clock::time_point waited) {
+PostedBatch::Added PostedBatch::batch_start_locked(Clock::time_point now, Clock::time_point waited) {
   const auto gap = now - last_end_;
   last_end_ = now;
   // A driver that rings a doorbell and waits for each (a read, or polling host memory for
-  // longer than kBatchDelay) must find every doorbell eager, not every fifth.
+  // longer than kBatchDelay) must find every doorbell eager, not every fifth. The write being
+  // added is counted already: it belongs to the window it starts.
+  const int writes = window_.writes - 1;
   if (gap > kBatchDelay || waited > window_.start) {
-    window_ = Window{now};
+    window_ = Window{now, {}, 1};
   } else if ((window_.app += gap) > kBatchDelay) {
-    window_ = Window{now, {}, 0, 0, window_.writes > kEagerWrites};
+    window_ = Window{now, {}, 1, 0, writes > kEagerWrites};
   }
-  ++window_.writes;
-}
-
-PostedBatch::Added PostedBatch::write_add(const proto::MmioWrite& write, Clock::time_point now,
-                                          Clock::time_point waited) {
-  std::lock_guard g(lock_);
-  burst_advance_locked(now, waited);
-  writes_.push_back(write);
+  since_ = now;
+  pending_.store(true, std::memory_order_relaxed);
+  // Sent by the caller through the batch, so that a write another thread queued meanwhile
+  // leaves with it, in order.
   Added out;
-  // The first write after pushed window bytes starts the batch too (the doorbell, typically).
-  if (writes_.size() == 1) {
-    since_ = now;
-    pending_.store(true, std::memory_order_relaxed);
-    // Sent by the caller through the batch, so that a write another thread queued meanwhile
-    // leaves with it, in order.
-    out.send_now = !window_.stream && window_.eager < kEagerWrites;
-    window_.eager += out.send_now;
-    out.wake = !out.send_now;
-  }
-  out.send_now = out.send_now || writes_.size() >= writes_max_;
+  out.send_now = !window_.stream && window_.eager < kEagerWrites;
+  window_.eager += out.send_now;
+  out.wake = !out.send_now;
   return out;
 }
 
@@ -73,6 +63,7 @@ std::optional<PostedBatch::Taken> PostedBatch::take(Clock::time_point now, bool 
   std::lock_guard g(lock_);
   if (empty_locked()) return std::nullopt;
   if (only_if_due && now - since_ < kBatchDelay) return std::nullopt;
+  last_end_ = std::max(last_end_, now);
   Taken out;
   std::swap(out.writes, writes_);
   std::swap(out.push, push_);

@@ -16,7 +16,8 @@ proto::MmioWrite write_at(std::uint64_t offset) { return proto::MmioWrite{0, 4, 
 const Clock::time_point t0 = Clock::time_point{} + 1h;  // a start well clear of the epoch
 const Clock::time_point never{};                        // "no call has waited yet"
 PostedBatch::Added add(PostedBatch& b, const proto::MmioWrite& w, Clock::time_point now, Clock::time_point waited) {
-  return b.write_add(w, now, waited);
+  return b.write_add(
+      w, [now] { return now; }, [waited] { return waited; });
 }
 }  // namespace
 
@@ -184,9 +185,11 @@ TEST_CASE("posted batch: a stream of writes batches from its second window on, u
   }
   CHECK(eager == PostedBatch::kEagerWrites);
   CHECK(sent_by_timer == 4);  // one batch per 20 us after the eager writes
-  // 20 us without a write ends the stream: the next write is eager again.
+  // More than 20 us without a write ends the stream: the next write is eager again.
   REQUIRE(b.take(now));
-  CHECK(add(b, write_at(0), now + PostedBatch::kBatchDelay, never).send_now);
+  CHECK_FALSE(add(b, write_at(0), now + PostedBatch::kBatchDelay, never).send_now);
+  REQUIRE(b.take(now + PostedBatch::kBatchDelay));
+  CHECK(add(b, write_at(0), now + 2 * PostedBatch::kBatchDelay + 1us, never).send_now);
 }
 
 TEST_CASE("posted batch: a doorbell every 10 us of application time is always eager") {
@@ -202,4 +205,22 @@ TEST_CASE("posted batch: a doorbell every 10 us of application time is always ea
     b.write_end(now);
     now += 10us;
   }
+}
+
+TEST_CASE("posted batch: a write that joins a waiting batch reads no clock") {
+  PostedBatch b;
+  int clock_reads = 0;
+  auto now = [&] {
+    ++clock_reads;
+    return t0;
+  };
+  auto waited = [&] {
+    ++clock_reads;
+    return never;
+  };
+  (void)b.write_add(write_at(0), now, waited);
+  CHECK(clock_reads == 2);
+  (void)b.write_add(write_at(4), now, waited);
+  (void)b.write_add(write_at(8), now, waited);
+  CHECK(clock_reads == 2);
 }
