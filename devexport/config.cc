@@ -86,15 +86,20 @@ std::string at(const std::string& path, const toml::node& n) {
   return path + ":" + std::to_string(n.source().begin.line) + ": ";
 }
 
+Error parse_error_of(const toml::parse_error& e, const std::string& path) {
+  const auto& where = e.source().begin;
+  return Error{ErrorDomain::posix, EINVAL,
+               path + ":" + std::to_string(where.line) + ":" + std::to_string(where.column) + ": " +
+                   std::string(e.description())};
+}
+
 Result<toml::table> table_load(const std::string& path) {
   try {
     return toml::parse_file(path);
   } catch (const toml::parse_error& e) {
-    const auto& where = e.source().begin;
     if (e.description().find("File could not be opened") != std::string_view::npos)
       return fail(ENOENT, path + ": cannot open the config file");
-    return fail(EINVAL, path + ":" + std::to_string(where.line) + ":" + std::to_string(where.column) + ": " +
-                            std::string(e.description()));
+    return tl::unexpected(parse_error_of(e, path));
   }
 }
 
@@ -265,8 +270,9 @@ Result<ExportConfig> export_table_parse(const toml::table& t, const std::string&
 
 }  // namespace
 
-Result<void> config_file_apply(const std::string& path, ExporterConfig& config) {
-  RPCIE_TRY_ASSIGN(const toml::table root, table_load(path));
+namespace {
+
+Result<void> config_table_apply(const toml::table& root, const std::string& path, ExporterConfig& config) {
   RPCIE_TRY(keys_check(root, path, "", "listen", "provider", "psk-file", "lease", "access-log", "data-path",
                        "preauth-per-address", "preauth-max", "client", "export"));
   RPCIE_TRY(top_keys_apply(root, path, config));
@@ -282,6 +288,23 @@ Result<void> config_file_apply(const std::string& path, ExporterConfig& config) 
                        config.exports.push_back(std::move(e));
                        return {};
                      });
+}
+
+}  // namespace
+
+Result<void> config_file_apply(const std::string& path, ExporterConfig& config) {
+  RPCIE_TRY_ASSIGN(const toml::table root, table_load(path));
+  return config_table_apply(root, path, config);
+}
+
+Result<void> config_text_apply(std::string_view text, const std::string& path, ExporterConfig& config) {
+  toml::table root;
+  try {
+    root = toml::parse(text, path);
+  } catch (const toml::parse_error& e) {
+    return tl::unexpected(parse_error_of(e, path));
+  }
+  return config_table_apply(root, path, config);
 }
 
 Result<void> config_check(const ExporterConfig& config) {

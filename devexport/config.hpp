@@ -84,6 +84,8 @@ struct ExporterConfig {
 // syntax error, "FILE:LINE: key: reason" for a bad value or an unknown key (LINE of the
 // value, or of the table that lacks a key); ENOENT when the file cannot be read.
 Result<void> config_file_apply(const std::string& path, ExporterConfig& config);
+// The same for the text of such a file, named `path` in messages (the fuzz target's way in).
+Result<void> config_text_apply(std::string_view text, const std::string& path, ExporterConfig& config);
 
 // "NAME=BACKEND[,key=value...]" with the exporter's own keys split off.
 Result<ExportConfig> export_config_parse(std::string_view text);

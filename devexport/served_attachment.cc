@@ -7,7 +7,6 @@
 #include <utility>
 
 #include "rpcie/log.hpp"
-#include "rpcie/pci.hpp"
 
 namespace rpcie::dev {
 
@@ -32,7 +31,7 @@ ServedAttachment::ServedAttachment(ExportSlot& slot, std::uint64_t id, std::uint
       window_size_(window_size),
       mirror_(slot.config.dma == DmaMode::mirror && window_size > 0),
       pushed_(mirror_ && pushed),
-      access_log_(access_log),
+      requests_(slot, *this, access_log),
       irq_counts_(slot.backend->vector_count(), 0) {}
 
 ServedAttachment::~ServedAttachment() { teardown(false); }
@@ -46,6 +45,7 @@ Result<void> ServedAttachment::setup(Socket socket, const SessionOptions& option
   }
   RPCIE_TRY_ASSIGN(auto bounce, HostBuffer::create(kBounceSize));
   bounce_.emplace(std::move(bounce));
+  requests_.bounce_set({bounce_->data(), bounce_->size()});
   regions.push_back(
       {proto::kRegionBounce, bounce_->data(), bounce_->size(), FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE});
   if (window_size_ > 0) {
@@ -197,7 +197,7 @@ Result<void> ServedAttachment::window_pull_locked() {
 // Streaming DMA: bytes the client pushed (window_push) for what the device reads next.
 // They replace what the device wrote there and had not yet pushed back: the client's
 // window holds the pushed bytes already.
-Result<void> ServedAttachment::mirror_fill(std::uint64_t iova, std::span<const std::uint8_t> bytes) {
+Result<void> ServedAttachment::window_fill(std::uint64_t iova, std::span<const std::uint8_t> bytes) {
   if (!pushed_)
     return fail(EINVAL, "window push: this attachment did not attach to push (no mirror, or no kAttachWindowPush)");
   if (!window_contains(iova, bytes.size())) return fail(EINVAL, "window push outside the window");
@@ -220,134 +220,20 @@ Result<void> ServedAttachment::error_send(int code, const std::string& text, std
                                           rid, Deadline::after(kDeviceTimeout));
 }
 
-const Region* ServedAttachment::region_find(std::uint8_t bar) const {
-  for (const auto& r : slot_.backend->regions())
-    if (r.bar == bar) return &r;
-  return nullptr;
-}
-
-// Bounce buffer <-> BAR for memory BARs that are not plain memory (or not offered).
-Result<void> ServedAttachment::bar_copy(const proto::BarCommit& c, bool to_bar) {
-  const Region* r = region_find(c.bar);
-  if (!r || r->kind != RegionKind::memory) return fail(EINVAL, "BAR " + std::to_string(c.bar) + " is not a memory BAR");
-  if (c.offset > r->size || c.length > r->size - c.offset) return fail(EINVAL, "range outside the BAR");
-  if (c.bounce_offset > kBounceSize || c.length > kBounceSize - c.bounce_offset)
-    return fail(EINVAL, "range outside the bounce buffer");
-  if (to_bar && r->readonly) return fail(EPERM, "BAR " + std::to_string(c.bar) + " is read-only");
-  std::uint8_t* bounce = bounce_->data() + c.bounce_offset;
-  auto mem = slot_.backend->bar_memory(c.bar);
-  if (mem.size() == r->size) {
-    if (to_bar)
-      std::memcpy(mem.data() + c.offset, bounce, c.length);
-    else
-      std::memcpy(bounce, mem.data() + c.offset, c.length);
-    return {};
-  }
-  // Through MMIO, the widest naturally aligned access at each step.
-  return pci::access_split(c.offset, c.length, pci::kBarWidthMax, [&](std::uint64_t at, unsigned w) -> Result<void> {
-    std::uint8_t* byte = bounce + (at - c.offset);
-    if (to_bar) {
-      std::uint64_t v = 0;
-      std::memcpy(&v, byte, w);
-      return device_write(c.bar, at, w, v);
-    }
-    RPCIE_TRY_ASSIGN(const std::uint64_t v, device_read(c.bar, at, w));
-    std::memcpy(byte, &v, w);
-    return {};
-  });
-}
-
-Result<void> ServedAttachment::posted_write(const proto::MmioWrite& m) {
-  if (mirror_ && !pushed_ && slot_.backend->mmio_write_is_doorbell(m.bar, m.offset)) {
-    std::lock_guard g(dma_lock_);  // rule 3: the driver's memory before the doorbell
-    auto pulled = window_pull_locked();
-    if (!pulled) return fail(EIO, "window pull before a doorbell failed: " + pulled.error().describe());
-  }
-  return device_write(m.bar, m.offset, m.width, m.value);
-}
-
-Result<std::uint64_t> ServedAttachment::device_read(std::uint8_t bar, std::uint64_t offset, unsigned width) {
-  auto v = slot_.backend->mmio_read(bar, offset, width);
-  access_record(false, bar, offset, width, v ? *v : 0, v ? 0 : v.error().to_errno());
-  return v;
-}
-
-Result<void> ServedAttachment::device_write(std::uint8_t bar, std::uint64_t offset, unsigned width,
-                                            std::uint64_t value) {
-  auto r = slot_.backend->mmio_write(bar, offset, width, value);
-  access_record(true, bar, offset, width, value, r ? 0 : r.error().to_errno());
-  return r;
-}
-
-void ServedAttachment::access_record(bool write, std::uint8_t bar, std::uint64_t offset, unsigned width,
-                                     std::uint64_t value, int error) const noexcept {
-  if (access_log_ == nullptr) return;
-  access_log_->record({.export_name = slot_.config.spec.name,
-                       .write = write,
-                       .bar = bar,
-                       .offset = offset,
-                       .width = width,
-                       .value = value,
-                       .error = error});
-}
-
 void ServedAttachment::request_handle(const proto::Decoded& d) {
-  const auto rid = d.header.request_id;
-  Result<void> sent{};
-  std::visit(
-      [&](const auto& m) {
-        using M = std::decay_t<decltype(m)>;
-        std::unique_lock calls(slot_.calls);
-        if constexpr (std::is_same_v<M, proto::ConfigRead>) {
-          auto v = slot_.backend->config_read(m.offset, m.width);
-          calls.unlock();
-          sent = reply_send(proto::ReadReply{v ? 0 : v.error().to_errno(), v ? *v : 0}, rid);
-        } else if constexpr (std::is_same_v<M, proto::ConfigWrite>) {
-          auto r = slot_.backend->config_write(m.offset, m.width, m.value);
-          calls.unlock();
-          sent = reply_send(proto::WriteAck{r ? 0 : r.error().to_errno()}, rid);
-        } else if constexpr (std::is_same_v<M, proto::MmioRead>) {
-          auto v = device_read(m.bar, m.offset, m.width);
-          calls.unlock();
-          sent = reply_send(proto::ReadReply{v ? 0 : v.error().to_errno(), v ? *v : 0}, rid);
-        } else if constexpr (std::is_same_v<M, proto::MmioWrite>) {
-          auto r = posted_write(m);
-          calls.unlock();
-          // Posted: only a failure is answered (the client reports it on its next call).
-          if (!r) sent = error_send(r.error().to_errno(), r.error().message, rid);
-        } else if constexpr (std::is_same_v<M, proto::MmioWriteBatch> || std::is_same_v<M, proto::WindowPush>) {
-          // Each step is performed, in order, whatever became of the one before (as
-          // posted writes on PCIe); the first failure is reported.
-          Result<void> first_failure{};
-          if constexpr (std::is_same_v<M, proto::WindowPush>) first_failure = mirror_fill(m.window_offset, m.data);
-          for (const auto& w : m.writes) {
-            auto r = posted_write(w);
-            if (!r && first_failure) first_failure = r;
-          }
-          calls.unlock();
-          if (!first_failure) sent = error_send(first_failure.error().to_errno(), first_failure.error().message, rid);
-        } else if constexpr (std::is_same_v<M, proto::BarFetch>) {
-          auto r = bar_copy(m, false);
-          calls.unlock();
-          sent = reply_send(proto::WriteAck{r ? 0 : r.error().to_errno()}, rid);
-        } else if constexpr (std::is_same_v<M, proto::BarCommit>) {
-          auto r = bar_copy(m, true);
-          calls.unlock();
-          sent = reply_send(proto::WriteAck{r ? 0 : r.error().to_errno()}, rid);
-        } else if constexpr (std::is_same_v<M, proto::Pong>) {
-          calls.unlock();  // the answer to the warm-up ping of setup()
-        } else {
-          calls.unlock();
-          RPCIE_LOG_ONCE(LogLevel::warn, "exportd", "unexpected {} on the data path",
-                         proto::msg_type_name(d.header.type));
-          sent = error_send(EPROTO, std::string("unexpected ") + proto::msg_type_name(d.header.type), rid);
-        }
-      },
-      d.message);
+  auto sent = requests_.handle(d);
   if (!sent) {
     RPCIE_LOG_WARN("exportd", "attachment {}: reply failed: {}", id_, sent.error().describe());
     failed_.store(true);
   }
+}
+
+Result<void> ServedAttachment::doorbell_prepare() {
+  if (!mirror_ || pushed_) return {};
+  std::lock_guard g(dma_lock_);  // rule 3: the driver's memory before the doorbell
+  auto pulled = window_pull_locked();
+  if (!pulled) return fail(EIO, "window pull before a doorbell failed: " + pulled.error().describe());
+  return {};
 }
 
 void ServedAttachment::data_run() {

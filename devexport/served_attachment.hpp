@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "access_log.hpp"
+#include "attachment_requests.hpp"
 #include "backend.hpp"
 #include "dirty_ranges.hpp"
 #include "export_slot.hpp"
@@ -42,7 +43,7 @@
 
 namespace rpcie::dev {
 
-class ServedAttachment final : public DmaPort, public IrqSink {
+class ServedAttachment final : public DmaPort, public IrqSink, private RequestLink {
  public:
   // `window_size`: the client's DMA window (0: none). `pushed`: the client pushes what the
   // device is to read (proto::kAttachWindowPush); meaningful for a mirror only.
@@ -90,19 +91,11 @@ class ServedAttachment final : public DmaPort, public IrqSink {
   Result<void> mirror_push(Deadline deadline);
   Result<void> mirror_push_locked(Deadline deadline);
   Result<void> window_pull_locked();
-  Result<void> mirror_fill(std::uint64_t iova, std::span<const std::uint8_t> bytes);
-  Result<void> reply_send(const proto::Message& m, std::uint64_t rid);
-  Result<void> error_send(int code, const std::string& text, std::uint64_t rid);
-  const Region* region_find(std::uint8_t bar) const;
-  // One MMIO access of the device (slot_.calls held), recorded in the access log if any.
-  Result<std::uint64_t> device_read(std::uint8_t bar, std::uint64_t offset, unsigned width);
-  Result<void> device_write(std::uint8_t bar, std::uint64_t offset, unsigned width, std::uint64_t value);
-  // The access log's line for an access just performed (value: read or written; error: its
-  // errno, 0 if performed). Nothing without a log.
-  void access_record(bool write, std::uint8_t bar, std::uint64_t offset, unsigned width, std::uint64_t value,
-                     int error) const noexcept;
-  Result<void> bar_copy(const proto::BarCommit& c, bool to_bar);
-  Result<void> posted_write(const proto::MmioWrite& m);
+  // RequestLink: what the requests (requests_) need from this data path.
+  Result<void> reply_send(const proto::Message& m, std::uint64_t rid) override;
+  Result<void> error_send(int code, const std::string& text, std::uint64_t rid) override;
+  Result<void> doorbell_prepare() override;
+  Result<void> window_fill(std::uint64_t iova, std::span<const std::uint8_t> bytes) override;
   void request_handle(const proto::Decoded& d);
   void data_run();
 
@@ -111,7 +104,7 @@ class ServedAttachment final : public DmaPort, public IrqSink {
   std::uint64_t window_size_;
   bool mirror_;
   bool pushed_;
-  AccessLog* access_log_;
+  AttachmentRequests requests_;
   std::unique_ptr<Session> session_;
   std::optional<HostBuffer> bounce_;
   std::optional<HostBuffer> local_;  // staging (on-demand) or mirror

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attach_owners.hpp"
+#include "attach_request.hpp"
 #include "control_server.hpp"
 #include "mmio_ring_server.hpp"
 #include "remote_device.hpp"
@@ -28,22 +29,6 @@
 #include "tree.hpp"
 
 namespace rpcie::hostd {
-
-// What attach requests may ask for: hostd's options.
-struct AttachPolicy {
-  std::size_t window_default = 16u << 20;  // --dma-window
-  std::size_t window_max = 256u << 20;     // --max-dma-window: no request gets more
-  // --allow-remote: the exporters (host as the request names it, port) that non-root users
-  // may attach from; empty: any. Root may attach from any.
-  std::vector<std::pair<std::string, std::uint16_t>> remotes;
-};
-
-// An attach request's parameters: "host" (host_name_check) and "export" (export_name_check)
-// required; "port" (1-65535) and "dma_window" (bytes, a positive multiple of the page size, at
-// most policy.window_max) with defaults; "data_path" ("sealed", "open" or "auto") optional
-// (absent: hostd's --data-path). EINVAL with the reason otherwise; nothing is
-// allocated before this passed.
-Result<AttachParams> attach_request_parse(const nlohmann::json& request, const AttachPolicy& policy);
 
 // Whether a process with `peer`'s credentials may read and write a device's files, which are
 // root:`group` with `mode`: root, or the mode's "other" read-write bits, or its group bits and

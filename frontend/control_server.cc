@@ -69,7 +69,8 @@ void ControlServer::accept_run() {
       continue;
     }
     if (clients_.load() >= kMaxClients) {
-      (void)control::line_write(c, nlohmann::json{{"error", "rpcie-hostd is busy"}, {"errno", EBUSY}}.dump(),
+      (void)control::line_write(c,
+                                control::json_line(nlohmann::json{{"error", "rpcie-hostd is busy"}, {"errno", EBUSY}}),
                                 Deadline::after(std::chrono::milliseconds(200)));
       ::close(c);
       continue;
@@ -110,6 +111,17 @@ Result<void> answer_send(int fd, const std::string& line, const std::vector<int>
 
 }  // namespace
 
+ControlServer::Reply ControlServer::request_answer(std::string_view line, const ucred& peer, const Handler& handler) {
+  auto request = nlohmann::json::parse(line, nullptr, false);
+  if (request.is_discarded() || !request.is_object() || !request.contains("op") || !request["op"].is_string())
+    return Reply{.answer = {{"error", "malformed request: expected a JSON object with \"op\""}, {"errno", EINVAL}}};
+  try {
+    return handler(request, peer);
+  } catch (const std::exception& e) {  // a JSON type error in the request
+    return Reply{.answer = {{"error", std::string("malformed request: ") + e.what()}, {"errno", EINVAL}}};
+  }
+}
+
 Fd ControlServer::serve(Fd connection) {
   const int fd = connection.get();
   auto line = control::line_read(fd, Deadline::after(std::chrono::seconds(5)));
@@ -117,18 +129,10 @@ Fd ControlServer::serve(Fd connection) {
   ucred peer{};
   socklen_t peer_size = sizeof peer;
   if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &peer_size) != 0) return connection;
-  Reply reply;
-  auto request = nlohmann::json::parse(*line, nullptr, false);
-  if (request.is_discarded() || !request.is_object() || !request.contains("op") || !request["op"].is_string()) {
-    reply.answer = {{"error", "malformed request: expected a JSON object with \"op\""}, {"errno", EINVAL}};
-  } else {
-    try {
-      reply = handler_(request, peer);
-    } catch (const std::exception& e) {  // a JSON type error in the request
-      reply = Reply{.answer = {{"error", std::string("malformed request: ") + e.what()}, {"errno", EINVAL}}};
-    }
-  }
-  auto sent = answer_send(fd, reply.answer.dump(), reply.fds, Deadline::after(std::chrono::seconds(5)));
+  Reply reply = request_answer(*line, peer, handler_);
+  // json_line: an answer may quote a request's text cut inside a UTF-8 character (names
+  // are cut at 64 or 300 bytes), where dump() would throw and end hostd.
+  auto sent = answer_send(fd, control::json_line(reply.answer), reply.fds, Deadline::after(std::chrono::seconds(5)));
   if (!reply.keep) return connection;
   reply.keep(sent ? std::move(connection) : Fd());
   return Fd();

@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -45,6 +46,11 @@ class ControlServer {
   static Result<std::unique_ptr<ControlServer>> start(const std::string& path, gid_t group, mode_t mode,
                                                       AnswerHandler handler);
   ~ControlServer();  // stops accepting, waits for requests in progress, removes the socket
+
+  // What serve() answers to one request `line` (without its newline): a malformed request
+  // (not a JSON object with a string "op") is answered EINVAL without calling `handler`, as
+  // is a request whose handler throws (a JSON type error). No I/O (the fuzz target's way in).
+  static Reply request_answer(std::string_view line, const ucred& peer, const Handler& handler);
 
  private:
   ControlServer() = default;

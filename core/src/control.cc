@@ -63,6 +63,10 @@ Result<void> line_write(int fd, std::string_view line, Deadline deadline) {
   return {};
 }
 
+std::string json_line(const nlohmann::json& message) {
+  return message.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 nlohmann::json error_answer(const Error& e) { return {{"error", e.message}, {"errno", e.to_errno()}}; }
 
 Result<nlohmann::json> call(const std::string& socket_path, const nlohmann::json& request, Deadline deadline) {
@@ -80,11 +84,15 @@ Result<nlohmann::json> call(const std::string& socket_path, const nlohmann::json
     if (e == EACCES) return fail(e, "no access to " + socket_path + " (root or the group rpcie-hostd was given)");
     return fail(e, "connect to " + socket_path);
   }
-  auto sent = line_write(fd.get(), request.dump(), deadline);
+  auto sent = line_write(fd.get(), json_line(request), deadline);
   if (!sent) return tl::unexpected(sent.error());
   auto line = line_read(fd.get(), deadline);
   if (!line) return tl::unexpected(line.error());
-  auto answer = nlohmann::json::parse(*line, nullptr, false);
+  return answer_parse(*line);
+}
+
+Result<nlohmann::json> answer_parse(std::string_view line) {
+  auto answer = nlohmann::json::parse(line, nullptr, false);
   if (answer.is_discarded() || !answer.is_object())
     return fail(EPROTO, "rpcie-hostd answered something that is not a JSON object");
   if (answer.contains("error")) {

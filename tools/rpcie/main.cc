@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "control_text.hpp"
 #include "fabric.hpp"
 #include "rpcie/auth.hpp"
 #include "rpcie/bootstrap.hpp"
@@ -102,39 +103,14 @@ void list_print_text(const std::vector<ExportDesc>& exports) {
   }
 }
 
-void status_print_text(const nlohmann::json& answer) {
-  std::printf("%-8s %-22s %-12s %-13s %-12s %-8s %4s %10s %10s %8s\n", "DEVICE", "EXPORTER", "EXPORT", "STATE",
-              "PROVIDER", "DATAPATH", "GEN", "MMIO_RD", "MMIO_WR", "IRQS");
-  for (const auto& a : answer.value("attachments", nlohmann::json::array())) {
-    if (a.value("hidden", false)) {  // another user's: hostd tells only that it exists
-      std::printf("%-8s (another user's attachment; details hidden)\n", a.value("device", "").c_str());
-      continue;
-    }
-    const auto& c = a.value("counters", nlohmann::json::object());
-    std::printf("%-8s %-22s %-12s %-13s %-12s %-8s %4llu %10llu %10llu %8llu\n", a.value("device", "").c_str(),
-                a.value("exporter", "").c_str(), a.value("export", "").c_str(), a.value("state", "").c_str(),
-                a.value("provider", "-").c_str(), a.value("data_path", "-").c_str(),
-                static_cast<unsigned long long>(a.value("generation", 0ull)),
-                static_cast<unsigned long long>(c.value("mmio_reads", 0ull)),
-                static_cast<unsigned long long>(c.value("mmio_writes", 0ull)),
-                static_cast<unsigned long long>(c.value("interrupts", 0ull)));
-    if (a.contains("error") && a.value("state", "") != "connected")
-      std::printf("         %s\n", a["error"].get<std::string>().c_str());
-  }
-}
-
-// One request to rpcie-hostd; prints its answer (JSON as is, text by `text`).
-template <class Text>
-int control_run(const std::string& control_flag, const nlohmann::json& request, int timeout_s, bool json, Text&& text) {
+// One request to rpcie-hostd; prints its answer (control_text.hpp).
+int control_run(const std::string& control_flag, const nlohmann::json& request, int timeout_s, bool json,
+                rpcie::cli::ControlCommand command) {
   const auto path = rpcie::control::socket_path_resolve(control_flag);
   auto answer = rpcie::control::call(path, request, rpcie::Deadline::after(std::chrono::seconds(timeout_s)));
   if (!answer) return error_exit(answer.error().message);
-  if (json)
-    std::printf("%s\n", answer->dump().c_str());
-  else
-    text(*answer);
-  if (answer->contains("warning"))
-    std::fprintf(stderr, "rpcie: warning: %s\n", (*answer)["warning"].get<std::string>().c_str());
+  auto printed = rpcie::cli::control_answer_print(command, *answer, json, stdout, stderr);
+  if (!printed) return error_exit(printed.error().message);
   return 0;
 }
 
@@ -199,7 +175,7 @@ int keygen_run(const Options& o) {
   auto r = rpcie::auth::key_generate_file(o.key_file, o.force);
   if (!r) return error_exit(r.error().describe());
   if (o.json())
-    std::printf("%s\n", nlohmann::json{{"key_file", o.key_file}}.dump().c_str());
+    std::printf("%s\n", rpcie::control::json_line({{"key_file", o.key_file}}).c_str());
   else
     std::printf("wrote a new key to %s (mode 0600); copy it to the other server over a secure channel\n",
                 o.key_file.c_str());
@@ -218,9 +194,7 @@ int attach_run(const Options& o) {
     request["dma_window"] = *bytes;
   }
   if (!o.data_path.empty()) request["data_path"] = o.data_path;
-  return control_run(o.control_path, request, o.control_timeout_s, o.json(), [](const nlohmann::json& a) {
-    std::printf("%s %s %s\n", a.value("device", "").c_str(), a.value("path", "").c_str(), a.value("sysfs", "").c_str());
-  });
+  return control_run(o.control_path, request, o.control_timeout_s, o.json(), rpcie::cli::ControlCommand::attach);
 }
 
 int detach_run(const Options& o) {
@@ -229,13 +203,7 @@ int detach_run(const Options& o) {
     request["all"] = true;
   else
     request["device"] = o.device.substr(o.device.rfind('/') + 1);  // /dev/rpcie0 -> rpcie0
-  return control_run(o.control_path, request, o.control_timeout_s, o.json(), [](const nlohmann::json& a) {
-    for (const auto& n : a.value("detached", nlohmann::json::array()))
-      std::printf("detached %s\n", n.get<std::string>().c_str());
-    if (const auto kept = a.value("kept", 0ull); kept > 0)
-      std::printf("kept %llu attachment%s of other users (only they or root may detach them)\n",
-                  static_cast<unsigned long long>(kept), kept == 1 ? "" : "s");
-  });
+  return control_run(o.control_path, request, o.control_timeout_s, o.json(), rpcie::cli::ControlCommand::detach);
 }
 
 int list_run(const Options& o) {
@@ -252,7 +220,7 @@ int list_run(const Options& o) {
   if (o.json()) {
     nlohmann::json out = {{"exports", nlohmann::json::array()}};
     for (const auto& e : *exports) out["exports"].push_back(export_json(e));
-    std::printf("%s\n", out.dump().c_str());
+    std::printf("%s\n", rpcie::control::json_line(out).c_str());  // names come from the exporter
   } else {
     list_print_text(*exports);
   }
@@ -287,6 +255,7 @@ int main(int argc, char** argv) {
   if (*c.attach) return attach_run(o);
   if (*c.detach) return detach_run(o);
   if (*c.status)
-    return control_run(o.control_path, {{"op", "status"}}, o.control_timeout_s, o.json(), status_print_text);
+    return control_run(o.control_path, {{"op", "status"}}, o.control_timeout_s, o.json(),
+                       rpcie::cli::ControlCommand::status);
   return list_run(o);
 }

@@ -38,10 +38,20 @@ std::string socket_path_resolve(std::string_view flag);
 // carrying "error" is returned as that error (its errno, EIO when absent).
 Result<nlohmann::json> call(const std::string& socket_path, const nlohmann::json& request, Deadline deadline);
 
+// An answer line as call() reads it: EPROTO when it is not a JSON object; an object with
+// "error" is that error (its "errno" when a positive integer, else EIO; its text when a
+// string); else the object.
+Result<nlohmann::json> answer_parse(std::string_view line);
+
 // Line I/O on a connected stream socket, for both ends. line_read: up to '\n' (not
 // included), EPROTO beyond kMaxLine, ECONNRESET at end of stream before a newline.
 Result<std::string> line_read(int fd, Deadline deadline);
 Result<void> line_write(int fd, std::string_view line, Deadline deadline);
+
+// `message` as one line of JSON, for either end to send. Never throws: a string that is
+// not valid UTF-8 (a text cut inside a character, bytes a peer sent) has its bad bytes
+// replaced by U+FFFD instead of making nlohmann::json::dump() throw.
+std::string json_line(const nlohmann::json& message);
 
 // The error answer for `e`.
 nlohmann::json error_answer(const Error& e);
