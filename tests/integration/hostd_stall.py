@@ -74,7 +74,11 @@ def short(d, pid, timeout_s, stop_s):
         fail(f"the first read ended after {a} ms, not before the exporter resumed ({stop_s} s): test premise")
     # B: sent while the exporter is still stopped; the late answer to A (the ID) comes first
     # and must be dropped, not taken for B's.
-    v = rd(r, LIVE)
+    try:
+        v = rd(r, LIVE)
+    except OSError as e:
+        fail(f"the read sent after a timed-out one failed ({errno.errorcode.get(e.errno, e.errno)} at {ms_since(t0)} ms):"
+             " one request past its deadline must fail alone")
     b = ms_since(t0)
     if v != 0xEDCBA987:
         fail(f"the read after a timed-out one got {v:#x}, expected 0xedcba987 (the late reply to the first was {ID:#x})")
