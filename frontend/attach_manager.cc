@@ -54,10 +54,11 @@ bool peer_may_use(const ucred& peer, gid_t group, mode_t mode) {
   return false;
 }
 
-AttachManager::AttachManager(const AttachContext& context, AttachPolicy policy, Tree& tree)
-    : context_(context), policy_(std::move(policy)), tree_(tree) {}
+AttachManager::AttachManager(const AttachContext& context, AttachPolicy policy, Tree& tree, std::string state_path)
+    : context_(context), policy_(std::move(policy)), tree_(tree), state_path_(std::move(state_path)) {}
 
 AttachManager::~AttachManager() {
+  restore_stop();
   std::lock_guard g(rings_lock_);
   for (auto& ring : rings_) ring->stop();
 }
@@ -126,6 +127,11 @@ json AttachManager::attach(const json& r, uid_t peer) {
     return control::error_answer(pub.error());
   }
   RPCIE_LOG_INFO("hostd", "{}: attached for uid {}", pub->name, peer);
+  {
+    std::lock_guard g(state_lock_);
+    held_[index] = StateEntry{index, peer, *p};
+    state_save_locked();
+  }
   return {{"device", pub->name}, {"path", pub->path}, {"sysfs", pub->sysfs}};
 }
 
@@ -138,7 +144,9 @@ json AttachManager::detach(const json& r, uid_t peer) {
   std::lock_guard one_at_a_time(detach_lock_);
   std::vector<std::pair<std::string, unsigned>> targets;  // name, index
   std::uint64_t kept = 0;
+  std::vector<std::string> cancelled;  // pending restores, which are not in the tree yet
   if (all) {
+    cancelled = pending_cancel_all(peer);
     for (const auto& v : tree_.devices()) {
       if (owner_match(peer, owners_.owner(v.device->index())))
         targets.emplace_back(v.name, v.device->index());
@@ -149,16 +157,27 @@ json AttachManager::detach(const json& r, uid_t peer) {
     const auto name = r["device"].get<std::string>();
     for (const auto& v : tree_.devices())
       if (v.name == name) targets.emplace_back(v.name, v.device->index());
-    if (targets.empty()) return {{"error", "no device " + log_escape(name.substr(0, 64))}, {"errno", ENOENT}};
+    if (targets.empty()) {
+      auto c = pending_cancel(name, peer);
+      if (!c) return control::error_answer(c.error());
+      if (*c) return {{"detached", json::array({name})}};
+      return {{"error", "no device " + log_escape(name.substr(0, 64))}, {"errno", ENOENT}};
+    }
     if (auto allowed = owners_.detach_check(peer, name, targets[0].second); !allowed)
       return control::error_answer(allowed.error());
   }
   json done = json::array();
+  for (const auto& n : cancelled) done.push_back(n);
   std::string failures;
   for (const auto& [n, index] : targets) {
     const auto serial = owners_.serial(index);
     auto w = tree_.withdraw(n, Deadline::after(context_.timeout));
     if (serial) owners_.release(index, *serial);
+    {
+      std::lock_guard g(state_lock_);
+      held_.erase(index);
+      state_save_locked();
+    }
     // The device is gone from the tree either way; a failed goodbye is only reported.
     if (w || w.error().code != ENOENT) done.push_back(n);
     if (!w) failures += (failures.empty() ? "" : "; ") + n + ": " + w.error().message;

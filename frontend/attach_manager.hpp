@@ -3,16 +3,22 @@
 // docs/rpcie-hostd.md. Every request carries the requester's credentials (SO_PEERCRED):
 // attachments are owned by the uid that made them (attach_owners.hpp); a non-root user
 // detaches and sees the details of only their own, root all.
+// The attachments held are kept in the state file (state_file.hpp), rewritten on every attach
+// and detach, and restore_start() re-attaches what an earlier hostd left listed there.
 // Thread-safety: request() is called concurrently by the control server; the tree serializes
 // what must be, detaches are serialized here (an ownership check and its withdraw are one
-// step: the name cannot change hands between them).
+// step: the name cannot change hands between them). The restorer is one thread of its own.
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -26,6 +32,7 @@
 #include "mmio_ring_server.hpp"
 #include "remote_device.hpp"
 #include "rpcie/result.hpp"
+#include "state_file.hpp"
 #include "tree.hpp"
 
 namespace rpcie::hostd {
@@ -37,10 +44,28 @@ bool peer_may_use(const ucred& peer, gid_t group, mode_t mode);
 
 class AttachManager {
  public:
-  // `tree` must outlive the manager.
-  AttachManager(const AttachContext& context, AttachPolicy policy, Tree& tree);
+  // `tree` must outlive the manager. `state_path`: the state file; empty: none.
+  AttachManager(const AttachContext& context, AttachPolicy policy, Tree& tree, std::string state_path = {});
 
-  ~AttachManager();  // stops the MMIO rings
+  ~AttachManager();  // restore_stop(), stops the MMIO rings
+
+  // Reads the state file and re-attaches, in the background, every attachment it lists, under
+  // its old name rpcieN and for its old owner: each name is reserved at once, so that no new
+  // attach takes it. An attach that fails for a while (the exporter not reachable yet, or
+  // still holding the device for the old hostd's lease: EBUSY) is retried with back-off
+  // (kRestoreBackoffFirst doubling to kRestoreBackoffMax) until it succeeds or hostd stops;
+  // one the exporter refuses for good (EACCES, ENOENT, EPERM, EINVAL) is dropped from the file
+  // and logged. `rpcie detach` of a name still being restored cancels it. A malformed file is
+  // not fatal: it is logged, kept as FILE.bad and restores nothing (hostd serves new attaches
+  // and writes a fresh file). Call once, after the tree is mounted.
+  void restore_start();
+  // Stops the restorer (joins it; an attempt in progress runs to its deadline). Call before
+  // the tree is unmounted. Idempotent. The state file keeps what it lists: a stop is not a
+  // detach.
+  void restore_stop();
+
+  static constexpr auto kRestoreBackoffFirst = std::chrono::milliseconds(100);
+  static constexpr auto kRestoreBackoffMax = std::chrono::seconds(2);
 
   // One request ({"op": ...}, already checked to be an object with a string "op") from a
   // process with credentials `peer`; an unknown op or a failure is answered {"error",
@@ -55,10 +80,36 @@ class AttachManager {
   nlohmann::json detach(const nlohmann::json& request, uid_t peer);
   nlohmann::json status(uid_t peer) const;
 
+  // An attachment the state file lists that is not attached yet (attach_restore.cc).
+  struct Pending {
+    StateEntry entry;
+    std::uint64_t serial = 0;  // its claim in owners_
+    std::chrono::steady_clock::time_point next_try;
+    std::chrono::milliseconds backoff = kRestoreBackoffFirst;
+    bool trying = false;     // the restorer is attaching it now, without the lock
+    bool cancelled = false;  // detached while pending: the restorer lets it go
+    std::string last_error;
+  };
+  void restore_run();
+  // Ends a cancelled or refused pending entry: its claim and name are released.
+  void pending_drop_locked(std::map<unsigned, Pending>::iterator it);
+  // Cancels the pending entry named `name` if `peer` may (detach); ENOENT when none is.
+  Result<bool> pending_cancel(const std::string& name, uid_t peer);
+  std::vector<std::string> pending_cancel_all(uid_t peer);  // those of `peer` (root: all); their names
+  // Rewrites the state file from held_ and the live pending_ entries (errors are logged).
+  void state_save_locked();
+
   const AttachContext context_;
   const AttachPolicy policy_;
   Tree& tree_;
   AttachOwners owners_;
+  const std::string state_path_;
+  std::mutex state_lock_;
+  std::map<unsigned, StateEntry> held_;  // attached (and published), by index
+  std::map<unsigned, Pending> pending_;  // listed in the state file, being restored
+  std::condition_variable restore_wake_;
+  bool restore_stopping_ = false;
+  std::thread restorer_;
   std::mutex detach_lock_;
   std::mutex rings_lock_;
   std::vector<std::unique_ptr<MmioRingServer>> rings_;  // ended ones are reaped at the next request

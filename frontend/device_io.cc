@@ -2,8 +2,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <span>
+#include <thread>
 #include <vector>
 
 #include "rpcie/client.hpp"
@@ -13,6 +17,19 @@
 namespace rpcie::hostd {
 
 namespace {
+
+// The test hook that reaches the watchdog (docs/rpcie-hostd.md, ENVIRONMENT): with
+// RPCIE_HOSTD_TEST_STALL=FILE, while FILE exists and holds a number of milliseconds (at most
+// 60000), each device request waits that long once it is tracked, ignoring its deadline, as a
+// provider call stuck in the kernel would. Only the watchdog can answer such a request in time.
+void test_stall() {
+  static const char* const file = std::getenv("RPCIE_HOSTD_TEST_STALL");
+  if (file == nullptr) return;
+  std::ifstream in(file);
+  unsigned ms = 0;
+  if (!(in >> ms)) return;
+  std::this_thread::sleep_for(std::chrono::milliseconds(std::min(ms, 60000u)));
+}
 
 // A request that goes to the device: tracked for the watchdog from the start, answered at most
 // once (by whoever untracks it), with the attachment current at its start and a deadline a
@@ -25,6 +42,7 @@ class DeviceRequest {
       : w_(w), req_(req), node_(f.node), ticket_(w.track(req)), deadline_(w.op_deadline()) {}
   // The attachment, or false after answering the error (reconnecting, detached).
   bool link() {
+    test_stall();
     auto l = node_->dev->link();
     if (!l) return fail(errno_of(l.error())), false;
     link_ = std::move(*l);
@@ -35,12 +53,10 @@ class DeviceRequest {
   void fail(int e) {
     if (w_.untrack(ticket_)) fuse_reply_err(req_, e);
   }
-  // A fabric operation failed; a deadline that passed gives the link up (later requests
-  // fail at once instead of each waiting out its own deadline).
-  void fail(const Error& e) {
-    if (e.to_errno() == ETIMEDOUT) node_->dev->link_abandon(link_, e);
-    fail(errno_of(e));
-  }
+  // A fabric operation failed. A deadline that passed (ETIMEDOUT: a stalled exporter) fails
+  // this request alone: the attachment stays, a late reply to it is dropped by the
+  // attachment's reply router, and only lost heartbeats end the link (issue 13 point 3).
+  void fail(const Error& e) { fail(errno_of(e)); }
   void data(const void* p, std::size_t n) {
     if (w_.untrack(ticket_)) fuse_reply_buf(req_, static_cast<const char*>(p), n);
   }

@@ -87,6 +87,11 @@ unsigned NodeTable::index_reserve() {
   return i;
 }
 
+bool NodeTable::index_reserve_at(unsigned index) {
+  std::lock_guard g(lock_);
+  return indices_.insert(index).second;
+}
+
 void NodeTable::index_release(unsigned index) {
   std::lock_guard g(lock_);
   indices_.erase(index);

@@ -90,6 +90,8 @@ class NodeTable {
 
   // Lowest N for which rpcieN is free (reserved until index_release).
   unsigned index_reserve();
+  // Reserves N itself (a restored attachment keeps its name); false when it is taken.
+  bool index_reserve_at(unsigned index);
   void index_release(unsigned index);
 
  private:

@@ -90,6 +90,7 @@ struct Options {
   hostd::AttachContext context;
   hostd::AttachPolicy policy;
   std::string control_path;
+  std::string state_path = hostd::kStateFileDefault;
   bool foreground = false;
 };
 
@@ -161,6 +162,8 @@ std::optional<int> options_parse(int argc, char** argv, Options& o) {
   app.add_option("--mode", mode, "mode of device files, DMA windows and the control socket (default 0660)");
   app.add_option("--name", name, "client name the exporters know our key by (default: host name)");
   app.add_option("--dev-dir", o.tree.dev_dir, "where rpcieN links go (default /dev)");
+  app.add_option("--state-file", o.state_path,
+                 "the attachments held, re-attached at start (default /run/rpcie-hostd-state.json; '' for none)");
   app.add_flag("--foreground", o.foreground, "stay in the foreground (default: background once mounted)");
   try {
     app.parse(argc, argv);
@@ -206,16 +209,18 @@ int main(int argc, char** argv) {
   if (!stale) return error_exit(stale.error().describe());
   auto tree = hostd::Tree::mount(o.tree);
   if (!tree) return error_exit(tree.error().describe());
-  hostd::AttachManager manager(o.context, o.policy, **tree);
+  hostd::AttachManager manager(o.context, o.policy, **tree, o.state_path);
   auto control =
       hostd::ControlServer::start(o.control_path, o.tree.group, o.tree.mode,
                                   [&manager](const json& r, const ucred& peer) { return manager.request(r, peer); });
   if (!control) return error_exit(control.error().describe());
   std::fprintf(stderr, "rpcie-hostd: mounted %s, control %s\n", o.tree.mount.c_str(), o.control_path.c_str());
   background_ready(ready_fd);
+  manager.restore_start();  // in the background: the exporters may not be reachable yet
   const int rc = (*tree)->run();
   RPCIE_LOG_INFO("hostd", "stopping: detaching every device");
   control->reset();  // no new requests
-  tree->reset();     // detach all, unmount, remove links
+  manager.restore_stop();
+  tree->reset();  // detach all, unmount, remove links
   return rc == 0 ? 0 : 1;
 }

@@ -70,8 +70,6 @@ class MmioRingServer {
   // way is left in `load` (true returned).
   bool burst_gather(const mmio::RingRequest& first, mmio::RingRequest& load);
   bool connection_ended() const;
-  // A link failure that timed out abandons the link (hostd reconnects), as the FUSE path does.
-  void link_error(const std::shared_ptr<client::Attachment>& link, const Error& error);
 
   std::shared_ptr<RemoteDevice> device_;
   std::array<std::uint64_t, pci::kBarCount> register_size_{};  // 0: not a register BAR

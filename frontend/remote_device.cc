@@ -155,13 +155,14 @@ void RemoteDevice::supervise() {
   std::unique_lock g(lock_);
   while (!stop_) {
     if (current_) {
-      auto lost = [&] { return abandoned_ || (current_ && current_->failure()); };
+      // Only the attachment's own failure ends it (lost heartbeats, a broken connection): an
+      // operation past its deadline fails alone (PCIe's completion timeout).
+      auto lost = [&] { return current_ && current_->failure(); };
       wake_.wait_for(g, std::chrono::milliseconds(200), [&] { return stop_ || lost(); });
       if (stop_ || !current_ || !lost()) continue;
       // Lost: take the attachment out, keep its interrupt counts, tell the tree.
       auto old = std::move(current_);
-      if (const auto why = old->failure()) last_error_ = why->describe();  // else link_abandon's
-      abandoned_ = false;
+      if (const auto why = old->failure()) last_error_ = why->describe();
       state_ = LinkState::reconnecting;
       ++losses_;
       g.unlock();
@@ -201,18 +202,10 @@ void RemoteDevice::supervise() {
   }
 }
 
-void RemoteDevice::link_abandon(const std::shared_ptr<client::Attachment>& a, const Error& why) {
-  std::lock_guard g(lock_);
-  if (!a || current_ != a || abandoned_) return;
-  abandoned_ = true;
-  last_error_ = "no answer within the timeout: " + why.describe();
-  wake_.notify_all();
-}
-
 Result<std::shared_ptr<client::Attachment>> RemoteDevice::link() const {
   std::lock_guard g(lock_);
   if (detached_) return fail(ENOTCONN, "rpcie" + std::to_string(index_) + " is detached");
-  if (!current_ || abandoned_)
+  if (!current_)
     return fail(EIO, "rpcie" + std::to_string(index_) + " is " + link_state_name(state_) + ": " + last_error_);
   return current_;
 }

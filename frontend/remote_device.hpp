@@ -80,11 +80,6 @@ class RemoteDevice {
   // The attachment to use now: EIO while reconnecting (with the reason), ENOTCONN after detach.
   Result<std::shared_ptr<client::Attachment>> link() const;
 
-  // An operation on `a` got no answer within its deadline (PCIe's completion timeout): the
-  // link is treated as lost, so that later operations fail at once instead of each waiting
-  // out its own deadline, and the supervisor reconnects. No-op if `a` is not current.
-  void link_abandon(const std::shared_ptr<client::Attachment>& a, const Error& why);
-
   struct Status {
     LinkState state = LinkState::connected;
     std::uint64_t generation = 1;  // 1 at attach, +1 per reconnect
@@ -136,7 +131,6 @@ class RemoteDevice {
   std::uint64_t losses_ = 0;
   std::string last_error_;
   bool stop_ = false;
-  bool abandoned_ = false;  // link_abandon() on the current attachment
   bool detached_ = false;
   InterruptCounts counts_;
 

@@ -43,6 +43,8 @@ int Tree::run() { return impl_->fuse->run(); }
 
 unsigned Tree::index_reserve() { return impl_->nodes.index_reserve(); }
 
+bool Tree::index_reserve_at(unsigned index) { return impl_->nodes.index_reserve_at(index); }
+
 void Tree::index_release(unsigned index) { impl_->nodes.index_release(index); }
 
 Result<Tree::Published> Tree::publish(std::shared_ptr<RemoteDevice> device) {

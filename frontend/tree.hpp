@@ -60,6 +60,8 @@ class Tree {
   std::vector<std::string> names() const;
   // Lowest N for which rpcieN is free, reserved until index_release (withdraw releases it).
   unsigned index_reserve();
+  // Reserves rpcieN itself (an attachment the state file restores); false when it is taken.
+  bool index_reserve_at(unsigned index);
   void index_release(unsigned index);
 
   struct DeviceView {

@@ -99,7 +99,8 @@ netns_pair() {
 # rpcie-exportd (each EXPORT as --export, access log in $ACCESS) in one namespace and
 # rpcie-hostd (a real FUSE mount at $MNT, device links in $DEVDIR) in the other, over TCP.
 # hostd's --timeout is $HOSTD_TIMEOUT seconds (default 2; it also bounds hostd's attach); the
-# array HOSTD_ARGS, if set, adds options to hostd's command line.
+# array HOSTD_ARGS, if set, adds options to hostd's command line. Its state file is
+# $TMP/hostd-state.json (never the default under /run, which another test's hostd would restore).
 # Sets EXPORTD EXPORTD_PID HOSTD HOSTD_PID RPCIE ON_DEV ON_CMP HOST MNT DEVDIR SOCK ACCESS, exports RPCIE_CONTROL,
 # and makes die() show the daemons' logs. Skips without /dev/fuse or namespaces.
 stack_start() {
@@ -138,7 +139,8 @@ stack_daemons_start() {
     sleep 0.05
   done
   start_bg "${ON_CMP[@]}" "$HOSTD" --foreground --mount "$MNT" --control "$SOCK" --dev-dir "$DEVDIR" \
-    --psk-file "$TMP/psk" --provider tcp --timeout "${HOSTD_TIMEOUT:=2}" ${HOSTD_ARGS[@]+"${HOSTD_ARGS[@]}"} \
+    --psk-file "$TMP/psk" --provider tcp --timeout "${HOSTD_TIMEOUT:=2}" --state-file "$TMP/hostd-state.json" \
+    ${HOSTD_ARGS[@]+"${HOSTD_ARGS[@]}"} \
     2>>"$TMP/hostd.log"
   HOSTD_PID=$LAST_PID
   CLEANUPS+=("for _ in 1 2 3 4; do grep -q ' $MNT ' /proc/mounts && umount -l $MNT; done")

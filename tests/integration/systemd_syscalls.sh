@@ -42,7 +42,8 @@ until grep -q "listening on" "$TMP/exportd.log" 2>/dev/null; do
   sleep 0.1
 done
 start_bg "${ON_CMP[@]}" "${TRACE[@]}" "$TMP/hostd.st" "$HOSTD" --foreground --mount "$MNT" --control "$SOCK" \
-  --dev-dir "$TMP/dev" --psk-file "$TMP/psk" --provider tcp --timeout 10 2>>"$TMP/hostd.log"
+  --dev-dir "$TMP/dev" --psk-file "$TMP/psk" --provider tcp --timeout 10 --state-file "$TMP/hostd-state.json" \
+  2>>"$TMP/hostd.log"
 HOSTD_TRACER=$LAST_PID
 CLEANUPS+=("for _ in 1 2 3 4; do grep -q ' $MNT ' /proc/mounts && umount -l $MNT; done")
 deadline=$((SECONDS + 30))

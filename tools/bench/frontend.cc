@@ -107,10 +107,10 @@ Result<void> daemons_start(Setup& setup, const FrontendOptions& options, const s
                       {"edu-a=edu", "edu-b=edu", "mem-a=membar,size=4M", "mem-b=membar,size=4M,scratch=on"}));
   }
   setup.control_socket = dir + "/hostd.sock";
-  RPCIE_TRY(setup.hostd.start(
-      {program_find(options.hostd, "rpcie-hostd", "frontend"), "--foreground", "--mount", dir + "/mnt", "--control",
-       setup.control_socket, "--dev-dir", dir, "--psk-file", setup.psk, "--provider", provider},
-      -1, nullptr));
+  RPCIE_TRY(setup.hostd.start({program_find(options.hostd, "rpcie-hostd", "frontend"), "--foreground", "--mount",
+                               dir + "/mnt", "--control", setup.control_socket, "--dev-dir", dir, "--psk-file",
+                               setup.psk, "--provider", provider, "--state-file", dir + "/hostd-state.json"},
+                              -1, nullptr));
   auto ready = Deadline::after(10s);
   while (!control::call(setup.control_socket, {{"op", "status"}}, Deadline::after(200ms))) {
     if (ready.expired()) return fail(ETIMEDOUT, "rpcie-hostd did not start");
