@@ -408,8 +408,8 @@ int posted_check(const Common& c, const std::string& name) {
                static_cast<unsigned long long>(last));
     CHECK_THAT(replies == 1, "1000 posted writes + 1 read took %llu replies (posted writes are not acknowledged)",
                static_cast<unsigned long long>(replies));
-    std::printf("1000 posted writes + read: %.0f us (posting %.0f us) = %.1f round trips of %.1f us, %llu reply\n", took,
-                posting, took / one, one, static_cast<unsigned long long>(replies));
+    std::printf("1000 posted writes + read: %.0f us (posting %.0f us) = %.1f round trips of %.1f us, %llu reply\n",
+                took, posting, took / one, one, static_cast<unsigned long long>(replies));
     CHECK_THAT(!timing_checked() || took <= kLimit * one,
                "burst %d: 1000 writes + read took %.0f us = %.1f round trips of %.1f us (limit %.0f)", attempt, took,
                took / one, one, kLimit);
