@@ -42,13 +42,28 @@ Result<std::unique_ptr<AccessLog>> AccessLog::open(const std::string& path) {
 
 void AccessLog::record(const AccessRecord& r) noexcept {
   char line[kLineMax];
-  const std::size_t n = line_write(r, line);
+  bytes_write(line, line_write(r, line));
+}
+
+void AccessLog::bytes_write(const char* bytes, std::size_t n) noexcept {
   ssize_t rc;
-  do rc = ::write(fd_.get(), line, n);
+  do rc = ::write(fd_.get(), bytes, n);
   while (rc < 0 && errno == EINTR);
   if (rc != static_cast<ssize_t>(n))
     RPCIE_LOG_ONCE(LogLevel::warn, "exportd", "access log: write failed ({}); lines are missing from it",
                    rc < 0 ? std::strerror(errno) : "short write");
+}
+
+void AccessLog::Lines::record(const AccessRecord& r) noexcept {
+  if (log_ == nullptr) return;
+  if (sizeof buffer_ - used_ < kLineMax) flush();
+  used_ += line_write(r, buffer_ + used_);
+}
+
+void AccessLog::Lines::flush() noexcept {
+  if (log_ == nullptr || used_ == 0) return;
+  log_->bytes_write(buffer_, used_);
+  used_ = 0;
 }
 
 std::string AccessLog::line_format(const AccessRecord& r) {

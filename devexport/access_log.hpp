@@ -16,6 +16,10 @@
 //    sees half a line, and lines from several attachments do not interleave. The line is
 //    formatted on the stack: no allocation. A failed write(2) (disk full) is logged once and
 //    the access itself goes on. Thread-safe.
+//  - AccessLog::Lines: the lines of one batch of accesses (a batch of posted writes) gathered
+//    and written with one write(2) of whole lines when it is full or flushed (at the latest
+//    when it goes): a write(2) per access cost a burst of 1000 posted writes 0.5 ms. Lines
+//    keep the order they were recorded in; one thread owns a Lines.
 //  - Ordering is the caller's: the exporter records an access after performing it, under
 //    the export's call lock, so the file's order is the device's order.
 #pragma once
@@ -49,8 +53,24 @@ class AccessLog {
   // The line record() writes, newline included (exposed for tests).
   static std::string line_format(const AccessRecord& r);
 
+  class Lines {
+   public:
+    explicit Lines(AccessLog* log) noexcept : log_(log) {}  // null: records nothing
+    ~Lines() { flush(); }
+    Lines(const Lines&) = delete;
+    Lines& operator=(const Lines&) = delete;
+    void record(const AccessRecord& r) noexcept;
+    void flush() noexcept;
+
+   private:
+    AccessLog* log_;
+    std::size_t used_ = 0;
+    char buffer_[16384];
+  };
+
  private:
   explicit AccessLog(Fd fd) noexcept : fd_(std::move(fd)) {}
+  void bytes_write(const char* bytes, std::size_t n) noexcept;
   Fd fd_;
 };
 

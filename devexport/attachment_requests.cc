@@ -45,9 +45,14 @@ Result<void> AttachmentRequests::bar_copy(const proto::BarCommit& c, bool to_bar
   });
 }
 
-Result<void> AttachmentRequests::posted_write(const proto::MmioWrite& m) {
-  if (slot_.backend->mmio_write_is_doorbell(m.bar, m.offset)) RPCIE_TRY(link_.doorbell_prepare());
-  return device_write(m.bar, m.offset, m.width, m.value);
+Result<void> AttachmentRequests::posted_write(const proto::MmioWrite& m, AccessLog::Lines* lines) {
+  if (!slot_.backend->mmio_write_is_doorbell(m.bar, m.offset))
+    return device_write(m.bar, m.offset, m.width, m.value, lines);
+  RPCIE_TRY(link_.doorbell_prepare());
+  auto r = device_write(m.bar, m.offset, m.width, m.value, lines);
+  // What the doorbell starts may end (an interrupt) before the batch does: its line is out first.
+  if (lines != nullptr) lines->flush();
+  return r;
 }
 
 Result<std::uint64_t> AttachmentRequests::device_read(std::uint8_t bar, std::uint64_t offset, unsigned width) {
@@ -57,22 +62,26 @@ Result<std::uint64_t> AttachmentRequests::device_read(std::uint8_t bar, std::uin
 }
 
 Result<void> AttachmentRequests::device_write(std::uint8_t bar, std::uint64_t offset, unsigned width,
-                                              std::uint64_t value) {
+                                              std::uint64_t value, AccessLog::Lines* lines) {
   auto r = slot_.backend->mmio_write(bar, offset, width, value);
-  access_record(true, bar, offset, width, value, r ? 0 : r.error().to_errno());
+  access_record(true, bar, offset, width, value, r ? 0 : r.error().to_errno(), lines);
   return r;
 }
 
 void AttachmentRequests::access_record(bool write, std::uint8_t bar, std::uint64_t offset, unsigned width,
-                                       std::uint64_t value, int error) const noexcept {
+                                       std::uint64_t value, int error, AccessLog::Lines* lines) const noexcept {
   if (access_log_ == nullptr) return;
-  access_log_->record({.export_name = slot_.config.spec.name,
+  const AccessRecord r{.export_name = slot_.config.spec.name,
                        .write = write,
                        .bar = bar,
                        .offset = offset,
                        .width = width,
                        .value = value,
-                       .error = error});
+                       .error = error};
+  if (lines != nullptr)
+    lines->record(r);
+  else
+    access_log_->record(r);
 }
 
 Result<void> AttachmentRequests::handle(const proto::Decoded& d) {
@@ -105,10 +114,12 @@ Result<void> AttachmentRequests::handle(const proto::Decoded& d) {
           Result<void> first_failure{};
           if constexpr (std::is_same_v<M, proto::WindowPush>)
             first_failure = link_.window_fill(m.window_offset, m.data);
+          AccessLog::Lines lines(access_log_);
           for (const auto& w : m.writes) {
-            auto r = posted_write(w);
+            auto r = posted_write(w, &lines);
             if (!r && first_failure) first_failure = r;
           }
+          lines.flush();  // under the call lock: the file keeps the device's order
           calls.unlock();
           if (!first_failure)
             sent = link_.error_send(first_failure.error().to_errno(), first_failure.error().message, rid);

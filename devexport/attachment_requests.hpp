@@ -58,14 +58,16 @@ class AttachmentRequests {
  private:
   const Region* region_find(std::uint8_t bar) const;
   Result<void> bar_copy(const proto::BarCommit& c, bool to_bar);
-  Result<void> posted_write(const proto::MmioWrite& m);
+  // `lines`: where a batch gathers its access log lines (null: each written at once).
+  Result<void> posted_write(const proto::MmioWrite& m, AccessLog::Lines* lines = nullptr);
   // One MMIO access of the device (slot_.calls held), recorded in the access log if any.
   Result<std::uint64_t> device_read(std::uint8_t bar, std::uint64_t offset, unsigned width);
-  Result<void> device_write(std::uint8_t bar, std::uint64_t offset, unsigned width, std::uint64_t value);
+  Result<void> device_write(std::uint8_t bar, std::uint64_t offset, unsigned width, std::uint64_t value,
+                            AccessLog::Lines* lines = nullptr);
   // The access log's line for an access just performed (value: read or written; error: its
   // errno, 0 if performed). Nothing without a log.
-  void access_record(bool write, std::uint8_t bar, std::uint64_t offset, unsigned width, std::uint64_t value,
-                     int error) const noexcept;
+  void access_record(bool write, std::uint8_t bar, std::uint64_t offset, unsigned width, std::uint64_t value, int error,
+                     AccessLog::Lines* lines = nullptr) const noexcept;
 
   ExportSlot& slot_;
   RequestLink& link_;

@@ -1,6 +1,7 @@
 // Channel's waiting policy: the idle poll's calibration, sleeping on the CQ wait fd or
 // backing off, message_wait, progress_idle, and ProgressThread (rpcie/channel.hpp).
 #include <poll.h>
+#include <sys/prctl.h>
 
 #include <algorithm>
 #include <atomic>
@@ -43,8 +44,12 @@ bool Channel::idle_sleep(Deadline deadline, int& idle_round) {
     pollfd p{fabric_->wait_fd(), POLLIN, 0};
     return ::poll(&p, 1, std::min(deadline.remaining_ms(), 50)) > 0;
   }
+  // Sleeps this short mean nothing with the default timer slack (50 us added to each).
+  thread_local const bool slack_set = ::prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0) == 0;
+  (void)slack_set;
   auto sleep = std::chrono::microseconds(1) * (1 << std::min(idle_round, 16));
-  sleep = std::min(sleep, options_.backoff_max);
+  const bool warm = Deadline::Clock::now().time_since_epoch().count() < warm_until_.load(std::memory_order_relaxed);
+  sleep = std::min(sleep, warm ? options_.backoff_warm : options_.backoff_max);
   sleep = std::min(sleep, std::chrono::duration_cast<std::chrono::microseconds>(deadline.remaining()));
   ++idle_round;
   std::this_thread::sleep_for(sleep);
@@ -71,6 +76,7 @@ Result<bool> Channel::message_wait(Deadline deadline, const std::function<bool()
         (Deadline::Clock::now() + (spin ? options_.spin : kBackgroundSpin)).time_since_epoch().count(),
         std::memory_order_relaxed);
     idle_round_.store(0, std::memory_order_relaxed);
+    warm_extend(Deadline::Clock::now());
     return true;
   }
   return false;

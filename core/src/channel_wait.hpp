@@ -32,7 +32,12 @@ Result<bool> Channel::poll_until(Ready&& ready, Deadline deadline, Deadline::Clo
   // spinning for kProbation more; only a completion (or the wait fd) buys the full spin.
   // A pure RMA target (no completions of its own) stays awake that way while its peer
   // streams: the next request arrives within microseconds of the last one served.
+  //
+  // A background receiver (spin_for given) counts only the messages it receives: the
+  // completions of sends that other threads post (a stream of posted writes) are not work
+  // for it, and spinning on them, on a CPU the sender may share, takes the sender's time.
   constexpr auto kBusyPollMax = std::chrono::microseconds(200);
+  const bool background = spin_for.has_value();
   const auto spin = spin_for.value_or(options_.spin);
   const auto probation = std::min<std::chrono::microseconds>(std::chrono::microseconds(100), spin);
   std::uint64_t seen = 0;
@@ -47,17 +52,18 @@ Result<bool> Channel::poll_until(Ready&& ready, Deadline deadline, Deadline::Clo
       auto r = poll_locked();
       if (!r) return tl::unexpected(r.error());
       if (ready()) return true;
-      completions = completions_;
+      completions = background ? stats_.messages_received : completions_;
     }
     auto now = Deadline::Clock::now();
     const auto took = now - t0;
-    const bool slow = took > busy_poll_ && took < kBusyPollMax;
+    const bool slow = !background && took > busy_poll_ && took < kBusyPollMax;
     if (first) {
       seen = completions;
     } else if (completions != seen) {
       seen = completions;
       spin_end = now + spin;
       idle_round = 0;
+      warm_extend(now);
     } else if (slow) {
       // The back-off restarts only for a slow poll while already awake (data moving): an
       // isolated one after a sleep would otherwise shorten the next sleeps, make their

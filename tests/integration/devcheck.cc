@@ -3,7 +3,8 @@
 // subcommand prints "ok: ..." lines and exits 0, or prints "FAIL: ..." and exits 1.
 //
 //   rpcie-devcheck [common] edu EXPORT          liveness, factorial+irq, DMA both ways, rules 1-4
-//   rpcie-devcheck [common] posted EXPORT       1000 posted writes then a read (edu)
+//   rpcie-devcheck [common] posted EXPORT       1000 posted writes then a read (edu), 5 bursts;
+//                 [--gap-ms N] [--limit R]    N ms before each (0), each <= R round trips (100)
 //   rpcie-devcheck [common] push EXPORT         streaming DMA (window_push) on edu: mirror export
 //                                               -> the device reads what was pushed; on-demand
 //                                               export -> no effect, the device reads the window
@@ -374,7 +375,8 @@ int push_check(Common c, const std::string& name) {
   return g_failures ? 1 : 0;
 }
 
-int posted_check(const Common& c, const std::string& name) {
+// `gap`: the pause before each burst; `limit`: round trips a burst may take (timing checks).
+int posted_check(const Common& c, const std::string& name, std::chrono::milliseconds gap, double limit) {
   Window w(c.window);
   auto a = attach_or_die(c, name, w);
   // The cost of one round trip, measured here (median of 50).
@@ -387,18 +389,19 @@ int posted_check(const Common& c, const std::string& name) {
   std::sort(rtt.begin(), rtt.end());
   const double one = rtt[rtt.size() / 2];
   // Five bursts, each checked (not the best of them): data and reply counts always, the
-  // time with RPCIE_TIMING_CHECKS=1 against 100 round trips. Issue 13 point 4's target, 30 in
-  // every run with a busy third process on one of the CPUs, is not met yet:
-  // tests/integration/posted_load.sh measures it (11-20 round trips without the busy
-  // process, but bursts of 150-400 when it shares a CPU with the writer or the exporter).
-  constexpr double kLimit = 100;
+  // time with RPCIE_TIMING_CHECKS=1 against `limit` round trips. The suite runs them back to
+  // back against 100 (14-25 measured). Issue 13 point 4's target, 30 in every run with bursts
+  // 20 ms apart and a busy third process on one of the CPUs, is not met yet:
+  // tests/integration/posted_load.sh measures it. On this VM the first message after a pause
+  // costs 50-100 us by itself (its AEAD seal alone 30-50 us: a cold core).
+  const double kLimit = limit;
   double worst = 0;
   for (int attempt = 0; attempt < 5; ++attempt) {
     const auto replies_before = a->channel_stats().messages_received;
-    // Bursts 20 ms apart, as a driver's are: a process that asks for more than its share of
-    // a CPU it shares with a busy one is preempted for whole time slices (~3 ms, a hundred
-    // round trips) whatever it does; one that sleeps between bursts is not.
-    std::this_thread::sleep_for(20ms);
+    // With a gap (20 ms, as a driver's bursts come): a process that asks for more than its
+    // share of a CPU it shares with a busy one is preempted for whole time slices (~3 ms, a
+    // hundred round trips) whatever it does; one that sleeps between bursts is not.
+    if (gap.count() > 0) std::this_thread::sleep_for(gap);
     // No clock read per write: one costs ~60 ns here, a third of what is measured.
     auto t0 = std::chrono::steady_clock::now();
     for (std::uint32_t i = 1; i <= 1000; ++i) wr(*a, kRegLiveness, i + 1000 * attempt);
@@ -751,6 +754,10 @@ int main(int argc, char** argv) {
     cmds[cmd]->add_option("export", name)->required();
   }
   cmds["membar"]->add_option("size", size);
+  int gap_ms = 0;
+  double limit = 100;
+  cmds["posted"]->add_option("--gap-ms", gap_ms, "pause before each burst")->check(CLI::Range(0, 1000));
+  cmds["posted"]->add_option("--limit", limit, "round trips a burst may take")->check(CLI::Range(1.0, 10000.0));
   cmds["hold"]->add_option("seconds", seconds);
   int expect_code = 0;
   std::string expect_text;
@@ -785,7 +792,7 @@ int main(int argc, char** argv) {
   c.window = *window_bytes;
 
   if (*cmds["edu"]) return edu_check(c, name);
-  if (*cmds["posted"]) return posted_check(c, name);
+  if (*cmds["posted"]) return posted_check(c, name, std::chrono::milliseconds(gap_ms), limit);
   if (*cmds["push"]) return push_check(c, name);
   if (*cmds["membar"]) return membar_check(c, name, *size_bytes);
   if (*cmds["errors"]) return errors_check(c, name);

@@ -2,8 +2,8 @@
 # Posted writes batch whatever the load (issue 13 point 4): 1000 posted writes then a read
 # take <= 30 round trips in every run, with the exporter and the client pinned to different
 # CPUs and a busy third process on one of them — the client's CPU in half the runs, the
-# exporter's in the other half. Each run (rpcie-devcheck posted) makes five bursts and checks
-# each one, its data and its reply count. Over tcp;ofi_rxm across two namespaces (the sealed
+# exporter's in the other half. Each run (rpcie-devcheck posted) makes five bursts 20 ms apart,
+# as a driver's come, and checks each one, its data and its reply count. Over tcp;ofi_rxm across two namespaces (the sealed
 # data path, tcp's default) and over shm. Release builds only: the claim is about them.
 #   posted_load.sh BUILDDIR [RUNS_PER_PLACEMENT]   (default 10: 20 runs per provider)
 . "$(dirname "$0")/lib.sh"
@@ -39,7 +39,7 @@ runs() {
   PIDS+=("$busy")
   for i in $(seq "$RUNS"); do
     out=$(RPCIE_TIMING_CHECKS=1 timeout 60 "$@" taskset -c 1 "$DEVCHECK" -r "$host:$PORT" --psk-file "$TMP/psk" \
-      --provider "$provider" posted edu0 2>&1) ||
+      --provider "$provider" posted edu0 --gap-ms 20 --limit 30 2>&1) ||
       { kill "$busy"; die "$provider, busy CPU $busy_cpu, run $i:"$'\n'"$out"; }
     echo "$provider busy-cpu$busy_cpu run $i: $(echo "$out" | sed -n 's/.* = \([0-9.]*\) round trips.*/\1/p' | tr '\n' ' ')"
   done

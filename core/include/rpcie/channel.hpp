@@ -10,7 +10,10 @@
 // Progress: providers here (tcp, rxm, shm) progress data only when the CQ is polled. The
 // thread that waits for something polls the CQ itself (no hand-off on the latency path):
 // it spins while completions keep coming (within `spin`) and then sleeps on the CQ wait fd
-// (FabricOptions::cq_wait_fd), or, without one, backs off from 1 us to `backoff_max`.
+// (FabricOptions::cq_wait_fd), or, without one, backs off from 1 us to `backoff_max` — to
+// `backoff_warm` only while the channel is warm (a message within `warm`), because a driver's
+// bursts come tens of milliseconds apart and each would otherwise find its peer asleep for
+// up to backoff_max (1 ms: a hundred shm round trips) before the first message is seen.
 //
 // Ordering:
 //  - Messages are delivered in send order (FI_ORDER_SAS, which every adapter requires).
@@ -115,6 +118,11 @@ struct ChannelOptions {
   bool delivery_complete_force = false;
   std::chrono::microseconds spin{2000};
   std::chrono::microseconds backoff_max{1000};
+  // After a message, for `warm`, idle sleeps last at most `backoff_warm` (a thread sleeping
+  // without a wait fd wakes ~20,000 times a second then: a few percent of a core, only while
+  // the peer is in use).
+  std::chrono::microseconds backoff_warm{50};
+  std::chrono::milliseconds warm{100};
 };
 
 // How long a background receiver (message_wait(.., spin = false)) keeps polling after activity.
@@ -273,6 +281,12 @@ class Channel {
   // The idle back-off level when progress_idle() / message_wait() last returned: a thread
   // that calls them in slices continues its back-off instead of restarting it at 1 us.
   std::atomic<int> idle_round_{0};
+  // Until when idle sleeps are capped at options_.backoff_warm (steady_clock ticks): the last
+  // message or completion seen + options_.warm.
+  std::atomic<Deadline::Clock::rep> warm_until_{0};
+  void warm_extend(Deadline::Clock::time_point now) noexcept {
+    warm_until_.store((now + options_.warm).time_since_epoch().count(), std::memory_order_relaxed);
+  }
 };
 
 // Drives a Channel's progress from a thread of its own, for a side that is only the target

@@ -321,7 +321,7 @@ Result<void> Attachment::mmio_write(std::uint8_t bar, std::uint64_t offset, unsi
       {bar, static_cast<std::uint8_t>(width), offset, value}, [] { return Deadline::Clock::now(); },
       [this] { return s_->dispatcher->last_wait(); });
   // A batch that waits is sent by the dispatcher if nothing else sends it first.
-  if (added.wake) s_->dispatcher->batch_waiting();
+  if (added.wake) s_->dispatcher->batch_waiting(added.due);
   if (!added.send_now) return {};
   auto sent = s_->batch_flush(deadline);
   s_->batch->write_end(Deadline::Clock::now());

@@ -84,16 +84,20 @@ class Dispatcher {
     }
   }
 
-  // A batch started waiting for the dispatcher to send it: wake the dispatcher, whether it
-  // is parked or asleep on the CQ wait fd.
-  void batch_waiting();
+  // A batch started waiting for the dispatcher to send it by `due`: wake the dispatcher,
+  // whether it is parked or asleep on the CQ wait fd, unless it is parked until `due` or
+  // earlier already (in a stream of writes: it comes for the previous batch, finds this one,
+  // and waits for it; waking it for each batch preempts a writer that shares its CPU).
+  void batch_waiting(Clock::time_point due);
   // When the last call that waited (not a posted one) started or ended.
   Clock::time_point last_wait() const noexcept;
 
  private:
   // One short receive if the role is free (true), else false at once.
   bool receive_slice(Deadline deadline);
-  bool app_active() const;
+  bool app_active(Clock::time_point now) const;
+  // A parked dispatcher that wakes within this needs no wake-up from a posted call's end.
+  static constexpr Clock::duration kSoon = std::chrono::microseconds(20);
   void run();
   // Drains what has arrived without waiting, while no call is in progress.
   void drain();
@@ -108,7 +112,9 @@ class Dispatcher {
   std::atomic<Clock::rep> last_call_{0};
   std::atomic<bool> on_fd_{false};   // inside message_wait()
   std::atomic<bool> parked_{false};  // waits for the application to go quiet
-  Worker worker_;                    // declared last: stopped (joined) before the members above go
+  // While parked: when its wait ends (steady_clock ticks); 0 otherwise.
+  std::atomic<Clock::rep> parked_until_{0};
+  Worker worker_;  // declared last: stopped (joined) before the members above go
 };
 
 }  // namespace rpcie::client

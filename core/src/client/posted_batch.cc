@@ -31,6 +31,7 @@ PostedBatch::Added PostedBatch::batch_start_locked(Clock::time_point now, Clock:
   out.send_now = !window_.stream && window_.eager < kEagerWrites;
   window_.eager += out.send_now;
   out.wake = !out.send_now;
+  out.due = now + kBatchDelay;
   return out;
 }
 

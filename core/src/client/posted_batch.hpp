@@ -54,19 +54,29 @@ class PostedBatch {
   // only 64 bytes, and its eager sends of a few KiB complete locally).
   static std::size_t writes_max_for(std::size_t inject_size);
 
+  // Of the writes that join a batch, every kDueCheckEvery-th reads the clock: a due batch is
+  // then sent by its writer, so that a stream of writes needs no dispatcher to send it (on
+  // a CPU that the writer shares with the dispatcher, each hand-off preempts the writer).
+  static constexpr std::size_t kDueCheckEvery = 16;
+
   struct Added {
-    bool send_now = false;  // the writer sends the batch itself (eager, or the batch is full)
-    bool wake = false;      // a new batch that waits: the dispatcher must come to send it
+    bool send_now = false;  // the writer sends the batch itself (eager, due, or the batch is full)
+    bool wake = false;      // a new batch that waits: the dispatcher must come to send it by `due`
+    Clock::time_point due{};
   };
-  // Queues one write. `now()` and `waited()` (when the last call that waited ended: it ends
-  // the burst) are asked only for the first write of a batch.
+  // Queues one write. `now()` is asked for the first write of a batch and every
+  // kDueCheckEvery-th after it; `waited()` (when the last call that waited ended: it ends the
+  // burst) only for the first.
   template <class Now, class Waited>
   Added write_add(const proto::MmioWrite& write, Now&& now, Waited&& waited) {
     std::lock_guard g(lock_);
     writes_.push_back(write);
     ++window_.writes;
     Added out;
-    if (writes_.size() == 1) out = batch_start_locked(now(), waited());
+    if (writes_.size() == 1)
+      out = batch_start_locked(now(), waited());
+    else if (writes_.size() % kDueCheckEvery == 0)
+      out.send_now = now() - since_ >= kBatchDelay;
     out.send_now = out.send_now || writes_.size() >= writes_max_;
     return out;
   }

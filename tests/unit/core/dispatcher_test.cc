@@ -171,7 +171,7 @@ TEST_CASE("dispatcher: a waiting batch is sent by the background thread when due
   Dispatcher d(inbox, router, std::move(batch), 200us);
   d.start();
   CHECK(eventually([&] { return sends.load() >= 1; }));
-  d.batch_waiting();
+  d.batch_waiting(Dispatcher::Clock::now());
   d.stop();
 }
 

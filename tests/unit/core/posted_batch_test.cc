@@ -207,7 +207,7 @@ TEST_CASE("posted batch: a doorbell every 10 us of application time is always ea
   }
 }
 
-TEST_CASE("posted batch: a write that joins a waiting batch reads no clock") {
+TEST_CASE("posted batch: a write that joins a waiting batch reads no clock, but every 16th does") {
   PostedBatch b;
   int clock_reads = 0;
   auto now = [&] {
@@ -220,7 +220,40 @@ TEST_CASE("posted batch: a write that joins a waiting batch reads no clock") {
   };
   (void)b.write_add(write_at(0), now, waited);
   CHECK(clock_reads == 2);
-  (void)b.write_add(write_at(4), now, waited);
-  (void)b.write_add(write_at(8), now, waited);
+  for (std::size_t i = 2; i < PostedBatch::kDueCheckEvery; ++i) (void)b.write_add(write_at(4 * i), now, waited);
   CHECK(clock_reads == 2);
+  (void)b.write_add(write_at(64), now, waited);
+  CHECK(clock_reads == 3);
+}
+
+TEST_CASE("posted batch: a due batch is sent by the writer that finds it due (every 16th write looks)") {
+  PostedBatch b;
+  auto first = add(b, write_at(0), t0, never);  // a fresh burst: eager
+  REQUIRE(first.send_now);
+  REQUIRE(b.take(t0));
+  // Make the window a stream: more than kEagerWrites writes in it, then its successor.
+  for (int i = 1; i < 8; ++i) {
+    auto a = add(b, write_at(4 * i), t0 + std::chrono::microseconds(i), never);
+    if (a.send_now) REQUIRE(b.take(t0 + std::chrono::microseconds(i)));
+  }
+  (void)b.take(t0 + 8us);
+  b.write_end(t0 + 8us);
+  const auto start = t0 + 8us + PostedBatch::kBatchDelay;  // the next window
+  auto a = add(b, write_at(0), start, never);
+  REQUIRE_FALSE(a.send_now);
+  CHECK(a.wake);
+  CHECK(a.due == start + PostedBatch::kBatchDelay);
+  // Writes 2..15 do not look at the clock; the 16th, not yet due, keeps waiting.
+  for (std::size_t i = 2; i < PostedBatch::kDueCheckEvery; ++i)
+    CHECK_FALSE(add(b, write_at(4 * i), start + PostedBatch::kBatchDelay * 2, never).send_now);
+  CHECK_FALSE(add(b, write_at(64), start + PostedBatch::kBatchDelay - 1us, never).send_now);
+  // The 32nd finds it due: its writer sends it, and the next write starts a new batch.
+  for (std::size_t i = PostedBatch::kDueCheckEvery + 1; i < 2 * PostedBatch::kDueCheckEvery; ++i)
+    CHECK_FALSE(add(b, write_at(4 * i), start, never).send_now);
+  auto due = add(b, write_at(128), start + PostedBatch::kBatchDelay, never);
+  CHECK(due.send_now);
+  CHECK_FALSE(due.wake);
+  auto taken = b.take(start + PostedBatch::kBatchDelay);
+  REQUIRE(taken);
+  CHECK(taken->writes.size() == 2 * PostedBatch::kDueCheckEvery);
 }

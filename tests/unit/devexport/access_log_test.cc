@@ -93,6 +93,36 @@ TEST_CASE("access log: threads writing at once never split a line; each thread's
   }
 }
 
+TEST_CASE("access log: a batch's lines leave together, in order, whole lines even when it overflows") {
+  TempDir dir("rpcie-access-log");
+  const std::string file = dir.file("access.log");
+  auto log = AccessLog::open(file);
+  REQUIRE(log);
+  constexpr std::uint64_t kWrites = 1000;  // ~40 KB of lines: more than one buffer
+  {
+    AccessLog::Lines lines(log->get());
+    lines.record({"b", true, 0, 0, 4, 0, 0});
+    CHECK(lines_of(file).empty());  // gathered, not written yet
+    for (std::uint64_t i = 1; i < kWrites; ++i) lines.record({"b", true, 0, i * 4, 4, i, 0});
+    const auto partial = lines_of(file);
+    CHECK(!partial.empty());  // the buffer filled: whole lines went out
+    CHECK(partial.size() < kWrites);
+    lines.flush();
+    CHECK(lines_of(file).size() == kWrites);
+    lines.record({"b", false, 0, 0, 4, 7, 0});
+  }  // the last line leaves with the batch
+  const auto all = lines_of(file);
+  REQUIRE(all.size() == kWrites + 1);
+  for (std::uint64_t i = 0; i < kWrites; ++i) {
+    std::ostringstream want;
+    want << "b write bar=0 offset=0x" << std::hex << i * 4 << " width=4 value=0x" << i;
+    REQUIRE(all[i] == want.str());
+  }
+  CHECK(all.back() == "b read bar=0 offset=0x0 width=4 value=0x7");
+  AccessLog::Lines none(nullptr);
+  none.record({"b", true, 0, 0, 4, 0, 0});  // no log: nothing, no crash
+}
+
 TEST_CASE("access log: a path that cannot be opened is an error naming it") {
   auto missing = AccessLog::open("/nonexistent-rpcie-dir/access.log");
   REQUIRE_FALSE(missing);
