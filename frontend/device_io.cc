@@ -39,11 +39,12 @@ class DeviceRequest {
   // Holds the node (and so its device) itself: once the watchdog has answered, the
   // application may close the file and free `f` while this request is still in the fabric.
   DeviceRequest(Watchdog& w, fuse_req_t req, const OpenFile& f)
-      : w_(w), req_(req), node_(f.node), ticket_(w.track(req)), deadline_(w.op_deadline()) {}
-  // The attachment, or false after answering the error (reconnecting, detached).
+      : w_(w), req_(req), node_(f.node), generation_(f.generation), ticket_(w.track(req)), deadline_(w.op_deadline()) {}
+  // The attachment, or false after answering the error (reconnecting, reset since the file
+  // was opened, detached).
   bool link() {
     test_stall();
-    auto l = node_->dev->link();
+    auto l = node_->dev->link(generation_);
     if (!l) return fail(errno_of(l.error())), false;
     link_ = std::move(*l);
     return true;
@@ -71,6 +72,7 @@ class DeviceRequest {
   Watchdog& w_;
   fuse_req_t req_;
   std::shared_ptr<Node> node_;
+  std::uint64_t generation_;
   std::uint64_t ticket_;
   Deadline deadline_;
   std::shared_ptr<client::Attachment> link_;
@@ -196,12 +198,10 @@ void device_write(Watchdog& watchdog, fuse_req_t req, const OpenFile& f, const c
 }
 
 void device_flush(Watchdog& watchdog, fuse_req_t req, const OpenFile& f, bool sync) {
-  if (!region_of(f).exists || (!sync && !f.writable)) {
-    fuse_reply_err(req, 0);
-    return;
-  }
+  if (!region_of(f).exists) return (void)fuse_reply_err(req, 0);
   DeviceRequest r(watchdog, req, f);
-  if (!r.link()) return;
+  if (!r.link()) return;  // a reset device: even a read-only file's close says so
+  if (!sync && !f.writable) return r.ok();
   auto done = r.a().flush(r.deadline());
   return done ? r.ok() : r.fail(done.error());
 }

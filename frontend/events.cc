@@ -12,12 +12,9 @@ namespace rpcie::hostd {
 
 EventsNews events_news_take(EventsCursor& cursor, bool gone, std::uint64_t losses, std::uint64_t count) {
   if (gone) return {EventsNews::Kind::gone};
-  if (losses != cursor.losses) {
-    // The loss is reported once; counting goes on from where the device is now.
-    cursor.losses = losses;
-    cursor.seen = count;
-    return {EventsNews::Kind::lost};
-  }
+  // A loss is reported for good: the device comes back reset, and counts of the device that
+  // was mean nothing for the one that is (reopen the file).
+  if (losses != cursor.losses) return {EventsNews::Kind::lost};
   if (count == cursor.seen) return {};
   cursor.seen = count;
   return {EventsNews::Kind::count, static_cast<std::uint32_t>(count)};

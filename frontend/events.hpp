@@ -1,8 +1,9 @@
 // The `events` files of a device directory, as UIO's /dev/uioN: a 4-byte read blocks until
 // the vector's interrupt count differs from the one this file last reported, then returns
 // the count; poll() reports POLLIN when a read would not block; writing 0 masks the vector,
-// 1 unmasks it. A link loss is reported once per open file as EIO (POLLERR), a withdrawn
-// device as ENODEV (POLLERR | POLLHUP), for good.
+// 1 unmasks it. A link loss since the open is reported as EIO (POLLERR), a withdrawn device as
+// ENODEV (POLLERR | POLLHUP), both for good: the device that comes back is reset, and a file
+// of the one before must be reopened.
 //
 // A blocking read is parked without a thread and answered when the count moves, the link is
 // lost, the device is withdrawn, the file is released or the reader is interrupted (EINTR).
@@ -26,7 +27,7 @@ struct OpenFile;
 // What an open events file has reported so far.
 struct EventsCursor {
   std::uint64_t seen = 0;    // the count it last reported (at open: the count then)
-  std::uint64_t losses = 0;  // link losses it has reported
+  std::uint64_t losses = 0;  // the device's link losses at open
 };
 
 // What a read of an events file answers, given the device's state now.
@@ -35,8 +36,7 @@ struct EventsNews {
   std::uint32_t count = 0;                                        // for Kind::count
 };
 // Takes the news for `cursor` (moving it past what is answered): the device is withdrawn
-// (`gone`), has lost its link since the last report (`losses` differs; counting goes on from
-// `count` then), or `count` moved.
+// (`gone`), has lost its link since the open (`losses` differs: for good), or `count` moved.
 EventsNews events_news_take(EventsCursor& cursor, bool gone, std::uint64_t losses, std::uint64_t count);
 // poll()'s answer for `cursor` without taking the news.
 unsigned events_revents(const EventsCursor& cursor, bool gone, std::uint64_t losses, std::uint64_t count);

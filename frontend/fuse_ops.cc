@@ -123,6 +123,7 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   f->node = node;
   f->id = id;
   f->writable = writing;
+  f->generation = node->dev->generation();
   const auto* bar = node->bar(id);
   const bool cached = bar && bar->kind == pci::BarKind::memory;
   fi->direct_io = cached ? 0 : 1;  // page cache and mmap only for memory BARs

@@ -32,6 +32,7 @@ Result<std::unique_ptr<MmioRingServer>> MmioRingServer::create(std::shared_ptr<R
       any = true;
     }
   if (!any) return fail(ENODEV, "the device has no register BAR");
+  s->generation_ = device->generation();
   s->device_ = std::move(device);
   s->timeout_ = timeout;
   s->memfd_ = Fd(::memfd_create("rpcie-mmio-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING));
@@ -80,7 +81,7 @@ bool MmioRingServer::request_valid(const mmio::RingRequest& r) const {
 
 bool MmioRingServer::load_perform(const mmio::RingRequest& r, std::uint64_t& value) {
   if (!request_valid(r)) return false;
-  auto link = device_->link();
+  auto link = device_->link(generation_);
   if (!link) return false;
   auto read = (*link)->mmio_read(static_cast<std::uint8_t>(r.bar), r.offset, r.width, Deadline::after(timeout_));
   if (!read) return false;  // this load alone fails; the attachment stays (see device_io.cc)
@@ -90,7 +91,7 @@ bool MmioRingServer::load_perform(const mmio::RingRequest& r, std::uint64_t& val
 
 void MmioRingServer::burst_send() {
   if (burst_.empty()) return;
-  auto link = device_->link();
+  auto link = device_->link(generation_);
   if (!link) {
     consumer_.stores_failed(burst_.size());
   } else if (auto sent = (*link)->mmio_write_burst(burst_, Deadline::after(timeout_)); !sent) {
@@ -126,8 +127,9 @@ void MmioRingServer::drain_run() {
   while (!stop_.load()) {
     if (!consumer_.next(request, kIdleCheckMs, kSpinNs)) {
       if (connection_ended()) break;
-      auto link = device_->link();
-      if (!link && link.error().code == ENOTCONN) break;  // detached
+      auto link = device_->link(generation_);
+      // Detached, or reset since the program mapped it: what it maps is gone for good.
+      if (!link && (link.error().code == ENOTCONN || device_->generation() != generation_)) break;
       continue;
     }
     // Stores ready together leave together; a load goes after them (it must not pass them).

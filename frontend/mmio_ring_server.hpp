@@ -6,13 +6,14 @@
 // posted MMIO writes, loads as MMIO reads (which do not pass earlier posted writes).
 //
 // Lifetime: the server ends when the program closes the connection (exit, crash, munmap of
-// its last register-BAR mapping of the device), when the device is detached (its link answers ENOTCONN), or
-// when it is stopped. Ending closes the ring: the program's accesses then fail at once
+// its last register-BAR mapping of the device), when the device is detached (its link answers
+// ENOTCONN) or comes back reset (a new generation: the program's mapping is of the device
+// that was), or when it is stopped. Ending closes the ring: the program's accesses then fail at once
 // (loads read all ones), never hang.
 //
 // Errors: an access outside the BAR, or of a width it refuses, fails like any refused access
 // (a load reads all ones, a store is counted in the ring's store_failures); a lost link fails
-// accesses until the device reconnects.
+// accesses, and the device's reset ends the ring.
 //
 // Thread-safety: stop() and done() from any thread.
 #pragma once
@@ -72,6 +73,7 @@ class MmioRingServer {
   bool connection_ended() const;
 
   std::shared_ptr<RemoteDevice> device_;
+  std::uint64_t generation_ = 0;                               // the device's when the ring was made
   std::array<std::uint64_t, pci::kBarCount> register_size_{};  // 0: not a register BAR
   std::chrono::milliseconds timeout_{5000};
   Fd memfd_;

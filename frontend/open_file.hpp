@@ -17,6 +17,8 @@ struct OpenFile {
   std::shared_ptr<Node> node;
   unsigned id = 0;
   bool writable = false;  // opened for writing: close waits for the writes to be performed
+  // The device's generation at open: device files of an older one fail with EIO for good.
+  std::uint64_t generation = 0;
   // events files, under Events' lock:
   EventsCursor cursor;
   fuse_pollhandle* ph = nullptr;

@@ -210,6 +210,21 @@ Result<std::shared_ptr<client::Attachment>> RemoteDevice::link() const {
   return current_;
 }
 
+Result<std::shared_ptr<client::Attachment>> RemoteDevice::link(std::uint64_t generation) const {
+  {
+    std::lock_guard g(lock_);
+    if (!detached_ && generation != generation_)
+      return fail(EIO, "rpcie" + std::to_string(index_) + " was reset (generation " + std::to_string(generation_) +
+                           ", opened at " + std::to_string(generation) + "): reopen it");
+  }
+  return link();
+}
+
+std::uint64_t RemoteDevice::generation() const {
+  std::lock_guard g(lock_);
+  return generation_;
+}
+
 RemoteDevice::Status RemoteDevice::status() const {
   std::shared_ptr<client::Attachment> a;
   Status s;

@@ -79,6 +79,12 @@ class RemoteDevice {
 
   // The attachment to use now: EIO while reconnecting (with the reason), ENOTCONN after detach.
   Result<std::shared_ptr<client::Attachment>> link() const;
+  // The same for what was opened or mapped at `generation`: EIO for good once the device
+  // came back as a new attachment (the exporter reset it: what was written before is gone,
+  // and an open file must not go on as if it were not). Reopening gives the current one.
+  Result<std::shared_ptr<client::Attachment>> link(std::uint64_t generation) const;
+  // 1 at attach, +1 per reconnect (each a reset device).
+  std::uint64_t generation() const;
 
   struct Status {
     LinkState state = LinkState::connected;

@@ -182,7 +182,13 @@ fi
 kill -0 "$HOSTD_PID" || die "hostd died"
 
 # --- device server lost mid-I/O, then back -----------------------------------------------
-exec 7<"$D0/events"  # open across the loss: its next read reports the loss once
+exec 7<"$D0/events"  # open across the loss: EIO and POLLERR from then on, for good
+# A memory BAR written (and fsynced), open and mapped across the loss: the exporter resets the
+# device with the attachment, so what comes back is fresh and the old files must say so.
+start_bg $CHECK stale "$DM" "$TMP/stale-go" >"$TMP/stale" 2>&1
+STALE=$LAST_PID
+wait_file "$TMP/stale" 15 || die "stale-file checker did not start"
+grep -q "^ready" "$TMP/stale" || die "stale-file checker: $(cat "$TMP/stale")"
 $CHECK loop "$D0" 20 >"$TMP/loop" 2>&1 &
 LOOP=$!
 ( $CHECK block "$D0" >"$TMP/block" 2>&1 ) &
@@ -212,12 +218,25 @@ until grep -q "^generation 2" "$D0/remote" && grep -q "^state connected" "$D0/re
 done
 id=$(dd if="$D0/resource0" bs=4 count=1 status=none | od -An -tx4 | tr -d ' ')
 [ "$id" = 010000ed ] || die "after reconnect, dd: '$id'"
-out=$(dd bs=4 count=1 status=none <&7 2>&1) && die "events file opened before the loss read without error"
-grep -q "Input/output error" <<<"$out" || die "events file across the loss: $out"
+for i in 1 2; do
+  out=$(dd bs=4 count=1 status=none <&7 2>&1) && die "events file opened before the loss read without error (read $i)"
+  grep -q "Input/output error" <<<"$out" || die "events file across the loss, read $i: $out"
+done
+python3 -c 'import select, sys; p = select.poll(); p.register(7, select.POLLIN); r = p.poll(0)
+sys.exit(0 if r and r[0][1] & select.POLLERR else "poll of the old events file: %r" % r)' || die "events poll across the loss"
 exec 7<&-
 status_check rpcie0 connected 2 1
 $CHECK events "$D0" || die "events after reconnect"
-pass "reconnect after restart: same path, generation 2, I/O and interrupts work"
+pass "reconnect after restart: same path, generation 2, I/O and interrupts work; the old events file: EIO, POLLERR for good"
+deadline=$((SECONDS + 15))
+until grep -q "^generation 2" "$DM/remote" && grep -q "^state connected" "$DM/remote"; do
+  [ $SECONDS -ge $deadline ] && die "membar did not reconnect: $(cat "$DM/remote")"
+  sleep 0.1
+done
+touch "$TMP/stale-go"
+wait "$STALE" || die "files across the reset: $(cat "$TMP/stale")"
+grep -q "^ok: files opened before the reset" "$TMP/stale" || die "stale-file checker: $(cat "$TMP/stale")"
+pass "$(sed -n 's/^ok: //p' "$TMP/stale")"
 
 # --- device server frozen (alive, silent): the deadline, not the socket, ends the wait ----
 # (hostd_stall.sh covers stalls in full: shorter and longer than the lease, the watchdog.)

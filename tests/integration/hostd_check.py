@@ -294,6 +294,53 @@ def irqlat(d, n):
         print(f"gap {gap * 1000:.0f} ms: median {res[n // 2]:.0f} us, p10 {res[n // 10]:.0f} us, p90 {res[n * 9 // 10]:.0f} us")
 
 
+def stale(d, go):
+    """Files of a memory BAR opened (and mapped) before the device server was lost, used after
+    it came back reset: every call fails with EIO for good, new faults of the mapping SIGBUS,
+    and only a new open sees the device, fresh (zeroed). Prints "ready" once the files are
+    open, then waits (up to 60 s) for the file `go` to appear."""
+    pattern = os.urandom(8192)
+    rw = os.open(d + "/resource0", os.O_RDWR)
+    ro = os.open(d + "/resource0", os.O_RDONLY)
+    os.pwrite(rw, pattern, 0)
+    os.fsync(rw)
+    m = mmap.mmap(rw, 16384, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+    if m[0:8192] != pattern:
+        fail("the mapping does not show what was written")
+    print("ready", flush=True)
+    end = time.monotonic() + 60
+    while not os.path.exists(go):
+        if time.monotonic() > end:
+            fail(f"{go} did not appear")
+        time.sleep(0.05)
+    expect_errno(errno.EIO, lambda: os.pread(rw, 16, 0), "pread of a file opened before the reset")
+    expect_errno(errno.EIO, lambda: os.pwrite(rw, b"x" * 16, 0), "pwrite of a file opened before the reset")
+    expect_errno(errno.EIO, lambda: os.fsync(rw), "fsync of a file opened before the reset")
+    expect_errno(errno.EIO, lambda: os.pread(ro, 16, 4096), "pread (read-only file) before the reset")
+    expect_errno(errno.EIO, lambda: os.pread(rw, 16, 0), "a second pread (EIO for good)")
+    expect_errno(errno.EIO, m.flush, "msync of a mapping made before the reset")
+    pid = os.fork()
+    if pid == 0:  # a fault on the invalidated mapping
+        _ = m[100]
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    if not os.WIFSIGNALED(status) or os.WTERMSIG(status) != 7:  # SIGBUS
+        fail(f"touching the old mapping after the reset: wait status {status:#x}, expected SIGBUS")
+    m.close()
+    expect_errno(errno.EIO, lambda: os.close(rw), "close (flush) of a writable file opened before the reset")
+    expect_errno(errno.EIO, lambda: os.close(ro), "close of a read-only file opened before the reset")
+    fresh = os.open(d + "/resource0", os.O_RDWR)
+    if os.pread(fresh, 8192, 0) != bytes(8192):
+        fail("a new open does not see the fresh (zeroed) device")
+    os.pwrite(fresh, pattern, 0)
+    os.fsync(fresh)
+    os.close(fresh)
+    if device_hash(d, 0, 8192) != fnv1a(pattern):
+        fail("the device does not hold what the new open wrote")
+    print("ok: files opened before the reset fail with EIO for good (pread, pwrite, fsync, msync, close); "
+          "a new fault of the old mapping is SIGBUS; a new open sees the fresh device")
+
+
 def liveness(d):
     r = os.open(d + "/resource0", os.O_RDWR)
     wr(r, 0x04, 0x12345678)
@@ -312,6 +359,7 @@ COMMANDS = {  # name: (function, type of the optional third argument)
     "afterdetach": (after_detach, None),
     "irqlat": (irqlat, int),
     "liveness": (liveness, None),
+    "stale": (stale, str),
 }
 
 if __name__ == "__main__":

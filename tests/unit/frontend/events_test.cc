@@ -24,12 +24,15 @@ TEST_CASE("events read: a count is reported once, then the reader waits for the 
   CHECK(events_news_take(c, false, 0, 9).count == 9);
 }
 
-TEST_CASE("events read: a link loss is reported once; counting goes on from the count then") {
+TEST_CASE("events read: a link loss since the open is reported for good, whatever counts come after") {
   EventsCursor c{5, 0};
   CHECK(events_news_take(c, false, 1, 7).kind == Kind::lost);
-  CHECK(events_news_take(c, false, 1, 7).kind == Kind::none);  // 7 arrived before the report
-  CHECK(events_news_take(c, false, 1, 8).count == 8);
-  CHECK(events_news_take(c, false, 2, 8).kind == Kind::lost);  // each loss once
+  CHECK(events_news_take(c, false, 1, 7).kind == Kind::lost);  // the device came back reset
+  CHECK(events_news_take(c, false, 1, 8).kind == Kind::lost);  // its counts are not this file's
+  CHECK(events_news_take(c, false, 2, 8).kind == Kind::lost);
+  EventsCursor reopened{8, 2};  // a file opened after the losses counts again
+  CHECK(events_news_take(reopened, false, 2, 8).kind == Kind::none);
+  CHECK(events_news_take(reopened, false, 2, 9).count == 9);
 }
 
 TEST_CASE("events read: a withdrawn device answers for good, before any count") {
