@@ -37,6 +37,7 @@ Result<void> exporter_key_apply(ExportConfig& e, const std::string& key, const s
     for (std::string name; std::getline(in, name, ':');) {
       if (!auth::client_name_valid(name)) return fail(EINVAL, where + "allow: '" + name + "' is not a client name");
       e.allow.push_back(name);
+      e.allow_origin.push_back(e.origin);
     }
     if (e.allow.empty()) return fail(EINVAL, where + "allow needs at least one client name");
   } else if (key == "data-path") {
@@ -250,6 +251,8 @@ Result<ExportConfig> export_table_parse(const toml::table& t, const std::string&
   auto e = export_config_parse(ns + "=" + bs);
   if (!e) return fail(EINVAL, at(path, *name) + what + e.error().message);
   e->origin = origin;
+  // An allow list in the backend string ("edu,allow=a:b") was given on the backend's line.
+  e->allow_origin.assign(e->allow.size(), path + ":" + std::to_string(backend->source().begin.line));
   if (auto* dma = t.get("dma")) {
     RPCIE_TRY_ASSIGN(auto s, string_get(*dma, at(path, *dma) + what + "dma "));
     auto r = exporter_key_apply(*e, "dma", s);

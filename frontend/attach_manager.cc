@@ -218,7 +218,27 @@ json AttachManager::status(uid_t peer) const {
            {"dma_window", p.window_size},
            {"dma", v.device->window_path()},
            {"counters", counters_of(s.stats)}};
-    if (!s.last_error.empty()) e["error"] = s.last_error;
+    // Only while it explains something: a connected device's last loss is history.
+    if (s.state != LinkState::connected && !s.last_error.empty()) e["error"] = s.last_error;
+    list.push_back(std::move(e));
+  }
+  // What the state file lists and is not back yet: state "restoring", with why the last try failed.
+  std::lock_guard g(state_lock_);
+  for (const auto& [index, p] : pending_) {
+    if (p.cancelled) continue;
+    const std::string name = "rpcie" + std::to_string(index);
+    if (!owner_match(peer, p.entry.uid)) {
+      list.push_back({{"device", name}, {"hidden", true}});
+      continue;
+    }
+    const auto& prm = p.entry.params;
+    json e{{"device", name},
+           {"uid", p.entry.uid},
+           {"exporter", prm.host + ":" + std::to_string(prm.port)},
+           {"export", prm.export_name},
+           {"state", "restoring"},
+           {"dma_window", prm.window_size}};
+    if (!p.last_error.empty()) e["error"] = p.last_error;
     list.push_back(std::move(e));
   }
   return {{"attachments", list}};

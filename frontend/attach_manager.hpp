@@ -104,7 +104,7 @@ class AttachManager {
   Tree& tree_;
   AttachOwners owners_;
   const std::string state_path_;
-  std::mutex state_lock_;
+  mutable std::mutex state_lock_;
   std::map<unsigned, StateEntry> held_;  // attached (and published), by index
   std::map<unsigned, Pending> pending_;  // listed in the state file, being restored
   std::condition_variable restore_wake_;

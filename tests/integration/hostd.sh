@@ -128,7 +128,7 @@ c = x["counters"]
 for k in ("config_reads", "config_writes", "mmio_reads", "mmio_writes", "bar_bytes_read", "bar_bytes_written",
           "posted_write_errors", "messages_refused", "interrupts"):
     assert isinstance(c[k], int) and c[k] >= 0, (k, c)
-assert state == "connected" or x.get("error"), x  # a connected one may keep its last error
+assert (state == "connected") == ("error" not in x), x  # why, exactly while not connected
 assert c["posted_write_errors"] == 0 and c["messages_refused"] == 0, c
 print(c["mmio_reads"], c["mmio_writes"], c["interrupts"])
 PY
@@ -301,7 +301,18 @@ hostd_start
 stat "$MNT/pci/devices" >/dev/null || die "restart did not replace the stale mount"
 [ "$(grep -c " $MNT " /proc/mounts)" = 1 ] || die "mounts at $MNT: $(grep -c " $MNT " /proc/mounts)"
 # The exporter holds both devices for the dead hostd until its lease lapses (5 s): the
-# restore is refused (EBUSY) meanwhile and retried with back-off. Never a dangling link.
+# restore is refused (EBUSY) meanwhile and retried with back-off, and status says so. Never a
+# dangling link.
+deadline=$((SECONDS + 4))
+until "$RPCIE" status -o json | python3 -c '
+import json, sys
+a = {x["device"]: x for x in json.load(sys.stdin)["attachments"]}
+x = a.get(sys.argv[1], {})
+sys.exit(0 if x.get("state") == "restoring" and "busy" in x.get("error", "") and x["export"] == "edu0" else 1)' "$N0"; do
+  [ $SECONDS -ge $deadline ] && die "status never showed $N0 restoring (busy): $("$RPCIE" status -o json)"
+  sleep 0.1
+done
+"$RPCIE" status | grep -Eq "^$N0 +$HOST:7385 +edu0 +restoring " || die "status text while restoring: $("$RPCIE" status)"
 deadline=$((SECONDS + 20))
 until [ -e "$D0/remote" ] && [ -e "$DM/remote" ] && grep -q "^state connected" "$D0/remote" "$DM/remote" 2>/dev/null; do
   for n in "$N0" "$NM"; do

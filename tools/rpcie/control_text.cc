@@ -9,6 +9,13 @@ namespace rpcie::cli {
 
 namespace {
 
+// A count of the answer, or 0 when it is missing or no unsigned integer: a float out of
+// range (1e108) would be undefined behaviour to convert.
+unsigned long long count_get(const nlohmann::json& j, const char* key) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_number_unsigned() ? it->get<unsigned long long>() : 0;
+}
+
 void attach_print_text(const nlohmann::json& a, std::FILE* out) {
   std::fprintf(out, "%s %s %s\n", a.value("device", "").c_str(), a.value("path", "").c_str(),
                a.value("sysfs", "").c_str());
@@ -17,9 +24,9 @@ void attach_print_text(const nlohmann::json& a, std::FILE* out) {
 void detach_print_text(const nlohmann::json& a, std::FILE* out) {
   for (const auto& n : a.value("detached", nlohmann::json::array()))
     std::fprintf(out, "detached %s\n", n.get<std::string>().c_str());
-  if (const auto kept = a.value("kept", 0ull); kept > 0)
-    std::fprintf(out, "kept %llu attachment%s of other users (only they or root may detach them)\n",
-                 static_cast<unsigned long long>(kept), kept == 1 ? "" : "s");
+  if (const auto kept = count_get(a, "kept"); kept > 0)
+    std::fprintf(out, "kept %llu attachment%s of other users (only they or root may detach them)\n", kept,
+                 kept == 1 ? "" : "s");
 }
 
 void status_print_text(const nlohmann::json& answer, std::FILE* out) {
@@ -33,11 +40,8 @@ void status_print_text(const nlohmann::json& answer, std::FILE* out) {
     const auto& c = a.value("counters", nlohmann::json::object());
     std::fprintf(out, "%-8s %-22s %-12s %-13s %-12s %-8s %4llu %10llu %10llu %8llu\n", a.value("device", "").c_str(),
                  a.value("exporter", "").c_str(), a.value("export", "").c_str(), a.value("state", "").c_str(),
-                 a.value("provider", "-").c_str(), a.value("data_path", "-").c_str(),
-                 static_cast<unsigned long long>(a.value("generation", 0ull)),
-                 static_cast<unsigned long long>(c.value("mmio_reads", 0ull)),
-                 static_cast<unsigned long long>(c.value("mmio_writes", 0ull)),
-                 static_cast<unsigned long long>(c.value("interrupts", 0ull)));
+                 a.value("provider", "-").c_str(), a.value("data_path", "-").c_str(), count_get(a, "generation"),
+                 count_get(c, "mmio_reads"), count_get(c, "mmio_writes"), count_get(c, "interrupts"));
     if (a.contains("error") && a.value("state", "") != "connected")
       std::fprintf(out, "         %s\n", a["error"].get<std::string>().c_str());
   }
