@@ -297,22 +297,25 @@ grep -qi "psk\|key" "$STATE" && die "the state file names a key: $(cat "$STATE")
 kill -9 "$HOSTD_PID"
 wait "$HOSTD_PID" 2>/dev/null
 stat -f "$MNT" >/dev/null 2>&1 && die "mount is not stale after SIGKILL (test premise)"
+# The exporter frozen at the restart: the restores wait, and status lists them as restoring,
+# with why the last try failed once one has (its deadline: the --timeout).
+kill -STOP "$EXPORTER"
 hostd_start
 stat "$MNT/pci/devices" >/dev/null || die "restart did not replace the stale mount"
 [ "$(grep -c " $MNT " /proc/mounts)" = 1 ] || die "mounts at $MNT: $(grep -c " $MNT " /proc/mounts)"
-# The exporter holds both devices for the dead hostd until its lease lapses (5 s): the
-# restore is refused (EBUSY) meanwhile and retried with back-off, and status says so. Never a
-# dangling link.
-deadline=$((SECONDS + 4))
+deadline=$((SECONDS + 3 * TIMEOUT_S + 5))
 until "$RPCIE" status -o json | python3 -c '
 import json, sys
 a = {x["device"]: x for x in json.load(sys.stdin)["attachments"]}
 x = a.get(sys.argv[1], {})
-sys.exit(0 if x.get("state") == "restoring" and "busy" in x.get("error", "") and x["export"] == "edu0" else 1)' "$N0"; do
-  [ $SECONDS -ge $deadline ] && die "status never showed $N0 restoring (busy): $("$RPCIE" status -o json)"
-  sleep 0.1
+sys.exit(0 if x.get("state") == "restoring" and x.get("error") and x["export"] == "edu0" and x["uid"] == 0 else 1)' "$N0"; do
+  [ $SECONDS -ge $deadline ] && { kill -CONT "$EXPORTER"; die "status never showed $N0 restoring with an error: $("$RPCIE" status -o json)"; }
+  sleep 0.2
 done
-"$RPCIE" status | grep -Eq "^$N0 +$HOST:7385 +edu0 +restoring " || die "status text while restoring: $("$RPCIE" status)"
+"$RPCIE" status | grep -Eq "^$N0 +$HOST:7385 +edu0 +restoring " || { kill -CONT "$EXPORTER"; die "status text while restoring: $("$RPCIE" status)"; }
+kill -CONT "$EXPORTER"
+# The exporter may hold both devices for the dead hostd until its lease lapses (5 s): a
+# restore refused meanwhile (EBUSY) is retried with back-off. Never a dangling link.
 deadline=$((SECONDS + 20))
 until [ -e "$D0/remote" ] && [ -e "$DM/remote" ] && grep -q "^state connected" "$D0/remote" "$DM/remote" 2>/dev/null; do
   for n in "$N0" "$NM"; do
