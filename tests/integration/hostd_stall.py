@@ -96,7 +96,7 @@ def short(d, pid, timeout_s, stop_s):
 
 def long(d, pid, timeout_s, stop_s, lease_s):
     """A stall longer than the lease: requests fail alone until the heartbeats end the link."""
-    r = os.open(d + "/resource0", os.O_RDONLY)  # no flush at close: the link will be gone
+    r = os.open(d + "/resource0", os.O_RDONLY)
     if rd(r, 0) != ID:
         fail("edu before the stall")
     t0 = stop_for(pid, stop_s)
@@ -121,7 +121,13 @@ def long(d, pid, timeout_s, stop_s, lease_s):
     # A request now fails at once (no attachment), not at its deadline.
     t1 = time.monotonic()
     read_eio(r, 0, t1, 0, 300, "read while reconnecting")
-    os.close(r)
+    # Opened before the link ended: even its close says the device it was opened on is gone.
+    try:
+        os.close(r)
+        fail("close of a file opened before the link ended succeeded")
+    except OSError as e:
+        if e.errno != errno.EIO:
+            fail(f"close of a file opened before the link ended: {os.strerror(e.errno)}, expected EIO")
     print(f"ok: exporter stopped {stop_s} s: EIO at {a} ms, attachment kept past the failed request and"
           f" ended by the heartbeats at {lost} ms (lease {lease_s} s)")
 

@@ -24,6 +24,7 @@
 #include "rpcie/client.hpp"
 #include "rpcie/memory.hpp"
 #include "rpcie/session.hpp"
+#include "send_lock.hpp"
 
 namespace rpcie::client {
 
@@ -59,7 +60,7 @@ struct Attachment::State {
 
   std::unique_ptr<ReplyRouter> router;
   std::unique_ptr<PostedBatch> batch;
-  std::timed_mutex send_lock;  // batches leave in the order they were taken
+  SendLock send_lock;  // batches leave in the order they were taken
   // Posted writes sent since the last reply proved them performed.
   std::atomic<bool> posted_unconfirmed{false};
   std::atomic<bool> detached{false};
