@@ -115,7 +115,7 @@ json AttachManager::attach(const json& r, uid_t peer) {
     owners_.release(index, *claim);
     tree_.index_release(index);
   };
-  auto dev = RemoteDevice::attach(*p, context_, index, Deadline::after(context_.timeout));
+  auto dev = RemoteDevice::attach(*p, context_, index, Deadline::after(context_.attach_timeout));
   if (!dev) {
     undo();
     return control::error_answer(dev.error());

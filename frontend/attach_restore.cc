@@ -136,7 +136,7 @@ void AttachManager::restore_run() {
     const std::string name = "rpcie" + std::to_string(index);
     next->second.trying = true;
     g.unlock();
-    auto dev = RemoteDevice::attach(entry.params, context_, index, Deadline::after(context_.timeout));
+    auto dev = RemoteDevice::attach(entry.params, context_, index, Deadline::after(context_.attach_timeout));
     g.lock();
     auto it = pending_.find(index);  // still there: only this thread erases
     it->second.trying = false;

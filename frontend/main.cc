@@ -116,12 +116,16 @@ std::optional<std::string> policy_check(hostd::AttachPolicy& policy, const std::
   return std::nullopt;
 }
 
-std::optional<std::string> options_check(Options& o, const std::string& timeout, const std::string& group,
-                                         const std::string& mode, const std::string& provider,
+std::optional<std::string> options_check(Options& o, const std::string& timeout, const std::string& attach_timeout,
+                                         const std::string& group, const std::string& mode, const std::string& provider,
                                          const std::string& data_path) {
   auto t = duration_parse(timeout);
   if (!t || *t < std::chrono::milliseconds(100)) return "--timeout: expected seconds >= 0.1, got '" + timeout + "'";
   o.tree.timeout = o.context.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(*t);
+  auto at = duration_parse(attach_timeout);
+  if (!at || *at < std::chrono::milliseconds(100))
+    return "--attach-timeout: expected seconds >= 0.1, got '" + attach_timeout + "'";
+  o.context.attach_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(*at);
   auto g = group_parse(group);
   if (!g) return "--group: no group '" + group + "'";
   char* end = nullptr;
@@ -144,14 +148,15 @@ std::optional<std::string> options_check(Options& o, const std::string& timeout,
 // Fills `o` from the command line; an exit status if the program is to end (help, bad usage).
 std::optional<int> options_parse(int argc, char** argv, Options& o) {
   CLI::App app{"rpcie-hostd: remote PCIe devices as files (FUSE, sysfs layout)"};
-  std::string psk_file = auth::kDefaultKeyPath, provider, timeout = "5", window = "16M", window_max = "256M", group,
-              mode = "0660", name, data_path = "auto";
+  std::string psk_file = auth::kDefaultKeyPath, provider, timeout = "5", attach_timeout = "10", window = "16M",
+              window_max = "256M", group, mode = "0660", name, data_path = "auto";
   std::vector<std::string> remotes;
   app.add_option("--mount", o.tree.mount, "mount point (default /run/rpcie)");
   app.add_option("--control", o.control_path, "control socket (default $RPCIE_CONTROL, else /run/rpcie.sock)");
   app.add_option("--psk-file", psk_file, "pre-shared key (default /etc/rpcie/psk)");
   app.add_option("--provider", provider, "auto, tcp, shm, verbs, efa, tcp;ofi_rxm, verbs;ofi_rxm");
   app.add_option("--timeout", timeout, "bound on every operation, in seconds (default 5; also 500ms)");
+  app.add_option("--attach-timeout", attach_timeout, "bound on one attach or reconnect, in seconds (default 10)");
   app.add_option("--data-path", data_path,
                  "sealed, open or auto: the data path attaches ask for unless they say (default auto)");
   app.add_option("--dma-window", window, "default DMA window size per attachment (default 16M)");
@@ -173,7 +178,8 @@ std::optional<int> options_parse(int argc, char** argv, Options& o) {
   }
   // The same resolution as the rpcie CLI's, so that both find one socket.
   o.control_path = control::socket_path_resolve(o.control_path);
-  if (auto wrong = options_check(o, timeout, group, mode, provider, data_path)) return error_exit(*wrong, 2);
+  if (auto wrong = options_check(o, timeout, attach_timeout, group, mode, provider, data_path))
+    return error_exit(*wrong, 2);
   if (auto wrong = policy_check(o.policy, window, window_max, remotes)) return error_exit(*wrong, 2);
   auto key = auth::key_load(psk_file);
   if (!key) return error_exit(key.error().describe());

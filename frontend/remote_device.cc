@@ -183,7 +183,7 @@ void RemoteDevice::supervise() {
     wake_.wait_for(g, backoff, [&] { return stop_; });
     if (stop_) break;
     g.unlock();
-    auto a = open_once(Deadline::after(context_.timeout));
+    auto a = open_once(Deadline::after(context_.attach_timeout));
     g.lock();
     if (stop_) break;  // the attachment (if any) is dropped below, outside the lock
     if (!a) {

@@ -39,7 +39,10 @@ struct AttachParams {
 // What every attachment of this hostd shares.
 struct AttachContext {
   client::ClientOptions client;
-  std::chrono::milliseconds timeout{5000};  // bounds every operation, attach included
+  std::chrono::milliseconds timeout{5000};  // bounds every operation on a device
+  // Bounds one attach (connect, authenticate, set up the fabric and register the window),
+  // first or reconnect: slower than an operation, and not the operator's I/O budget.
+  std::chrono::milliseconds attach_timeout{10000};
   std::string shm_dir = "/dev/shm";
   gid_t group = 0;
   mode_t mode = 0660;

@@ -75,7 +75,7 @@ for args in "attach" "attach -r $HOST" "detach" "detach -d rpcie0 --all" "status
 done
 "$RPCIE" status >/dev/null 2>"$TMP/err"; rc=$?
 [ $rc = 1 ] && grep -q "rpcie: error: no rpcie-hostd listens" "$TMP/err" || die "status without hostd: rc $rc, $(cat "$TMP/err")"
-for args in "--timeout soon" "--dma-window 3" "--mode 999" "--group no-such-group-$$" "--bogus" "--max-dma-window 3" \
+for args in "--timeout soon" "--attach-timeout 0" "--dma-window 3" "--mode 999" "--group no-such-group-$$" "--bogus" "--max-dma-window 3" \
             "--dma-window 512M" "--max-dma-window 8M" "--allow-remote a/b" "--allow-remote [::1" "--data-path clear"; do
   "$HOSTD" --foreground --mount "$MNT" --control "$SOCK" --psk-file "$TMP/psk" --state-file "$TMP/hostd-state.json" \
     $args >/dev/null 2>"$TMP/err"; rc=$?

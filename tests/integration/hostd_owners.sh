@@ -33,7 +33,7 @@ fi
 UID_A=$(id -u "$UA") UID_B=$(id -u "$UB")
 chmod 755 "$TMP"  # the users walk through it to the control socket
 
-HOSTD_TIMEOUT=5  # attaches under load (four builds on two cores) take more than the default 2 s
+HOSTD_TIMEOUT=5  # operations under load (four builds on two cores) take more than the default 2 s
 HOSTD_ARGS=(--group "$GROUP" --mode 0660 --max-dma-window 64M --allow-remote 169.254.83.1)
 stack_start "$B" rpcieo 169.254.83 edu0=edu edu1=edu mem0=membar,size=1M,shared=yes
 [ "$(cat /proc/"$HOSTD_PID"/comm)" = rpcie-hostd ] || die "HOSTD_PID $HOSTD_PID is not hostd"

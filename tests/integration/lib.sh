@@ -98,7 +98,7 @@ netns_pair() {
 # stack_start BUILDDIR PREFIX SUBNET EXPORT...: the real stack of the mapped-BAR tests:
 # rpcie-exportd (each EXPORT as --export, access log in $ACCESS) in one namespace and
 # rpcie-hostd (a real FUSE mount at $MNT, device links in $DEVDIR) in the other, over TCP.
-# hostd's --timeout is $HOSTD_TIMEOUT seconds (default 2; it also bounds hostd's attach); the
+# hostd's --timeout is $HOSTD_TIMEOUT seconds (default 2; attaches have --attach-timeout, 10 s); the
 # array HOSTD_ARGS, if set, adds options to hostd's command line. Its state file is
 # $TMP/hostd-state.json (never the default under /run, which another test's hostd would restore).
 # Sets EXPORTD EXPORTD_PID HOSTD HOSTD_PID RPCIE ON_DEV ON_CMP HOST MNT DEVDIR SOCK ACCESS, exports RPCIE_CONTROL,

@@ -9,7 +9,7 @@
 B=$1 CLASSES=$2 BEHAVIOUR=$3 CHECK=$(dirname "$0")/mmio_classes_check.py
 command -v python3 >/dev/null || skip "python3 is not installed"
 command -v ss >/dev/null || skip "ss (iproute2) is not installed"
-# hostd's timeout bounds its attach too: 2 s was seen to pass on a loaded 2-core machine.
+# Operations on a loaded 2-core machine were seen to take more than 2 s.
 HOSTD_TIMEOUT=5
 stack_start "$B" rpciec 169.254.82 scr0=membar,size=64K,doorbell=on,scratch=on
 stack_attach scr0
