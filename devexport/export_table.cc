@@ -82,11 +82,13 @@ ExportSlot* ExportTable::find(std::string_view name) const noexcept {
   return nullptr;
 }
 
-Result<bool> ExportTable::claim(ExportSlot& slot, const std::string& client) {
+Result<bool> ExportTable::claim(ExportSlot& slot, const std::string& client, Deadline deadline) {
   const auto& allow = slot.config.allow;
   if (!allow.empty() && std::find(allow.begin(), allow.end(), client) == allow.end())
     return fail(EACCES, "client '" + client + "' is not allowed to attach '" + slot.config.spec.name + "'");
-  std::lock_guard g(lock_);
+  std::unique_lock g(lock_);
+  if (!reset_.wait_until(g, deadline.when(), [&] { return !slot.resetting; }))
+    return fail(EBUSY, "busy: the device is still being reset after its last detach");
   if (!slot.holders.empty() && !slot.config.shared)
     return fail(EBUSY, "busy: attached by " + holders_text(slot.holders));
   slot.holders.push_back(client);
@@ -97,7 +99,16 @@ bool ExportTable::release(ExportSlot& slot, const std::string& client) {
   std::lock_guard g(lock_);
   auto it = std::find(slot.holders.begin(), slot.holders.end(), client);
   if (it != slot.holders.end()) slot.holders.erase(it);
-  return slot.holders.empty();
+  slot.resetting = slot.holders.empty();
+  return slot.resetting;
+}
+
+void ExportTable::reset_done(ExportSlot& slot) {
+  {
+    std::lock_guard g(lock_);
+    slot.resetting = false;
+  }
+  reset_.notify_all();
 }
 
 proto::ExportEntry ExportTable::entry(ExportSlot& slot, std::string& holder_storage) {

@@ -4,12 +4,13 @@
 // Contract:
 //  - Exports are added before serving starts (add() is not thread-safe with the rest) and
 //    never move or go away afterwards: an ExportSlot* stays valid for the table's life.
-//  - find(), claim(), release(), entry() and list() may be called from any thread at once:
-//    holders are guarded by one lock inside the table.
+//  - find(), claim(), release(), reset_done(), entry() and list() may be called from any
+//    thread at once: holders are guarded by one lock inside the table.
 //  - A holder is a client name; one client may hold a shared export more than once (one
 //    claim per attachment, released one at a time).
 #pragma once
 
+#include <condition_variable>
 #include <cstddef>
 #include <memory>
 #include <mutex>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "export_slot.hpp"
+#include "rpcie/deadline.hpp"
 #include "rpcie/protocol.hpp"
 #include "rpcie/result.hpp"
 
@@ -39,10 +41,15 @@ class ExportTable {
 
   // Claims `slot` for `client`. EACCES when the export's allow list does not name the
   // client; EBUSY ("busy: attached by NAMES") when a non-shared export is held already.
-  // Returns whether the client is now the only holder (it attaches the device).
-  Result<bool> claim(ExportSlot& slot, const std::string& client);
-  // Releases one claim of `client`; true when no holder is left (the device is detached).
+  // While the last holder's attachment is still being torn down (release() returned true,
+  // reset_done() not yet called) the claim waits for it until `deadline` (then EBUSY): a
+  // client that re-attaches right after losing its link finds the device reset, never
+  // half-detached. Returns whether the client is now the only holder (it attaches the device).
+  Result<bool> claim(ExportSlot& slot, const std::string& client, Deadline deadline);
+  // Releases one claim of `client`; true when no holder is left: the caller then detaches
+  // (resets) the device and calls reset_done(), which claims wait for.
   bool release(ExportSlot& slot, const std::string& client);
+  void reset_done(ExportSlot& slot);
 
   // The entry describing `slot` now; its flags carry the data-path policy
   // (kExportSealedOnly / kExportOpenOnly, neither for automatic). Its views point into `slot` and into
@@ -54,7 +61,8 @@ class ExportTable {
 
  private:
   std::vector<std::unique_ptr<ExportSlot>> slots_;
-  std::mutex lock_;  // the holders of every slot
+  std::mutex lock_;  // the holders and the resetting flag of every slot
+  std::condition_variable reset_;
 };
 
 }  // namespace rpcie::dev

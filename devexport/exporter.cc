@@ -118,6 +118,14 @@ struct Exporter::Impl {
     return so;
   }
 
+  // Releases the client's claim and tears the attachment down; the last holder's teardown
+  // resets the device before anyone may claim it again (ExportTable::claim waits for it).
+  void attachment_end(ServedAttachment& a, ExportSlot& slot, const std::string& client) {
+    const bool last = exports.release(slot, client);
+    a.teardown(last);
+    if (last) exports.reset_done(slot);
+  }
+
   // Claims the export, sets the attachment up and serves it to its end. An error means the
   // attach was refused before the connection went into the attachment (the caller answers
   // it); once it has, failures are logged here and the result is success.
@@ -133,7 +141,7 @@ struct Exporter::Impl {
     RPCIE_TRY_ASSIGN(const DataPath mode, data_path_decide(slot->config.data_path.value_or(DataPathChoice::automatic),
                                                            wanted, (req.flags & proto::kAttachDataPathInsist) != 0,
                                                            sock.frame_mac() != nullptr, slot->config.spec.name));
-    RPCIE_TRY_ASSIGN(const bool first, exports.claim(*slot, client));
+    RPCIE_TRY_ASSIGN(const bool first, exports.claim(*slot, client, Deadline::after(kHandshakeTimeout)));
     const std::uint64_t id = next_attachment.fetch_add(1);
     const bool pushed = (req.flags & proto::kAttachWindowPush) != 0;
     auto a = std::make_unique<ServedAttachment>(*slot, id, req.window_size, pushed, access_log.get());
@@ -155,7 +163,7 @@ struct Exporter::Impl {
       if (up && !v) up = v;
     }
     if (!up) {
-      a->teardown(exports.release(*slot, client));
+      attachment_end(*a, *slot, client);
       RPCIE_LOG_WARN("exportd", "attach of {} by {} failed: {}", slot->config.spec.name, client, up.error().describe());
       return {};  // the connection is gone with the socket
     }
@@ -166,7 +174,6 @@ struct Exporter::Impl {
                                                           : "mirror",
                    data_path_name(mode));
     const auto goodbye = attachment_serve(*a, *slot, client);
-    const bool last = exports.release(*slot, client);
     // The reply to goodbye goes out once the device is reset and the keys are closed, so
     // that a client that re-attaches right after finds the export free.
     Socket keep = std::move(a->bootstrap());
@@ -176,7 +183,7 @@ struct Exporter::Impl {
     const ChannelStats cs = a->channel_stats();
     RPCIE_LOG_INFO("exportd", "attachment {}: data-path messages refused: {} foreign, {} forged, {} replayed", id,
                    cs.messages_foreign, cs.messages_forged, cs.messages_replayed);
-    a->teardown(last);
+    attachment_end(*a, *slot, client);
     if (goodbye) (void)keep.message_send(proto::Goodbye{}, *goodbye, Deadline::after(1s));
     return {};
   }

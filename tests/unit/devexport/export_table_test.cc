@@ -2,8 +2,11 @@
 // exports), release, and the entries of list and attach replies.
 #include "export_table.hpp"
 
+#include <atomic>
+#include <chrono>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -32,6 +35,8 @@ void export_add(ExportTable& t, ExportConfig c) {
   t.add(std::move(c), std::move(*b));
 }
 
+Deadline soon() { return Deadline::after(std::chrono::seconds(1)); }
+
 ExportSlot& slot_of(ExportTable& t, const std::string& name) {
   ExportSlot* s = t.find(name);
   REQUIRE(s != nullptr);
@@ -55,34 +60,60 @@ TEST_CASE("an exclusive export takes one holder; another client gets EBUSY namin
   ExportTable t;
   export_add(t, export_config("a"));
   ExportSlot& a = slot_of(t, "a");
-  auto first = t.claim(a, "alice");
+  auto first = t.claim(a, "alice", soon());
   REQUIRE(first);
   CHECK(*first);
-  auto second = t.claim(a, "bob");
+  auto second = t.claim(a, "bob", soon());
   REQUIRE_FALSE(second);
   CHECK(second.error().code == EBUSY);
   CHECK(second.error().message == "busy: attached by alice");
   CHECK(a.holders == std::vector<std::string>{"alice"});
 }
 
-TEST_CASE("after release the export is free and the next claim is first again") {
+TEST_CASE("after release and the reset the export is free and the next claim is first again") {
   ExportTable t;
   export_add(t, export_config("a"));
   ExportSlot& a = slot_of(t, "a");
-  REQUIRE(t.claim(a, "alice"));
+  REQUIRE(t.claim(a, "alice", soon()));
   CHECK(t.release(a, "alice"));
-  auto again = t.claim(a, "bob");
+  t.reset_done(a);
+  auto again = t.claim(a, "bob", soon());
   REQUIRE(again);
   CHECK(*again);
+}
+
+TEST_CASE("a claim waits for the last holder's reset, and gives up with EBUSY at its deadline") {
+  ExportTable t;
+  export_add(t, export_config("a"));
+  ExportSlot& a = slot_of(t, "a");
+  REQUIRE(t.claim(a, "alice", soon()));
+  REQUIRE(t.release(a, "alice"));  // the teardown (device reset) is under way
+  const auto t0 = std::chrono::steady_clock::now();
+  auto early = t.claim(a, "alice", Deadline::after(std::chrono::milliseconds(50)));
+  REQUIRE_FALSE(early);
+  CHECK(early.error().code == EBUSY);
+  CHECK(std::chrono::steady_clock::now() - t0 >= std::chrono::milliseconds(50));
+  CHECK(a.holders.empty());
+  std::atomic<bool> reset{false};
+  std::thread teardown([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    reset.store(true);
+    t.reset_done(a);
+  });
+  auto after = t.claim(a, "alice", Deadline::after(std::chrono::seconds(5)));
+  CHECK(reset.load());  // it returned only once the reset was done
+  teardown.join();
+  REQUIRE(after);
+  CHECK(*after);
 }
 
 TEST_CASE("a shared export takes several holders; only the first attaches, only the last detaches") {
   ExportTable t;
   export_add(t, export_config("s", true));
   ExportSlot& s = slot_of(t, "s");
-  auto alice = t.claim(s, "alice");
-  auto bob = t.claim(s, "bob");
-  auto alice2 = t.claim(s, "alice");
+  auto alice = t.claim(s, "alice", soon());
+  auto bob = t.claim(s, "bob", soon());
+  auto alice2 = t.claim(s, "alice", soon());
   REQUIRE(alice);
   REQUIRE(bob);
   REQUIRE(alice2);
@@ -98,19 +129,19 @@ TEST_CASE("an allow list refuses other clients with EACCES and holds nothing for
   ExportTable t;
   export_add(t, export_config("a", false, {"alice", "carol"}));
   ExportSlot& a = slot_of(t, "a");
-  auto bob = t.claim(a, "bob");
+  auto bob = t.claim(a, "bob", soon());
   REQUIRE_FALSE(bob);
   CHECK(bob.error().code == EACCES);
   CHECK(bob.error().message == "client 'bob' is not allowed to attach 'a'");
   CHECK(a.holders.empty());
-  CHECK(t.claim(a, "carol"));
+  CHECK(t.claim(a, "carol", soon()));
 }
 
 TEST_CASE("releasing a client that holds nothing changes nothing") {
   ExportTable t;
   export_add(t, export_config("a"));
   ExportSlot& a = slot_of(t, "a");
-  REQUIRE(t.claim(a, "alice"));
+  REQUIRE(t.claim(a, "alice", soon()));
   CHECK_FALSE(t.release(a, "bob"));
   CHECK(a.holders == std::vector<std::string>{"alice"});
 }
@@ -119,8 +150,8 @@ TEST_CASE("list gives every export with its state, holders and flags") {
   ExportTable t;
   export_add(t, export_config("a"));
   export_add(t, export_config("s", true, {}, DmaMode::mirror));
-  REQUIRE(t.claim(slot_of(t, "s"), "alice"));
-  REQUIRE(t.claim(slot_of(t, "s"), "bob"));
+  REQUIRE(t.claim(slot_of(t, "s"), "alice", soon()));
+  REQUIRE(t.claim(slot_of(t, "s"), "bob", soon()));
   std::vector<std::string> storage;
   const proto::ListReply l = t.list(storage);
   REQUIRE(l.exports.size() == 2);
@@ -170,7 +201,7 @@ TEST_CASE("entry describes one export with its current holders") {
   ExportTable t;
   export_add(t, export_config("a"));
   ExportSlot& a = slot_of(t, "a");
-  REQUIRE(t.claim(a, "alice"));
+  REQUIRE(t.claim(a, "alice", soon()));
   std::string holder;
   const proto::ExportEntry e = t.entry(a, holder);
   CHECK(e.name == "a");
