@@ -114,7 +114,7 @@ stack_start() {
 # stack_daemons_start BUILDDIR SUBNET EXPORT...: stack_start's daemons, in namespaces $DEV
 # (SUBNET.1) and $CMP (SUBNET.2) that the caller made and joined its own way.
 stack_daemons_start() {
-  local b=$1 subnet=$2 deadline spec
+  local b=$1 subnet=$2 spec
   shift 2
   EXPORTD=$b/devexport/rpcie-exportd HOSTD=$b/frontend/rpcie-hostd RPCIE=$b/tools/rpcie
   [ -e /dev/fuse ] || skip "no /dev/fuse"
@@ -128,22 +128,37 @@ stack_daemons_start() {
   }
   mkdir -p "$DEVDIR"
   "$RPCIE" keygen "$TMP/psk" >/dev/null || die "keygen"
-  local exports=()
-  for spec in "$@"; do exports+=(--export "$spec"); done
-  start_bg "${ON_DEV[@]}" "$EXPORTD" --listen "$HOST" --provider tcp --psk-file "$TMP/psk" "${exports[@]}" \
+  STACK_EXPORTS=()
+  for spec in "$@"; do STACK_EXPORTS+=(--export "$spec"); done
+  stack_exportd_start
+  stack_hostd_start
+  CLEANUPS+=("for _ in 1 2 3 4; do grep -q ' $MNT ' /proc/mounts && umount -l $MNT; done")
+}
+
+# stack_exportd_start: starts (again, after a kill) the stack's rpcie-exportd with the exports
+# stack_daemons_start was given, and waits until it listens. Sets EXPORTD_PID.
+stack_exportd_start() {
+  local before deadline
+  before=$(grep -c "listening on" "$TMP/exportd.log" 2>/dev/null)
+  start_bg "${ON_DEV[@]}" "$EXPORTD" --listen "$HOST" --provider tcp --psk-file "$TMP/psk" "${STACK_EXPORTS[@]}" \
     --access-log "$ACCESS" 2>>"$TMP/exportd.log"
   EXPORTD_PID=$LAST_PID
   deadline=$((SECONDS + 10))
-  until grep -q "listening on" "$TMP/exportd.log" 2>/dev/null; do
+  until [ "$(grep -c "listening on" "$TMP/exportd.log" 2>/dev/null)" -gt "${before:-0}" ]; do
     [ $SECONDS -ge $deadline ] && die "exporter did not start"
     sleep 0.05
   done
+}
+
+# stack_hostd_start: starts (again, after a kill) the stack's rpcie-hostd and waits until its
+# control socket answers. Sets HOSTD_PID.
+stack_hostd_start() {
+  local deadline
   start_bg "${ON_CMP[@]}" "$HOSTD" --foreground --mount "$MNT" --control "$SOCK" --dev-dir "$DEVDIR" \
     --psk-file "$TMP/psk" --provider tcp --timeout "${HOSTD_TIMEOUT:=2}" --state-file "$TMP/hostd-state.json" \
     ${HOSTD_ARGS[@]+"${HOSTD_ARGS[@]}"} \
     2>>"$TMP/hostd.log"
   HOSTD_PID=$LAST_PID
-  CLEANUPS+=("for _ in 1 2 3 4; do grep -q ' $MNT ' /proc/mounts && umount -l $MNT; done")
   deadline=$((SECONDS + 10))
   until "$RPCIE" status >/dev/null 2>&1; do
     [ $SECONDS -ge $deadline ] && die "hostd did not start"
