@@ -139,6 +139,19 @@ ends = [json.loads(l) for l in sys.stdin if "\"end\"" in l]
 print(json.dumps({k: sum(e[k] for e in ends) for k in ("ops", "lost", "bytes")}))')
 }
 
+# stack_stop: ends hostd and the exporter as an operator would (SIGTERM; SIGKILL after 10 s)
+# and reaps them, so that no "Killed" notice of the shell follows the caller's last line.
+stack_stop() {
+  local p deadline
+  for p in "$HOSTD_PID" "$EXPORTD_PID"; do
+    kill -TERM "$p" 2>/dev/null
+    deadline=$((SECONDS + 10))
+    while kill -0 "$p" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.05; done
+    kill -9 "$p" 2>/dev/null
+    wait "$p" 2>/dev/null
+  done
+}
+
 # The faults. A link fault brings the veth down on both ends and tears down every
 # established TCP connection in both namespaces (bootstrap and the fabric's), as a loss that
 # outlasts TCP's patience would: a real connection loss, not a pause that retransmission
