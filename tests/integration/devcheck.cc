@@ -4,7 +4,8 @@
 //
 //   rpcie-devcheck [common] edu EXPORT          liveness, factorial+irq, DMA both ways, rules 1-4
 //   rpcie-devcheck [common] posted EXPORT       1000 posted writes then a read (edu), 5 bursts;
-//                 [--gap-ms N] [--limit R]    N ms before each (0), each <= R round trips (100)
+//                 [--gap-ms N] [--limit R] [--outliers K]   N ms before each (0); all but
+//                                             K (0) of them <= R round trips (100)
 //   rpcie-devcheck [common] push EXPORT         streaming DMA (window_push) on edu: mirror export
 //                                               -> the device reads what was pushed; on-demand
 //                                               export -> no effect, the device reads the window
@@ -375,8 +376,9 @@ int push_check(Common c, const std::string& name) {
   return g_failures ? 1 : 0;
 }
 
-// `gap`: the pause before each burst; `limit`: round trips a burst may take (timing checks).
-int posted_check(const Common& c, const std::string& name, std::chrono::milliseconds gap, double limit) {
+// `gap`: the pause before each burst; `limit`: round trips a burst may take (timing checks),
+// except `outliers` of the five.
+int posted_check(const Common& c, const std::string& name, std::chrono::milliseconds gap, double limit, int outliers) {
   Window w(c.window);
   auto a = attach_or_die(c, name, w);
   // The cost of one round trip, measured here (median of 50).
@@ -388,14 +390,18 @@ int posted_check(const Common& c, const std::string& name, std::chrono::millisec
   }
   std::sort(rtt.begin(), rtt.end());
   const double one = rtt[rtt.size() / 2];
-  // Five bursts, each checked (not the best of them): data and reply counts always, the
-  // time with RPCIE_TIMING_CHECKS=1 against `limit` round trips. The suite runs them back to
-  // back against 100 (14-25 measured). Issue 13 point 4's target, 30 in every run with bursts
-  // 20 ms apart and a busy third process on one of the CPUs, is not met yet:
-  // tests/integration/posted_load.sh measures it. On this VM the first message after a pause
-  // costs 50-100 us by itself (its AEAD seal alone 30-50 us: a cold core).
+  // Five bursts: data and reply counts checked in each, the time with RPCIE_TIMING_CHECKS=1
+  // against `limit` round trips in all but `outliers` of them. A batching fault makes every
+  // burst slow (each write alone: 250-700 round trips); one burst in which the writer lost its
+  // CPU for a few milliseconds is the scheduler of this 2-core VM (seen in a quiet suite run:
+  // one burst's posting took 2.8 ms, the four others 0.06-0.12 ms). The suite runs them back
+  // to back against 100 with one outlier allowed (14-25 measured). Issue 13 point 4's target, 30 in every run with
+  // bursts 20 ms apart and a busy third process on one of the CPUs, is not met yet: tests/integration/posted_load.sh
+  // measures it. On this VM the first message after a pause costs 50-100 us by itself (its AEAD seal alone 30-50 us: a
+  // cold core).
   const double kLimit = limit;
   double worst = 0;
+  int over = 0;
   for (int attempt = 0; attempt < 5; ++attempt) {
     const auto replies_before = a->channel_stats().messages_received;
     // With a gap (20 ms, as a driver's bursts come): a process that asks for more than its
@@ -415,15 +421,16 @@ int posted_check(const Common& c, const std::string& name, std::chrono::millisec
                static_cast<unsigned long long>(replies));
     std::printf("1000 posted writes + read: %.0f us (posting %.0f us) = %.1f round trips of %.1f us, %llu reply\n",
                 took, posting, took / one, one, static_cast<unsigned long long>(replies));
-    CHECK_THAT(!timing_checked() || took <= kLimit * one,
-               "burst %d: 1000 writes + read took %.0f us = %.1f round trips of %.1f us (limit %.0f)", attempt, took,
-               took / one, one, kLimit);
+    if (took > kLimit * one) ++over;
     worst = std::max(worst, took / one);
   }
+  CHECK_THAT(!timing_checked() || over <= outliers,
+             "%d of 5 bursts took over %.0f round trips (worst %.1f; %d allowed)", over, kLimit, worst, outliers);
   if (!timing_checked())
     std::printf("timing reported, not checked (RPCIE_TIMING_CHECKS=1 checks it): worst %.1f round trips\n", worst);
-  else if (worst <= kLimit)
-    std::printf("ok: 1000 posted writes and a read in at most %.1f round trips (5 bursts)\n", worst);
+  else if (over <= outliers)
+    std::printf("ok: 1000 posted writes and a read within %.0f round trips in %d of 5 bursts (worst %.1f)\n", kLimit,
+                5 - over, worst);
   return g_failures ? 1 : 0;
 }
 
@@ -756,8 +763,12 @@ int main(int argc, char** argv) {
   cmds["membar"]->add_option("size", size);
   int gap_ms = 0;
   double limit = 100;
+  int outliers = 0;
   cmds["posted"]->add_option("--gap-ms", gap_ms, "pause before each burst")->check(CLI::Range(0, 1000));
   cmds["posted"]->add_option("--limit", limit, "round trips a burst may take")->check(CLI::Range(1.0, 10000.0));
+  cmds["posted"]
+      ->add_option("--outliers", outliers, "bursts of the five that may take longer")
+      ->check(CLI::Range(0, 4));
   cmds["hold"]->add_option("seconds", seconds);
   int expect_code = 0;
   std::string expect_text;
@@ -792,7 +803,7 @@ int main(int argc, char** argv) {
   c.window = *window_bytes;
 
   if (*cmds["edu"]) return edu_check(c, name);
-  if (*cmds["posted"]) return posted_check(c, name, std::chrono::milliseconds(gap_ms), limit);
+  if (*cmds["posted"]) return posted_check(c, name, std::chrono::milliseconds(gap_ms), limit, outliers);
   if (*cmds["push"]) return push_check(c, name);
   if (*cmds["membar"]) return membar_check(c, name, *size_bytes);
   if (*cmds["errors"]) return errors_check(c, name);

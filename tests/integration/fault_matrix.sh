@@ -109,7 +109,7 @@ row "exporter SIGKILL mid write, restarted" "EIO on old files, fresh device on r
 settle
 
 begin
-kill -STOP "$EXPORTD_PID"
+stop_wait "$EXPORTD_PID" || die "the exporter did not stop"
 sleep 2
 kill -CONT "$EXPORTD_PID"
 row "exporter SIGSTOP 2 s" "< lease: late or lone EIO, attachment and memory kept" \
@@ -117,7 +117,7 @@ row "exporter SIGSTOP 2 s" "< lease: late or lone EIO, attachment and memory kep
 settle
 
 begin
-kill -STOP "$EXPORTD_PID"
+stop_wait "$EXPORTD_PID" || die "the exporter did not stop"
 sleep 10
 kill -CONT "$EXPORTD_PID"
 row "exporter SIGSTOP 10 s" "> lease: EIO, fresh device" \
