@@ -36,6 +36,8 @@ import subprocess
 import sys
 import time
 
+from hostd_check import fnv1a, rd  # the device's hash of membar memory; one register read
+
 SLOT = 64 << 10
 SLOTS = 32
 SLOW = 0.1  # an operation slower than this is always logged
@@ -112,10 +114,7 @@ def wait_usable(dev, until):
     return False
 
 
-def rd(fd, off, width=4):
-    return int.from_bytes(os.pread(fd, width, off), "little")
-
-
+# A short write raises, as any failed call does here (hostd_check's wr ends the process).
 def wr(fd, off, value, width=4):
     if os.pwrite(fd, value.to_bytes(width, "little"), off) != width:
         raise OSError(errno.EIO, "short register write")
@@ -151,13 +150,6 @@ class Mmio:
 
     def verify(self):
         pass
-
-
-def fnv1a(data):
-    h = 0xCBF29CE484222325
-    for b in data:
-        h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
-    return h
 
 
 class Membar:
