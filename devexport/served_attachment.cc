@@ -21,6 +21,18 @@ constexpr std::size_t kBounceSize = 1u << 20;
 constexpr std::size_t kStagingSize = 1u << 20;
 constexpr auto kDeviceTimeout = 2s;         // a DMA or interrupt that cannot reach the client in this long fails
 constexpr std::size_t kWarmupBytes = 1024;  // over every provider's inject size
+// A teardown step slower than this is logged, with what it waits for (each of its waits has
+// its own deadline; the report is for the one that would not).
+constexpr auto kTeardownReport = 10s;
+
+// Runs `step` and logs it when it took over a second: the steps of a teardown.
+template <class Step>
+void teardown_step_timed(std::uint64_t id, const char* what, Step&& step) {
+  const auto t0 = Deadline::Clock::now();
+  step();
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Deadline::Clock::now() - t0);
+  if (took > 1s) RPCIE_LOG_WARN("exportd", "attachment {}: teardown: {} took {} ms", id, what, took.count());
+}
 
 }  // namespace
 
@@ -91,20 +103,37 @@ Result<void> ServedAttachment::setup(Socket socket, const SessionOptions& option
 
 void ServedAttachment::teardown(bool last) {
   stop_.store(true);
-  if (data_thread_.joinable()) data_thread_.join();
+  data_thread_end();
   if (last) {
     // detach() returns the device to its power-on state where the backend can (the
     // contract's reset-on-detach): the next client finds it fresh.
-    std::lock_guard g(slot_.calls);
-    if (std::exchange(slot_.device_attached, false)) slot_.backend->detach();
+    teardown_step_timed(id_, "the device's detach", [this] {
+      std::lock_guard g(slot_.calls);
+      if (std::exchange(slot_.device_attached, false)) slot_.backend->detach();
+    });
   }
-  session_.reset();  // closes the memory regions: the client's keys to them are dead
+  // Closes the memory regions: the client's keys to them are dead.
+  teardown_step_timed(id_, "closing the session", [this] { session_.reset(); });
+}
+
+void ServedAttachment::data_thread_end() {
+  if (!data_thread_.joinable()) return;
+  if (session_) session_->channel().wake();
+  const auto t0 = Deadline::Clock::now();
+  std::unique_lock g(data_end_lock_);
+  while (!data_ended_.wait_for(g, kTeardownReport, [this] { return data_done_; }))
+    RPCIE_LOG_ERROR("exportd", "attachment {}: teardown: the data thread is still {} after {} s; waiting for it", id_,
+                    data_doing_.load(),
+                    std::chrono::duration_cast<std::chrono::seconds>(Deadline::Clock::now() - t0).count());
+  g.unlock();
+  data_thread_.join();
 }
 
 // --- DmaPort and IrqSink ----------------------------------------------------------------
 
 Result<void> ServedAttachment::dma_read(std::uint64_t iova, std::span<std::uint8_t> into, Deadline deadline) {
   if (!window_contains(iova, into.size())) return fail(EFAULT, "DMA read outside the window");
+  if (stop_.load()) return fail(ENOTCONN, "DMA read: the attachment is ending");
   std::lock_guard g(dma_lock_);
   if (mirror_) {
     std::memcpy(into.data(), local_->data() + iova, into.size());
@@ -124,6 +153,7 @@ Result<void> ServedAttachment::dma_read(std::uint64_t iova, std::span<std::uint8
 
 Result<void> ServedAttachment::dma_write(std::uint64_t iova, std::span<const std::uint8_t> from, Deadline deadline) {
   if (!window_contains(iova, from.size())) return fail(EFAULT, "DMA write outside the window");
+  if (stop_.load()) return fail(ENOTCONN, "DMA write: the attachment is ending");
   std::lock_guard g(dma_lock_);
   if (mirror_) {
     std::memcpy(local_->data() + iova, from.data(), from.size());
@@ -237,8 +267,19 @@ Result<void> ServedAttachment::doorbell_prepare() {
 }
 
 void ServedAttachment::data_run() {
+  data_loop();
+  data_doing_.store("ended");
+  std::lock_guard g(data_end_lock_);
+  data_done_ = true;
+  data_ended_.notify_all();
+}
+
+void ServedAttachment::data_loop() {
   auto& ch = session_->channel();
-  while (!stop_.load()) {
+  // A failed attachment serves nothing more: the control side is ending it, and each
+  // request would only wait out its deadline on a dead link.
+  while (!stop_.load() && !failed_.load()) {
+    data_doing_.store("waiting for a request");
     auto ready = ch.message_wait(Deadline::after(100ms), [this] { return stop_.load(std::memory_order_relaxed); });
     if (!ready) {
       RPCIE_LOG_WARN("exportd", "attachment {}: fabric failed: {}", id_, ready.error().describe());
@@ -253,9 +294,11 @@ void ServedAttachment::data_run() {
       failed_.store(true);
       return;
     }
+    data_doing_.store("performing a request");
     request_handle(**m);
     // The request has been performed (a posted write that started device work included):
     // now the work that is due, here, with no thread hand-off (Backend::work_run).
+    data_doing_.store("running device work");
     std::lock_guard g(slot_.calls);
     slot_.backend->work_run();
   }

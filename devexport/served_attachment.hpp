@@ -22,6 +22,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -98,6 +99,9 @@ class ServedAttachment final : public DmaPort, public IrqSink, private RequestLi
   Result<void> window_fill(std::uint64_t iova, std::span<const std::uint8_t> bytes) override;
   void request_handle(const proto::Decoded& d);
   void data_run();
+  void data_loop();
+  // Joins the data thread, reporting every kTeardownReport what it is still doing.
+  void data_thread_end();
 
   ExportSlot& slot_;
   std::uint64_t id_;
@@ -116,6 +120,11 @@ class ServedAttachment final : public DmaPort, public IrqSink, private RequestLi
   std::vector<std::uint64_t> irq_counts_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> failed_{false};
+  // What the data thread is doing (a static string), for teardown's report when it is slow.
+  std::atomic<const char*> data_doing_{"not started"};
+  std::mutex data_end_lock_;
+  std::condition_variable data_ended_;
+  bool data_done_ = false;  // data_run returned (data_end_lock_)
   std::thread data_thread_;
 };
 
