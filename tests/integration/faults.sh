@@ -46,13 +46,35 @@ generations() {
 # first success after it (null: none yet), the last device verification.
 measure() {
   python3 - "$TMP" "$1" "$2" <<'EOF'
-import json, sys
+import json, os, sys
 tmp, t0, tend = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+
+def lines_since(f, t0):
+    """The lines of `f` from the first whose time may be >= t0: the records are in time order,
+    so a binary search over byte offsets skips what came before (a soak's logs grow to MBs,
+    and recovery is polled every 0.2 s)."""
+    lo, hi = 0, os.fstat(f.fileno()).st_size
+    while hi - lo > 65536:
+        mid = (lo + hi) // 2
+        f.seek(mid)
+        f.readline()  # the rest of a line cut at mid
+        line = f.readline()
+        if line.endswith("\n") and json.loads(line)["t"] < t0:
+            lo = mid
+        else:
+            hi = mid
+    f.seek(lo)
+    if lo:
+        f.readline()  # a line cut at lo: older than t0
+    for line in f:
+        if line.endswith("\n"):  # the last one may be half written
+            yield line
+
 out = []
 for i in range(4):
     w = {"errors": [], "why": [], "lost": [], "recovered": None, "verified": None}
     with open(f"{tmp}/ev.{i}") as f:
-        for line in f:
+        for line in lines_since(f, t0):
             e = json.loads(line)
             if e["t"] < t0:
                 continue

@@ -141,7 +141,7 @@ stack_daemons_start() {
   export RPCIE_CONTROL=$SOCK
   die() {
     echo "FAIL: $*" >&2
-    for l in hostd exportd; do [ -f "$TMP/$l.log" ] && { echo "--- $l.log" >&2; tail -n 25 "$TMP/$l.log" >&2; }; done
+    stack_report
     exit 1
   }
   mkdir -p "$DEVDIR"
@@ -151,6 +151,19 @@ stack_daemons_start() {
   stack_exportd_start
   stack_hostd_start
   CLEANUPS+=("for _ in 1 2 3 4; do grep -q ' $MNT ' /proc/mounts && umount -l $MNT; done")
+}
+
+# stack_report: on stderr, the end of each daemon's log and where each of its threads waits
+# (gdb, when installed): what a failure, and above all a hang, needs to be found.
+stack_report() {
+  local l p
+  for l in hostd exportd; do [ -f "$TMP/$l.log" ] && { echo "--- $l.log" >&2; tail -n 25 "$TMP/$l.log" >&2; }; done
+  command -v gdb >/dev/null || return 0
+  for p in "${EXPORTD_PID:-}" "${HOSTD_PID:-}"; do
+    [ -n "$p" ] && kill -0 "$p" 2>/dev/null || continue
+    echo "--- threads of $(cat "/proc/$p/comm" 2>/dev/null) ($p)" >&2
+    timeout 60 gdb -p "$p" -batch -ex "thread apply all bt" 2>/dev/null | grep -E '^(Thread|#)' >&2
+  done
 }
 
 # stack_exportd_start: starts (again, after a kill) the stack's rpcie-exportd with the exports
