@@ -268,7 +268,6 @@ Result<void> ServedAttachment::doorbell_prepare() {
 
 void ServedAttachment::data_run() {
   data_loop();
-  data_doing_.store("ended");
   std::lock_guard g(data_end_lock_);
   data_done_ = true;
   data_ended_.notify_all();
@@ -279,7 +278,7 @@ void ServedAttachment::data_loop() {
   // A failed attachment serves nothing more: the control side is ending it, and each
   // request would only wait out its deadline on a dead link.
   while (!stop_.load() && !failed_.load()) {
-    data_doing_.store("waiting for a request");
+    data_doing_.store("waiting for a request", std::memory_order_relaxed);
     auto ready = ch.message_wait(Deadline::after(100ms), [this] { return stop_.load(std::memory_order_relaxed); });
     if (!ready) {
       RPCIE_LOG_WARN("exportd", "attachment {}: fabric failed: {}", id_, ready.error().describe());
@@ -294,11 +293,11 @@ void ServedAttachment::data_loop() {
       failed_.store(true);
       return;
     }
-    data_doing_.store("performing a request");
+    data_doing_.store("performing a request", std::memory_order_relaxed);
     request_handle(**m);
     // The request has been performed (a posted write that started device work included):
     // now the work that is due, here, with no thread hand-off (Backend::work_run).
-    data_doing_.store("running device work");
+    data_doing_.store("running device work", std::memory_order_relaxed);
     std::lock_guard g(slot_.calls);
     slot_.backend->work_run();
   }

@@ -120,7 +120,8 @@ class ServedAttachment final : public DmaPort, public IrqSink, private RequestLi
   std::vector<std::uint64_t> irq_counts_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> failed_{false};
-  // What the data thread is doing (a static string), for teardown's report when it is slow.
+  // What the data thread is doing (a static string), for teardown's report when it is slow;
+  // stored relaxed: three stores per request on the data path, read only for a log line.
   std::atomic<const char*> data_doing_{"not started"};
   std::mutex data_end_lock_;
   std::condition_variable data_ended_;

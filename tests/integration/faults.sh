@@ -128,9 +128,8 @@ recovered() {
   tv=$(now)
   kill -USR1 "${WPIDS[3]}"
   deadline=$((SECONDS + 20))
-  until python3 -c 'import json,sys
-sys.exit(0 if any(json.loads(l)["ev"] == "verified" and json.loads(l)["t"] >= float(sys.argv[2]) for l in open(sys.argv[1])) else 1)' \
-    "$TMP/ev.3" "$tv"; do
+  until python3 -c 'import json,sys; sys.exit(0 if json.loads(sys.argv[1])[3]["verified"] else 1)' \
+    "$(measure "$tv" "$tv")"; do
     [ $SECONDS -ge $deadline ] && die "$name: the membar worker did not verify its slots at the device within 20 s"
     sleep 0.1
   done
