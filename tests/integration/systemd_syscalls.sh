@@ -27,6 +27,9 @@ HOST=169.254.85.1 MNT=$TMP/mnt SOCK=$TMP/hostd.sock
 die() {
   echo "FAIL: $*" >&2
   for l in hostd exportd; do [ -f "$TMP/$l.log" ] && { echo "--- $l.log" >&2; tail -n 25 "$TMP/$l.log" >&2; }; done
+  # The daemons are the tracers' children: the cleanup's SIGKILL of a tracer leaves its
+  # daemon running, holding this test's output open (meson then waits out its timeout).
+  for t in "${EXPORTER:-}" "${HOSTD_TRACER:-}"; do [ -n "$t" ] && pkill -9 -P "$t"; done
   exit 1
 }
 mkdir -p "$TMP/dev"
