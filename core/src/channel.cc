@@ -95,6 +95,7 @@ Channel::~Channel() {
 Result<void> Channel::recv_post_locked(Op& op) {
   op.kind = Op::Kind::recv;
   op.seq = recv_posted_seq_++;
+  const auto first_try = Deadline::Clock::now();
   for (;;) {
     ssize_t rc = fi_recv(fabric_->ep(), op.buffer, kSlotBytes, message_region_->desc(), FI_ADDR_UNSPEC, &op.context);
     if (rc == 0) return {};
@@ -103,8 +104,7 @@ Result<void> Channel::recv_post_locked(Op& op) {
       fail_locked(Error{ErrorDomain::fabric, static_cast<int>(-rc), "fi_recv"});
       return tl::unexpected(*failure_);
     }
-    auto p = poll_locked();
-    if (!p) return p;
+    RPCIE_TRY(post_retry_locked(first_try));
   }
 }
 
@@ -318,6 +318,7 @@ Result<void> Channel::bytes_send(std::span<const std::uint8_t> bytes, Deadline d
     (void)seal_->seal(bytes, sealed_small);
     wire = sealed_small;
   }
+  const auto first_try = Deadline::Clock::now();
   for (;;) {
     // fi_inject: small messages need no buffer to hold and no completion to reap.
     ssize_t rc = inject ? fi_inject(fabric_->ep(), wire, wire_size, peer_)
@@ -329,8 +330,7 @@ Result<void> Channel::bytes_send(std::span<const std::uint8_t> bytes, Deadline d
       fail_locked(Error{ErrorDomain::fabric, static_cast<int>(-rc), inject ? "fi_inject" : "fi_send"});
       return tl::unexpected(*failure_);
     }
-    auto p = poll_locked();
-    if (!p) return p;
+    RPCIE_TRY(post_retry_locked(first_try));
   }
   ++stats_.messages_sent;
   return {};
@@ -386,6 +386,7 @@ Result<void> Channel::rma_post(RmaKind kind, const MemoryRegion& local, std::siz
     msg.rma_iov_count = 1;
     msg.context = &op->context;
     const std::uint64_t flags = FI_COMPLETION | (delivered ? FI_DELIVERY_COMPLETE : 0);
+    const auto first_try = Deadline::Clock::now();
     for (;;) {
       ssize_t rc = write ? fi_writemsg(fabric_->ep(), &msg, flags) : fi_readmsg(fabric_->ep(), &msg, flags);
       if (rc == 0) break;
@@ -394,8 +395,7 @@ Result<void> Channel::rma_post(RmaKind kind, const MemoryRegion& local, std::siz
         fail_locked(Error{ErrorDomain::fabric, static_cast<int>(-rc), write ? "fi_writemsg" : "fi_readmsg"});
         return tl::unexpected(*failure_);
       }
-      auto p = poll_locked();
-      if (!p) return p;
+      RPCIE_TRY(post_retry_locked(first_try));
       if (deadline.expired()) {
         completion_locked(*op, 0);
         return fail(ETIMEDOUT, "deadline passed posting rma");

@@ -36,6 +36,18 @@ Result<void> Channel::progress() {
   return poll_locked();
 }
 
+Result<void> Channel::post_retry_locked(Deadline::Clock::time_point first_refusal) {
+  // A full send queue drains within microseconds of polling: spin. A refusal that lasts is
+  // rxm setting up its connection on first use, which waits for the peer's own progress; a
+  // sender spinning meanwhile (a syscall per try) takes a CPU the peer may need. Seen under
+  // strace on 2 cores: an exporter's first send refused for the whole 5 s of its deadline.
+  constexpr auto kSpin = std::chrono::microseconds(200);
+  constexpr auto kPause = std::chrono::microseconds(100);
+  RPCIE_TRY(poll_locked());
+  if (Deadline::Clock::now() - first_refusal > kSpin) std::this_thread::sleep_for(kPause);
+  return {};
+}
+
 bool Channel::idle_sleep(Deadline deadline, int& idle_round) {
   // Called without the lock. Sleep on the CQ wait fd when the provider has one; otherwise
   // back off exponentially up to backoff_max. Returns true when it saw work pending.

@@ -27,6 +27,10 @@ HOST=169.254.85.1 MNT=$TMP/mnt SOCK=$TMP/hostd.sock
 die() {
   echo "FAIL: $*" >&2
   for l in hostd exportd; do [ -f "$TMP/$l.log" ] && { echo "--- $l.log" >&2; tail -n 25 "$TMP/$l.log" >&2; }; done
+  # The fabric's connection set-up as traced (rxm connects on the first send).
+  for l in hostd exportd; do
+    [ -f "$TMP/$l.st" ] && { echo "--- $l: last connects and accepts" >&2; grep -E ' (connect|accept4?)\(' "$TMP/$l.st" | tail -n 6 >&2; }
+  done
   # The daemons are the tracers' children: the cleanup's SIGKILL of a tracer leaves its
   # daemon running, holding this test's output open (meson then waits out its timeout).
   for t in "${EXPORTER:-}" "${HOSTD_TRACER:-}"; do [ -n "$t" ] && pkill -9 -P "$t"; done
