@@ -46,6 +46,10 @@ Result<void> Attachment::State::batch_flush(Deadline deadline, bool only_if_due)
   // Taken within the caller's deadline: the dispatcher may be stuck sending on a dead link.
   std::unique_lock sl(send_lock, std::defer_lock);
   if (!sl.try_lock_until(deadline.when())) return fail(ETIMEDOUT, "deadline passed waiting to send posted writes");
+  return batch_send_locked(deadline, only_if_due);
+}
+
+Result<void> Attachment::State::batch_send_locked(Deadline deadline, bool only_if_due) {
   auto taken = batch->take(Deadline::Clock::now(), only_if_due);
   if (!taken) return {};
   const auto rid = router->posted_request_id();
@@ -83,14 +87,24 @@ Result<const BarDesc*> Attachment::State::bulk_begin(std::uint8_t bar, std::uint
 }
 
 Result<ReplyRouter::Reply> Attachment::State::request(const proto::Message& m, Deadline deadline) {
-  RPCIE_TRY(batch_flush(deadline));
-  if (auto e = router->error_pending()) return tl::unexpected(*e);
-  const auto rid = router->request_id();
-  auto sent = session->channel().message_send(m, rid, deadline);
-  if (!sent) {
-    router->request_forget(rid);
-    link_fail(sent.error());
-    return tl::unexpected(sent.error());
+  std::uint64_t rid = 0;
+  {
+    // The request's id is taken under the send lock, as a batch's is: ids then leave in
+    // the order they were given, and as the exporter performs in arrival order, the
+    // highest id it performed says which requests it performed (what a client resuming
+    // after a lost link needs), and an error for a posted write arrives before the reply
+    // of every request with a higher id.
+    std::unique_lock sl(send_lock, std::defer_lock);
+    if (!sl.try_lock_until(deadline.when())) return fail(ETIMEDOUT, "deadline passed waiting to send a request");
+    RPCIE_TRY(batch_send_locked(deadline));
+    if (auto e = router->error_pending()) return tl::unexpected(*e);
+    rid = router->request_id();
+    auto sent = session->channel().message_send(m, rid, deadline);
+    if (!sent) {
+      router->request_forget(rid);
+      link_fail(sent.error());
+      return tl::unexpected(sent.error());
+    }
   }
   auto awaited = dispatcher->await([&] { return router->reply_arrived(rid); }, deadline);
   if (!awaited) {

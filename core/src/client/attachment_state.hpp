@@ -60,7 +60,8 @@ struct Attachment::State {
 
   std::unique_ptr<ReplyRouter> router;
   std::unique_ptr<PostedBatch> batch;
-  SendLock send_lock;  // batches leave in the order they were taken
+  // Batches and requests leave in the order of their ids (taken under it).
+  SendLock send_lock;
   // Posted writes sent since the last reply proved them performed.
   std::atomic<bool> posted_unconfirmed{false};
   std::atomic<bool> detached{false};
@@ -83,6 +84,7 @@ struct Attachment::State {
   // writers are never stuck behind a send) and sent under send_lock, which keeps them in
   // the order they were taken.
   Result<void> batch_flush(Deadline deadline, bool only_if_due = false);
+  Result<void> batch_send_locked(Deadline deadline, bool only_if_due = false);  // send_lock held
   // Everything posted before is performed at the device (rule 2: a non-posted request does
   // not pass posted writes); for transfers that bypass the ordered queue.
   Result<void> posted_settle(Deadline deadline);
