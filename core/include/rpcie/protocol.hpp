@@ -39,6 +39,15 @@ struct Header {
   std::uint64_t request_id = 0;
 };
 
+// rpcie's client marks posted writes with bit 63 of the request id (docs/protocol.md,
+// section 2); the rest of the id counts, one counter for requests and posted writes, in the
+// order the client sends them.
+inline constexpr std::uint64_t kRequestPosted = std::uint64_t{1} << 63;
+// A request id's place in that order (without the posted bit).
+inline constexpr std::uint64_t request_order(std::uint64_t request_id) noexcept {
+  return request_id & ~kRequestPosted;
+}
+
 // --- The messages -------------------------------------------------------------------------
 // One declaration each (protocol_layout.hpp says how): type number, name, fields in wire
 // order, and the rules that span fields. The codec derives everything else from these and

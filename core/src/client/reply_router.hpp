@@ -32,7 +32,7 @@ namespace rpcie::client {
 
 // Request ids of posted writes have the top bit set: the exporter answers them only when
 // they fail, and such an answer is kept for the caller's next operation.
-inline constexpr std::uint64_t kPostedBit = std::uint64_t{1} << 63;
+inline constexpr std::uint64_t kPostedBit = proto::kRequestPosted;
 // The most an interrupt count may grow between two interrupt messages of one vector: more
 // than a device raises between two sends, far less than a count that would hide every later
 // interrupt (a count near 2^64 - 1).
