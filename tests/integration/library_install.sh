@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The client API as a library others build on (issue 15 point 7): `meson install` into a
+# staged DESTDIR installs a shared librpcie with a versioned soname, its public headers and
+# rpcie.pc; a program outside the tree (tests/library/edu_client.cc), compiled with nothing
+# but `pkg-config --cflags --libs rpcie` against the staged files, attaches an exported edu
+# on this host (the provider both pick by default) and drives it: identity, liveness, a
+# factorial and its interrupt.
+#   library_install.sh SOURCEDIR BUILDDIR
+. "$(dirname "$0")/lib.sh"
+SRC=$(realpath "$1") B=$(realpath "$2")
+for tool in pkg-config c++ readelf; do
+  command -v $tool >/dev/null || { [ "${CI:-}" = true ] && die "$tool is not installed (scripts/deps)"; skip "no $tool"; }
+done
+STAGE=$TMP/stage
+meson install -C "$B" --destdir "$STAGE" --no-rebuild --quiet >"$TMP/install.log" 2>&1 ||
+  die "meson install into $STAGE: $(tail -5 "$TMP/install.log")"
+PC=$(find "$STAGE" -name rpcie.pc -path '*/pkgconfig/*')
+[ "$(echo "$PC" | wc -l)" = 1 ] && [ -n "$PC" ] || die "rpcie.pc installed $(echo "$PC" | grep -c .) times (want once): $PC"
+export PKG_CONFIG_PATH=$(dirname "$PC") PKG_CONFIG_SYSROOT_DIR=$STAGE PKG_CONFIG_LIBDIR=
+CFLAGS=$(pkg-config --cflags rpcie) && LIBS=$(pkg-config --libs rpcie) || die "pkg-config rpcie failed"
+case " $CFLAGS $LIBS " in
+  *"$SRC"* | *"$B"*) die "pkg-config points into the source or build tree: $CFLAGS $LIBS" ;;
+esac
+# The variables as installed (pkg-config prefixes them with the sysroot when it is set).
+LIBDIR=$(PKG_CONFIG_SYSROOT_DIR= pkg-config --variable=libdir rpcie)
+INCDIR=$(PKG_CONFIG_SYSROOT_DIR= pkg-config --variable=includedir rpcie)
+LIB=$(readlink -f "$STAGE$LIBDIR/librpcie.so")
+[ -f "$LIB" ] || die "librpcie.so is not installed in $STAGE$LIBDIR"
+SONAME=$(readelf -d "$LIB" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+[ "$SONAME" = librpcie.so.0 ] || die "soname '$SONAME' (want librpcie.so.0)"
+[ -L "$STAGE$LIBDIR/librpcie.so.0" ] || die "no librpcie.so.0 link for the loader"
+pass "installed: $(basename "$LIB") with soname $SONAME, rpcie.pc, headers under $INCDIR/rpcie"
+
+# Each installed header compiles on its own with what pkg-config gives: none needs the tree.
+for h in $(cd "$STAGE$INCDIR" && find rpcie -name '*.hpp' | sort); do
+  echo "#include <$h>" | c++ $CFLAGS -x c++ -fsyntax-only - 2>"$TMP/hdr.log" || die "installed $h does not compile alone: $(head -5 "$TMP/hdr.log")"
+done
+pass "every installed header compiles alone with pkg-config's flags"
+
+c++ $CFLAGS -o "$TMP/edu_client" "$SRC/tests/library/edu_client.cc" $LIBS 2>"$TMP/cc.log" ||
+  die "building the program outside the tree: $(head -20 "$TMP/cc.log")"
+export LD_LIBRARY_PATH=$STAGE$LIBDIR
+RESOLVED=$(ldd "$TMP/edu_client" | sed -n 's/.*librpcie.so.0 => \([^ ]*\).*/\1/p')
+[ "$(readlink -f "$RESOLVED")" = "$LIB" ] || die "the program loads librpcie from '$RESOLVED', not the staged $LIB"
+
+"$B/tools/rpcie" keygen "$TMP/psk" >/dev/null || die "keygen"
+start_bg "$B/devexport/rpcie-exportd" --listen 127.0.0.1:0 --psk-file "$TMP/psk" --export edu0=edu \
+  2>"$TMP/exportd.log"
+deadline=$((SECONDS + 10))
+until grep -q "listening on" "$TMP/exportd.log"; do
+  [ $SECONDS -ge $deadline ] && die "exporter did not start: $(cat "$TMP/exportd.log")"
+  sleep 0.05
+done
+PORT=$(sed -n 's/.*listening on .*:\([0-9]*\)$/\1/p' "$TMP/exportd.log" | head -1)
+OUT=$(timeout 30 "$TMP/edu_client" 127.0.0.1 "$PORT" edu0 "$TMP/psk" 2>&1) || die "edu_client: $OUT"
+# edu reads back the inverse of the last liveness write; 10! = 3628800; one interrupt.
+[ "$OUT" = "liveness 0xedcba987 factorial(10) 3628800 interrupts 1" ] || die "edu_client saw: $OUT"
+pass "a program built outside the tree against the staged librpcie drove edu: $OUT"
