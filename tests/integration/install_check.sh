@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# The client API as a library others build on (issue 15 point 7): `meson install` into a
-# staged DESTDIR installs a shared librpcie with a versioned soname, its public headers and
-# rpcie.pc; a program outside the tree (tests/library/edu_client.cc), compiled with nothing
+# What `meson install` puts in place (issue 15 points 6 and 7), installed into a staged
+# DESTDIR: the manual pages, which `man` then shows; and the client API as a library others
+# build on — a shared librpcie with a versioned soname, its public headers and rpcie.pc; a
+# program outside the tree (tests/library/edu_client.cc), compiled with nothing
 # but `pkg-config --cflags --libs rpcie` against the staged files, attaches an exported edu
 # on this host (the provider both pick by default) and drives it: identity, liveness, a
 # factorial and its interrupt.
-#   library_install.sh SOURCEDIR BUILDDIR
+#   install_check.sh SOURCEDIR BUILDDIR
 . "$(dirname "$0")/lib.sh"
 SRC=$(realpath "$1") B=$(realpath "$2")
 for tool in pkg-config c++ readelf; do
@@ -14,6 +15,23 @@ done
 STAGE=$TMP/stage
 meson install -C "$B" --destdir "$STAGE" --no-rebuild --quiet >"$TMP/install.log" 2>&1 ||
   die "meson install into $STAGE: $(tail -5 "$TMP/install.log")"
+# Manual pages: one per program, each found and shown by man(1) from the staged tree.
+MANDIR=$(find "$STAGE" -type d -path '*/share/man' | head -1)
+if [ -z "$MANDIR" ]; then
+  skip_check "no manual pages were built (go-md2man is not installed: scripts/deps)"
+else
+  for page in rpcie:1 rpcie-run:1 rpcie-bench:1 rpcie-selftest:1 rpcie-edu-driver:1 rpcie-exportd:8 rpcie-hostd:8; do
+    name=${page%:*} section=${page#*:}
+    [ -f "$MANDIR/man$section/$name.$section" ] || die "no $name.$section under $MANDIR/man$section"
+    text=$(MANWIDTH=100 man -M "$MANDIR" "$section" "$name" 2>/dev/null) || die "man $section $name failed"
+    upper=$(echo "$name" | tr a-z A-Z)
+    echo "$text" | head -1 | grep -q "^$upper($section) .*rpcie manual" || die "man $name: header '$(echo "$text" | head -1)'"
+    echo "$text" | grep -q "^NAME" && echo "$text" | grep -q "^SYNOPSIS" || die "man $name: no NAME or SYNOPSIS section"
+    echo "$text" | grep -A1 "^NAME" | tail -1 | grep -q "^ *$name " || die "man $name: NAME does not name $name"
+  done
+  pass "7 manual pages installed under $MANDIR and shown by man (title, NAME, SYNOPSIS)"
+fi
+
 PC=$(find "$STAGE" -name rpcie.pc -path '*/pkgconfig/*')
 [ "$(echo "$PC" | wc -l)" = 1 ] && [ -n "$PC" ] || die "rpcie.pc installed $(echo "$PC" | grep -c .) times (want once): $PC"
 export PKG_CONFIG_PATH=$(dirname "$PC") PKG_CONFIG_SYSROOT_DIR=$STAGE PKG_CONFIG_LIBDIR=
