@@ -32,6 +32,29 @@ else
   pass "7 manual pages installed under $MANDIR and shown by man (title, NAME, SYNOPSIS)"
 fi
 
+# Shell completion: installed where bash-completion looks, and in step with the tool: for
+# the tool and each command, the options it completes are exactly those --help lists.
+COMPLETION=$(find "$STAGE" -path '*/bash-completion/completions/rpcie')
+[ -f "$COMPLETION" ] || die "no bash completion for rpcie under $STAGE"
+complete_words() {  # complete_words WORD... : what the completion offers for the last word
+  bash -c 'source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _rpcie; printf "%s\n" "${COMPREPLY[@]}" | sort' \
+    _ "$COMPLETION" rpcie "$@"
+}
+help_options() {  # help_options [COMMAND]: the options rpcie [COMMAND] --help lists
+  "$B/tools/rpcie" $1 --help | grep -oE '^  (-[a-zA-Z],)?--[a-z-]+' | tr ',' '\n' | tr -d ' ' | sort
+}
+for cmd in "" list attach detach status keygen fabric run; do
+  want=$(help_options "$cmd")
+  got=$(complete_words $cmd - | grep '^-' | grep -v '^--$')
+  [ "$got" = "$want" ] || die "completion of 'rpcie $cmd -' differs from --help: $(diff <(echo "$want") <(echo "$got") | grep '^[<>]' | tr '\n' ' ')"
+done
+want=$("$B/tools/rpcie" --help | sed -n '/^Subcommands:/,$s/^  \([a-z]*\) .*/\1/p' | sort)
+[ "$(complete_words '' | grep -v '^-')" = "$want" ] || die "completed commands differ from --help's: $(complete_words '' | tr '\n' ' ')"
+[ "$(complete_words at)" = attach ] || die "'rpcie at' completes to '$(complete_words at)'"
+[ "$(complete_words attach --data-path s)" = sealed ] || die "--data-path s completes to '$(complete_words attach --data-path s)'"
+[ "$(complete_words -o j)" = json ] || die "-o j completes to '$(complete_words -o j)'"
+pass "bash completion installed; each command's completed options match its --help"
+
 PC=$(find "$STAGE" -name rpcie.pc -path '*/pkgconfig/*')
 [ "$(echo "$PC" | wc -l)" = 1 ] && [ -n "$PC" ] || die "rpcie.pc installed $(echo "$PC" | grep -c .) times (want once): $PC"
 export PKG_CONFIG_PATH=$(dirname "$PC") PKG_CONFIG_SYSROOT_DIR=$STAGE PKG_CONFIG_LIBDIR=
