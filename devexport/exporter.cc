@@ -246,6 +246,11 @@ struct Exporter::Impl {
         (void)sock.message_send(proto::ErrorMsg{r.error().to_errno(), r.error().message}, rid, deadline);
       } else if (auto* hb = std::get_if<proto::Heartbeat>(&m->decoded.message)) {
         (void)sock.message_send(proto::Heartbeat{hb->sequence}, rid, deadline);
+      } else if (std::holds_alternative<proto::ResumeRequest>(m->decoded.message)) {
+        // An attachment ends with its connection here (docs/reliability.md, "Resumption"):
+        // there is none to go on with, and the client attaches anew.
+        (void)sock.message_send(proto::ErrorMsg{ENOENT, "no attachment to resume: attachments end with their connection"},
+                                rid, deadline);
       } else if (std::holds_alternative<proto::Goodbye>(m->decoded.message)) {
         return;
       } else {
