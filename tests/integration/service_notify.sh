@@ -40,9 +40,11 @@ events_wait() {
     sleep 0.05
   done
 }
-# listener_start DAEMON READY_CHECK: the notify socket $TMP/DAEMON.notify and its reader.
+# listener_start DAEMON READY_CHECK [AFTER_CHECK]: the notify socket $TMP/DAEMON.notify and
+# its reader, which runs READY_CHECK with the daemon frozen where it sent READY=1, then
+# AFTER_CHECK with it running (notify_listen.py).
 listener_start() {
-  start_bg $LISTEN "$TMP/$1.notify" "$TMP/$1.events" "$2"
+  start_bg $LISTEN "$TMP/$1.notify" "$TMP/$1.events" "$2" "${3:-}"
   local deadline=$((SECONDS + 5))
   until [ -S "$TMP/$1.notify" ]; do
     [ $SECONDS -ge $deadline ] && die "the $1 notify listener did not start"
@@ -64,7 +66,7 @@ pings_within() {
 served() {
   local n
   events_wait "$1" '^[0-9.]+ ready-check' 1 15
-  grep -q 'ready-check rc=0' "$TMP/$1.events" || die "$1: READY=1 before $2"
+  ! grep 'ready-check' "$TMP/$1.events" | grep -qv 'rc=0$' || die "$1: READY=1 before $2"
   pass "$1: READY=1 once $2"
   events_wait "$1" "STATUS=$3" 1 5
   pass "$1: STATUS=$3"
@@ -85,7 +87,8 @@ listed() { "$RPCIE" list -r "127.0.0.1:$PORT" --psk-file "$TMP/psk" 2>&1; }
 
 # --- rpcie-exportd: ready once it listens -------------------------------------------------
 exports_config edu0=edu mem0=membar:16M
-# READY's check: the port the daemon printed takes a connection at that moment.
+# READY's check: the port the daemon printed takes a connection at that moment (the daemon
+# frozen where it sent READY=1: the kernel completes the connection into the listen backlog).
 listener_start exportd "port=\$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\)\$/\1/p' $TMP/exportd.log); \
   [ -n \"\$port\" ] && python3 -c 'import socket,sys; socket.create_connection((\"127.0.0.1\", int(sys.argv[1])), 1)' \$port"
 NOTIFY_SOCKET=$TMP/exportd.notify notified "$EXPORTD" --config "$CONF" --listen 127.0.0.1:0 --provider tcp \
@@ -95,7 +98,10 @@ served exportd "the port it printed takes connections" "serving 2 exports, 0 att
 PORT=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$TMP/exportd.log")
 
 # --- rpcie-hostd: ready once mounted and its control socket answers ----------------------
-listener_start hostd "grep -q ' $MNT ' /proc/mounts && '$RPCIE' status --control '$SOCK'"
+# READY's check: the mount is there and the control socket takes connections while hostd is
+# frozen where it said ready; then (running) rpcie status answers.
+listener_start hostd "grep -q ' $MNT ' /proc/mounts && python3 -c 'import socket,sys; \
+  socket.socket(socket.AF_UNIX).connect(sys.argv[1])' '$SOCK'" "'$RPCIE' status --control '$SOCK'"
 NOTIFY_SOCKET=$TMP/hostd.notify notified "$HOSTD" --foreground --mount "$MNT" --control "$SOCK" \
   --dev-dir "$DEVDIR" --psk-file "$TMP/psk" --provider tcp --timeout 2 --state-file "$TMP/hostd-state.json" \
   2>>"$TMP/hostd.log"
