@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <charconv>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 

@@ -3,8 +3,8 @@
 # on itself (notify_listen.py), on loopback (no namespaces): READY=1 only once the daemon
 # serves, STATUS= with the right numbers, WATCHDOG=1 at half of WATCHDOG_USEC and none while
 # the daemon is stopped, rpcie-exportd's reload on SIGHUP (an export added, a held one
-# removed, a broken file), rpcie-hostd going on after SIGHUP, and STOPPING=1 with exit 0 on
-# SIGTERM.
+# removed, a broken file; without --config, nothing), rpcie-hostd going on after SIGHUP, and
+# STOPPING=1 with exit 0 on SIGTERM.
 #
 #   test ─ notify_listen.py (exportd.notify) ◄── READY/STATUS/WATCHDOG ── rpcie-exportd 127.0.0.1:PORT
 #        └ notify_listen.py (hostd.notify)   ◄── READY/STATUS/WATCHDOG ── rpcie-hostd (FUSE at $TMP/mnt)
@@ -37,6 +37,14 @@ events_wait() {
   local deadline=$((SECONDS + $4))
   until [ "$(events_count "$1" "$2")" -ge "$3" ]; do
     [ $SECONDS -ge $deadline ] && die "$1: no $3 notification(s) matching '$2' within $4 s"
+    sleep 0.05
+  done
+}
+# log_wait FILE PATTERN SECONDS: until FILE has a line matching PATTERN (grep).
+log_wait() {
+  local deadline=$((SECONDS + $3))
+  until grep -q -- "$2" "$1" 2>/dev/null; do
+    [ $SECONDS -ge $deadline ] && die "no '$2' in $1 within $3 s"
     sleep 0.05
   done
 }
@@ -157,11 +165,7 @@ pass "SIGHUP with a broken file: '$CONF:$bad_line:' logged, RELOADING=1/READY=1,
 
 # --- hostd: SIGHUP reloads nothing and stops nothing ----------------------------------------
 kill -HUP "$HOSTD_PID"
-deadline=$((SECONDS + 5))
-until grep -q "no configuration to reload" "$TMP/hostd.log"; do
-  [ $SECONDS -ge $deadline ] && die "hostd: SIGHUP not logged"
-  sleep 0.05
-done
+log_wait "$TMP/hostd.log" "no configuration to reload" 5
 "$RPCIE" status >/dev/null 2>"$TMP/err" || die "hostd after SIGHUP: $(cat "$TMP/err")"
 pass "hostd: SIGHUP logged as nothing to reload; still serving"
 
@@ -188,3 +192,14 @@ for d in hostd exportd; do
   events_wait "$d" 'STOPPING=1' 1 5
   pass "$d: SIGTERM: STOPPING=1, exit 0"
 done
+
+# --- exportd without --config: SIGHUP has nothing to reload --------------------------------
+start_bg "$EXPORTD" --listen 127.0.0.1:0 --provider tcp --psk-file "$TMP/psk" --export edu9=edu 2>>"$TMP/exportd2.log"
+pid=$LAST_PID
+log_wait "$TMP/exportd2.log" "serving 1 export" 10
+kill -HUP $pid
+log_wait "$TMP/exportd2.log" "nothing to reload (no --config)" 5
+kill -0 $pid || die "exportd without --config ended on SIGHUP"
+kill -TERM $pid
+wait $pid || die "exportd without --config: exit $? after SIGTERM"
+pass "exportd without --config: SIGHUP logged as nothing to reload, still running; SIGTERM exits 0"
