@@ -351,6 +351,16 @@ Exporter::Stats Exporter::stats() const noexcept {
 
 Result<ExportTable::ReloadOutcome> Exporter::reload(const ExporterConfig& config) {
   RPCIE_TRY(config_check(config));
+  // Keys are loaded at start only. An allow list naming a client without a key of its own
+  // here would let any holder of the shared key take that name (config_check's rule).
+  for (const auto& e : config.exports) {
+    for (std::size_t i = 0; i < e.allow.size(); ++i) {
+      if (impl_->keys.clients.contains(e.allow[i])) continue;
+      const std::string& where = i < e.allow_origin.size() ? e.allow_origin[i] : e.origin;
+      return fail(EINVAL, where + ": export '" + e.spec.name + "': allow names client '" + e.allow[i] +
+                              "', whose key was not loaded at start (new [[client]] keys need a restart)");
+    }
+  }
   const auto running = impl_->exports.configured();
   std::vector<ExportTable::Wanted> wanted;
   for (const auto& e : config.exports) {

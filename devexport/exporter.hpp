@@ -36,7 +36,8 @@
 // Reload (reload()): the exports only, by ExportTable's rules (export_table.hpp): new ones
 // appear, removed ones go when free, a changed one is replaced when free and otherwise kept
 // as it runs (named in the outcome's `refused`). Every other setting (listen, provider,
-// keys and clients, lease, access log, pre-authentication caps) is read at start only.
+// keys and clients, lease, access log, pre-authentication caps) is read at start only; so
+// an allow list may name only clients whose own key was loaded at start.
 //
 // Threading: run() accepts on the calling thread and never blocks on a peer (a refusal is
 // one non-blocking send); each admitted connection has a thread. stop (the atomic passed to

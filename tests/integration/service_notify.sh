@@ -163,6 +163,20 @@ grep -q mem0 <<<"$out" && grep -q mem1 <<<"$out" && ! grep -q bad0 <<<"$out" ||
   die "after a broken reload the exports changed: $out"
 pass "SIGHUP with a broken file: '$CONF:$bad_line:' logged, RELOADING=1/READY=1, mem0 and mem1 still served"
 
+# A client key that was not loaded at start cannot be allowed by a reload: a holder of the
+# shared key could take its name.
+"$RPCIE" keygen "$TMP/bob.psk" >/dev/null || die "keygen bob"
+exports_config mem0=membar:16M mem1=membar:8M
+printf '[[export]]\nname = "bob0"\nbackend = "edu"\nallow = ["bob"]\n' >>"$CONF"
+printf '[[client]]\nname = "bob"\npsk-file = "%s"\n' "$TMP/bob.psk" >>"$CONF"
+bad_line=$(grep -n 'allow = \["bob"\]' "$CONF" | cut -d: -f1)
+kill -HUP "$EXPORTD_PID"
+events_wait exportd '^[0-9.]+ READY=1' 4 5
+grep -q "refused.*$CONF:$bad_line: export 'bob0': allow names client 'bob', whose key was not loaded" \
+  "$TMP/exportd.log" || die "a reload allowing a client without a loaded key was not refused"
+grep -q bob0 <<<"$(listed)" && die "bob0 was added though its client's key was not loaded"
+pass "SIGHUP: an allow list naming a client whose key was not loaded at start is refused ($CONF:$bad_line)"
+
 # --- hostd: SIGHUP reloads nothing and stops nothing ----------------------------------------
 kill -HUP "$HOSTD_PID"
 log_wait "$TMP/hostd.log" "no configuration to reload" 5
