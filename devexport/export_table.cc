@@ -156,8 +156,7 @@ Result<bool> ExportTable::claim(ExportSlot& slot, const std::string& client, Dea
   std::unique_lock g(lock_);
   if (!reset_.wait_until(g, deadline.when(), [&] { return !slot.resetting; }))
     return fail(EBUSY, "busy: the device is still being reset after its last detach");
-  if (slot.retiring)
-    return fail(ENOENT, "export '" + slot.config.spec.name + "' was removed from the configuration");
+  if (slot.retiring) return fail(ENOENT, "export '" + slot.config.spec.name + "' was removed from the configuration");
   if (!slot.holders.empty() && !slot.config.shared)
     return fail(EBUSY, "busy: attached by " + holders_text(slot.holders));
   slot.holders.push_back(client);

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "config.hpp"
 #include "exporter.hpp"
@@ -119,8 +119,10 @@ void reload(const Flags& flags, rpcie::dev::Exporter& exporter, rpcie::ServiceNo
     RPCIE_LOG_INFO("exportd", "reloaded {}: added [{}], replaced [{}], removed [{}], removed once detached [{}]",
                    flags.config_file, names(o.added), names(o.replaced), names(o.removed), names(o.retiring));
     if (!o.refused.empty())
-      RPCIE_LOG_WARN("exportd", "reload of {}: changed but attached, kept as they run until a reload after their "
-                     "detach: [{}]", flags.config_file, names(o.refused));
+      RPCIE_LOG_WARN("exportd",
+                     "reload of {}: changed but attached, kept as they run until a reload after their "
+                     "detach: [{}]",
+                     flags.config_file, names(o.refused));
   }
   notifier.ready();
 }

@@ -83,11 +83,11 @@ void ServiceLoop::run() {
       ask();
       next_ask = Deadline::Clock::now() + ask_every_;
     }
-    const auto wait = notifier_.enabled()
-                          ? std::clamp(std::chrono::duration_cast<std::chrono::milliseconds>(next_ask -
-                                                                                             Deadline::Clock::now()),
-                                       std::chrono::milliseconds(0), kSlice)
-                          : kSlice;
+    const auto wait =
+        notifier_.enabled()
+            ? std::clamp(std::chrono::duration_cast<std::chrono::milliseconds>(next_ask - Deadline::Clock::now()),
+                         std::chrono::milliseconds(0), kSlice)
+            : kSlice;
     pollfd p{signals_.get(), POLLIN, 0};
     if (::poll(&p, 1, static_cast<int>(wait.count())) > 0) hangups_take();
   }

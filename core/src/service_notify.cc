@@ -54,8 +54,7 @@ ServiceNotifier ServiceNotifier::make(std::string_view socket, std::uint64_t wat
   sockaddr_un sa{};
   // '@' names an abstract socket (a leading NUL byte); anything else must be an absolute path.
   if ((socket.front() != '/' && socket.front() != '@') || socket.size() >= sizeof sa.sun_path || socket.size() < 2) {
-    RPCIE_LOG_ONCE(LogLevel::warn, "notify", "NOTIFY_SOCKET '{}' is not a socket path or @name: not notifying",
-                   socket);
+    RPCIE_LOG_ONCE(LogLevel::warn, "notify", "NOTIFY_SOCKET '{}' is not a socket path or @name: not notifying", socket);
     return n;
   }
   n.address_ = std::string(socket);
@@ -90,13 +89,12 @@ bool ServiceNotifier::send(const std::string& message) {
   sa.sun_family = AF_UNIX;
   std::memcpy(sa.sun_path, address_.data(), address_.size());
   // An abstract name's length is all there is of it: no terminating NUL counted.
-  const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + address_.size() +
-                                          (address_.front() == '\0' ? 0 : 1));
+  const auto len =
+      static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + address_.size() + (address_.front() == '\0' ? 0 : 1));
   const ssize_t n = ::sendto(fd_.get(), message.data(), message.size(), MSG_DONTWAIT | MSG_NOSIGNAL,
                              reinterpret_cast<const sockaddr*>(&sa), len);
   if (n < 0) {
-    RPCIE_LOG_ONCE(LogLevel::debug, "notify", "a report to the service manager was dropped: {}",
-                   std::strerror(errno));
+    RPCIE_LOG_ONCE(LogLevel::debug, "notify", "a report to the service manager was dropped: {}", std::strerror(errno));
     return false;
   }
   return true;
