@@ -80,6 +80,11 @@ DataPathChoice export_data_path_policy(const ExporterConfig& config, const Expor
   return e.data_path.value_or(config.data_path);
 }
 
+bool export_config_same(const ExportConfig& a, const ExportConfig& b) noexcept {
+  return a.spec.name == b.spec.name && a.spec.backend == b.spec.backend && a.spec.params == b.spec.params &&
+         a.dma == b.dma && a.shared == b.shared && a.allow == b.allow && a.data_path == b.data_path;
+}
+
 namespace {
 
 // "FILE:LINE: " of a node of the file (toml++ keeps each node's source region).

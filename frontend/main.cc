@@ -26,7 +26,9 @@
 #include "rpcie/log.hpp"
 #include "rpcie/process.hpp"
 #include "rpcie/providers/choice.hpp"
+#include "rpcie/service_notify.hpp"
 #include "rpcie/units.hpp"
+#include "service_loop.hpp"
 #include "stale_state.hpp"
 #include "tree.hpp"
 
@@ -196,12 +198,16 @@ std::optional<int> options_parse(int argc, char** argv, Options& o) {
   return std::nullopt;
 }
 
+// The one point where hostd is ready: mounted, control socket up, the state file's
+// re-attaches (and any configured attaches) started.
+void service_ready(ServiceNotifier& notifier) { notifier.ready(); }
+
 }  // namespace
 
 int main(int argc, char** argv) {
   signals_init();
-  // Stop signals stay blocked in every thread but the FUSE loop's (Tree::run); set before
-  // any thread exists, so that all inherit it.
+  // Stop signals stay blocked in every thread but the FUSE loop's (Tree::run), SIGHUP in
+  // every thread (ServiceLoop takes it); set before any thread exists, so that all inherit it.
   sigset_t stop;
   sigemptyset(&stop);
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stop, sig);
@@ -223,7 +229,17 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "rpcie-hostd: mounted %s, control %s\n", o.tree.mount.c_str(), o.control_path.c_str());
   background_ready(ready_fd);
   manager.restore_start();  // in the background: the exporters may not be reachable yet
+  // Attaches that start with the daemon go above this line: the service manager is told
+  // READY=1 below, once they are under way.
+  auto notifier = ServiceNotifier::from_environment();
+  auto service = hostd::ServiceLoop::start(notifier, o.control_path, [] {
+    RPCIE_LOG_INFO("hostd", "SIGHUP: no configuration to reload; going on as before");
+  });
+  if (!service) return error_exit(service.error().describe());
+  service_ready(notifier);
   const int rc = (*tree)->run();
+  notifier.stopping();
+  service->reset();
   RPCIE_LOG_INFO("hostd", "stopping: detaching every device");
   control->reset();  // no new requests
   manager.restore_stop();
