@@ -9,7 +9,7 @@
 //  - A slot's config never changes: a changed export is a new slot (reload()).
 //  - A holder is a client name; one client may hold a shared export more than once (one
 //    claim per attachment, released one at a time).
-//  - Reload (reload(), export_reload.hpp's plan): an export no longer configured is retired:
+//  - Reload (reload()): an export no longer configured is retired:
 //    it takes no new claim (ENOENT) and leaves the table at once when free, or when the
 //    reset after its last holder's detach is done; until then it is still listed and its
 //    attachments go on. Configured again while retiring, with the same settings, it is
