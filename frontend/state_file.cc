@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "attach_manager.hpp"
+#include "attach_request.hpp"
 #include "config_edit.hpp"
 #include "rpcie/data_path.hpp"
 
