@@ -180,5 +180,19 @@ else
   skip_check "cannot mount a tmpfs here: the read-only configuration check"
 fi
 
+# --- a stop while an entry is still being retried: prompt --------------------------------
+kill -9 "$EXPORTD_B"
+wait "$EXPORTD_B" 2>/dev/null
 kill -TERM "$HOSTD_PID"
 wait "$HOSTD_PID" || die "hostd exit status on SIGTERM"
+rm -f "$STATE"
+stack_hostd_start
+wait_status 30 "a.get('rpcie0', {}).get('state') == 'connected' and a.get('rpcie1', {}).get('state') == 'restoring'"
+kill -TERM "$HOSTD_PID"
+deadline=$((SECONDS + 5))
+while kill -0 "$HOSTD_PID" 2>/dev/null; do
+  [ $SECONDS -ge $deadline ] && die "hostd still running 5 s after SIGTERM while retrying rpcie1"
+  sleep 0.05
+done
+wait "$HOSTD_PID" || die "hostd exit status on SIGTERM while retrying"
+pass "SIGTERM while a configured entry is being retried: hostd stops within 5 s, exit 0"
