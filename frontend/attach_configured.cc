@@ -54,6 +54,14 @@ void AttachManager::configured_apply_locked(const std::vector<ConfiguredAttach>&
       RPCIE_LOG_ERROR("hostd", "{}; not attached", params.error().message);
       continue;
     }
+    // An entry a user persisted is held to what that user may attach now (--allow-remote).
+    if (c.owner != 0 && !policy_.remotes.empty() &&
+        std::find(policy_.remotes.begin(), policy_.remotes.end(), std::pair{params->host, params->port}) ==
+            policy_.remotes.end()) {
+      RPCIE_LOG_ERROR("hostd", "{}: not attached: {}:{} is not an exporter uid {} may attach from (--allow-remote)",
+                      c.origin, params->host, params->port, c.owner);
+      continue;
+    }
     unsigned index = 0;
     if (c.device && tree_.index_reserve_at(*c.device)) {
       index = *c.device;
