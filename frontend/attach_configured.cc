@@ -35,13 +35,14 @@ void AttachManager::config_source_set(ConfigSource source) {
 void AttachManager::configured_apply_locked(const std::vector<ConfiguredAttach>& configured) {
   std::vector<AttachParams> present;
   for (const auto& [index, h] : held_) present.push_back(h.params);
-  for (auto& [index, p] : pending_) {
+  for (auto& item : pending_) {
+    Pending& p = item.second;  // not a structured binding: lambdas capture it
     if (p.cancelled) continue;
     present.push_back(p.entry.params);
     // Restored from the state file and configured too: retried the configured way.
+    const auto& target = p.entry.params;
     const bool listed = std::any_of(configured.begin(), configured.end(), [&](const ConfiguredAttach& c) {
-      return c.host == p.entry.params.host && c.port == p.entry.params.port &&
-             c.export_name == p.entry.params.export_name;
+      return c.host == target.host && c.port == target.port && c.export_name == target.export_name;
     });
     if (listed && !p.configured) {
       p.configured = true;
