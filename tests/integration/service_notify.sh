@@ -3,7 +3,8 @@
 # on itself (notify_listen.py), on loopback (no namespaces): READY=1 only once the daemon
 # serves, STATUS= with the right numbers, WATCHDOG=1 at half of WATCHDOG_USEC and none while
 # the daemon is stopped, rpcie-exportd's reload on SIGHUP (an export added, a held one
-# removed, a broken file; without --config, nothing), rpcie-hostd going on after SIGHUP, and
+# removed, a broken file; without --config, nothing), rpcie-hostd attaching a new [[attach]]
+# entry of its --config file on SIGHUP, and
 # STOPPING=1 with exit 0 on SIGTERM.
 #
 #   test ─ notify_listen.py (exportd.notify) ◄── READY/STATUS/WATCHDOG ── rpcie-exportd 127.0.0.1:PORT
@@ -110,7 +111,8 @@ PORT=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$TMP/exportd.log")
 # frozen where it said ready; then (running) rpcie status answers.
 listener_start hostd "grep -q ' $MNT ' /proc/mounts && python3 -c 'import socket,sys; \
   socket.socket(socket.AF_UNIX).connect(sys.argv[1])' '$SOCK'" "'$RPCIE' status --control '$SOCK'"
-NOTIFY_SOCKET=$TMP/hostd.notify notified "$HOSTD" --foreground --mount "$MNT" --control "$SOCK" \
+printf '# no [[attach]] entries yet: the SIGHUP check below adds one\n' >"$TMP/hostd.toml"
+NOTIFY_SOCKET=$TMP/hostd.notify notified "$HOSTD" --config "$TMP/hostd.toml" --foreground --mount "$MNT" --control "$SOCK" \
   --dev-dir "$DEVDIR" --psk-file "$TMP/psk" --provider tcp --timeout 2 --state-file "$TMP/hostd-state.json" \
   2>>"$TMP/hostd.log"
 HOSTD_PID=$LAST_PID
@@ -177,11 +179,15 @@ grep -q "refused.*$CONF:$bad_line: export 'bob0': allow names client 'bob', whos
 grep -q bob0 <<<"$(listed)" && die "bob0 was added though its client's key was not loaded"
 pass "SIGHUP: an allow list naming a client whose key was not loaded at start is refused ($CONF:$bad_line)"
 
-# --- hostd: SIGHUP reloads nothing and stops nothing ----------------------------------------
+# --- hostd: SIGHUP attaches the configuration's new [[attach]] entries ---------------------
+printf '[[attach]]\nhost = "127.0.0.1"\nport = %s\nexport = "mem1"\n' "$PORT" >>"$TMP/hostd.toml"
 kill -HUP "$HOSTD_PID"
-log_wait "$TMP/hostd.log" "no configuration to reload" 5
-"$RPCIE" status >/dev/null 2>"$TMP/err" || die "hostd after SIGHUP: $(cat "$TMP/err")"
-pass "hostd: SIGHUP logged as nothing to reload; still serving"
+log_wait "$TMP/hostd.log" "SIGHUP: configuration reloaded, 1 new attach entry" 5
+events_wait hostd 'STATUS=1 device attached' 2 10
+"$RPCIE" status -o json 2>"$TMP/err" | grep -q '"export":"mem1"' || die "hostd after SIGHUP: mem1 not attached: $(cat "$TMP/err")"
+kill -HUP "$HOSTD_PID"
+log_wait "$TMP/hostd.log" "SIGHUP: configuration reloaded, 0 new attach entries" 5
+pass "hostd: SIGHUP attached the [[attach]] entry added to its --config file (mem1), and not twice"
 
 # --- a stopped daemon does not ping ----------------------------------------------------------
 for d in exportd hostd; do
