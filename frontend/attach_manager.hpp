@@ -74,6 +74,10 @@ class AttachManager {
   // {"ring_bytes":N,"timeout_ms":T}, the connection kept by the ring's server).
   ControlServer::Reply request(const nlohmann::json& request, const ucred& peer);
 
+  // The Prometheus text of every attached device, every owner's (the --metrics address is
+  // the operator's to expose), device_metrics.hpp. Thread-safe.
+  std::string metrics() const;
+
  private:
   ControlServer::Reply mmio_ring(const nlohmann::json& request, const ucred& peer);
   nlohmann::json attach(const nlohmann::json& request, uid_t peer);

@@ -24,6 +24,7 @@
 #include "rpcie/client.hpp"
 #include "rpcie/control.hpp"
 #include "rpcie/log.hpp"
+#include "rpcie/metrics_server.hpp"
 #include "rpcie/process.hpp"
 #include "rpcie/providers/choice.hpp"
 #include "rpcie/units.hpp"
@@ -92,6 +93,7 @@ struct Options {
   std::string control_path;
   std::string state_path = hostd::kStateFileDefault;
   bool foreground = false;
+  std::optional<std::pair<std::string, std::uint16_t>> metrics;  // --metrics ADDR:PORT
 };
 
 // The flags' texts made values; an error message for the first that is wrong.
@@ -149,7 +151,7 @@ std::optional<std::string> options_check(Options& o, const std::string& timeout,
 std::optional<int> options_parse(int argc, char** argv, Options& o) {
   CLI::App app{"rpcie-hostd: remote PCIe devices as files (FUSE, sysfs layout)"};
   std::string psk_file = auth::kDefaultKeyPath, provider, timeout = "5", attach_timeout = "10", window = "16M",
-              window_max = "256M", group, mode = "0660", name, data_path = "auto";
+              window_max = "256M", group, mode = "0660", name, data_path = "auto", metrics_address;
   std::vector<std::string> remotes;
   app.add_option("--mount", o.tree.mount, "mount point (default /run/rpcie)");
   app.add_option("--control", o.control_path, "control socket (default $RPCIE_CONTROL, else /run/rpcie.sock)");
@@ -169,6 +171,8 @@ std::optional<int> options_parse(int argc, char** argv, Options& o) {
   app.add_option("--dev-dir", o.tree.dev_dir, "where rpcieN links go (default /dev)");
   app.add_option("--state-file", o.state_path,
                  "the attachments held, re-attached at start (default /run/rpcie-hostd-state.json; '' for none)");
+  app.add_option("--metrics", metrics_address,
+                 "ADDR:PORT or [IPV6]:PORT to serve Prometheus metrics on (http://ADDR:PORT/metrics; default: none)");
   app.add_flag("--foreground", o.foreground, "stay in the foreground (default: background once mounted)");
   try {
     app.parse(argc, argv);
@@ -181,6 +185,11 @@ std::optional<int> options_parse(int argc, char** argv, Options& o) {
   if (auto wrong = options_check(o, timeout, attach_timeout, group, mode, provider, data_path))
     return error_exit(*wrong, 2);
   if (auto wrong = policy_check(o.policy, window, window_max, remotes)) return error_exit(*wrong, 2);
+  if (!metrics_address.empty()) {
+    auto m = metrics::listen_address_parse(metrics_address);
+    if (!m) return error_exit("--metrics: " + m.error().message, 2);
+    o.metrics = *m;
+  }
   auto key = auth::key_load(psk_file);
   if (!key) return error_exit(key.error().describe());
   o.context.client.key = std::make_shared<const auth::Key>(std::move(*key));
@@ -220,12 +229,19 @@ int main(int argc, char** argv) {
       hostd::ControlServer::start(o.control_path, o.tree.group, o.tree.mode,
                                   [&manager](const json& r, const ucred& peer) { return manager.request(r, peer); });
   if (!control) return error_exit(control.error().describe());
+  std::unique_ptr<metrics::MetricsServer> metrics_server;
+  if (o.metrics) {
+    auto m = metrics::MetricsServer::start(o.metrics->first, o.metrics->second, [&manager] { return manager.metrics(); });
+    if (!m) return error_exit("--metrics: " + m.error().describe());
+    metrics_server = std::move(*m);
+  }
   std::fprintf(stderr, "rpcie-hostd: mounted %s, control %s\n", o.tree.mount.c_str(), o.control_path.c_str());
   background_ready(ready_fd);
   manager.restore_start();  // in the background: the exporters may not be reachable yet
   const int rc = (*tree)->run();
   RPCIE_LOG_INFO("hostd", "stopping: detaching every device");
-  control->reset();  // no new requests
+  control->reset();         // no new requests
+  metrics_server.reset();  // no scrape of devices going away
   manager.restore_stop();
   tree->reset();  // detach all, unmount, remove links
   return rc == 0 ? 0 : 1;
