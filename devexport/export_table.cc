@@ -76,6 +76,11 @@ void ExportTable::add(ExportConfig config, std::unique_ptr<Backend> backend) {
   slots_.push_back(std::move(slot));
 }
 
+std::size_t ExportTable::holder_count(const ExportSlot& slot) {
+  std::lock_guard g(lock_);
+  return slot.holders.size();
+}
+
 ExportSlot* ExportTable::find(std::string_view name) const noexcept {
   for (const auto& s : slots_)
     if (s->config.spec.name == name) return s.get();

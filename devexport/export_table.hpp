@@ -36,6 +36,11 @@ class ExportTable {
   void add(ExportConfig config, std::unique_ptr<Backend> backend);
   std::size_t size() const noexcept { return slots_.size(); }
 
+  // The export at `i` (< size()), in the order added.
+  ExportSlot& at(std::size_t i) const noexcept { return *slots_[i]; }
+  // How many claims `slot` has now (its attachments).
+  std::size_t holder_count(const ExportSlot& slot);
+
   // The export of that name, or null.
   ExportSlot* find(std::string_view name) const noexcept;
 

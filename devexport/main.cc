@@ -4,6 +4,9 @@
 #include <sys/resource.h>
 
 #include <atomic>
+#include <memory>
+#include <optional>
+#include <utility>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -16,6 +19,7 @@
 #include "rpcie/auth.hpp"
 #include "rpcie/bootstrap.hpp"
 #include "rpcie/log.hpp"
+#include "rpcie/metrics_server.hpp"
 #include "rpcie/process.hpp"
 
 namespace {
@@ -43,7 +47,7 @@ int main(int argc, char** argv) {
   // $RPCIE_LOG says otherwise.
   if (std::getenv("RPCIE_LOG") == nullptr) rpcie::log_level_set(rpcie::LogLevel::info);
   CLI::App app{"rpcie-exportd: export PCIe devices to rpcie clients over libfabric"};
-  std::string config_file, listen, provider, psk_file, access_log, data_path;
+  std::string config_file, listen, provider, psk_file, access_log, data_path, metrics;
   std::vector<std::string> exports;
   app.add_option("--config", config_file, "TOML configuration file");
   app.add_option("--listen", listen, "ADDR[:PORT] to listen on (default 0.0.0.0:7385)");
@@ -53,6 +57,8 @@ int main(int argc, char** argv) {
   app.add_option("--access-log", access_log, "append one line per MMIO access performed to FILE");
   app.add_option("--data-path", data_path,
                  "sealed, open or auto: the data-path policy of exports that set none (default auto)");
+  app.add_option("--metrics", metrics,
+                 "ADDR:PORT or [IPV6]:PORT to serve Prometheus metrics on (http://ADDR:PORT/metrics; default: none)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -101,12 +107,30 @@ int main(int argc, char** argv) {
     config.exports.push_back(std::move(*e));
   }
 
+  std::optional<std::pair<std::string, std::uint16_t>> metrics_address;
+  if (!metrics.empty()) {
+    auto m = rpcie::metrics::listen_address_parse(metrics);
+    if (!m) return error_exit("--metrics: " + m.error().message, 2);
+    metrics_address = *m;
+  }
+
   descriptors_raise();
   auto exporter = rpcie::dev::Exporter::create(config);
   if (!exporter) return error_exit(exporter.error().describe());
+  std::unique_ptr<rpcie::metrics::MetricsServer> metrics_server;
+  if (metrics_address) {
+    auto m = rpcie::metrics::MetricsServer::start(metrics_address->first, metrics_address->second,
+                                                  [e = exporter->get()] { return e->metrics_text(); });
+    if (!m) return error_exit("--metrics: " + m.error().describe());
+    metrics_server = std::move(*m);
+    std::fprintf(stderr, "rpcie-exportd: metrics on http://%s%s%s:%u/metrics\n",
+                 metrics_address->first.find(':') != std::string::npos ? "[" : "", metrics_address->first.c_str(),
+                 metrics_address->first.find(':') != std::string::npos ? "]" : "", metrics_server->port());
+  }
   // The port line is what scripts wait for (port 0 picks a free one).
   std::fprintf(stderr, "rpcie-exportd: listening on %s:%u\n", config.listen_host.c_str(), (*exporter)->port());
   if (rpcie::stop_requested().load()) return 0;  // a signal during start-up
   (*exporter)->run(rpcie::stop_requested());
+  metrics_server.reset();  // before the exporter it reads
   return 0;
 }
