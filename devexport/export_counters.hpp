@@ -6,8 +6,8 @@
 #pragma once
 
 #include <array>
-#include <cerrno>
 #include <atomic>
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 

@@ -17,10 +17,8 @@ void exporter_counters(metrics::MetricsText& m, const Exporter::Stats& s) {
        s.refused_preauth},
       {"rpcie_exportd_connections_refused_busy", "Authenticated connections refused as too many.", s.refused_busy},
       {"rpcie_exportd_auth_failed", "Handshakes that failed or timed out.", s.auth_failed},
-      {"rpcie_exportd_frames_dropped", "Bootstrap frames dropped for a bad MAC (ended connections).",
-       s.frames_dropped},
-      {"rpcie_exportd_frames_malformed", "Authenticated connections closed for a malformed frame.",
-       s.frames_malformed},
+      {"rpcie_exportd_frames_dropped", "Bootstrap frames dropped for a bad MAC (ended connections).", s.frames_dropped},
+      {"rpcie_exportd_frames_malformed", "Authenticated connections closed for a malformed frame.", s.frames_malformed},
       {"rpcie_exportd_messages_refused", "Data-path messages dropped: foreign, forged or replayed (ended attachments).",
        s.messages_refused},
   };

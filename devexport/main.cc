@@ -4,12 +4,12 @@
 #include <sys/resource.h>
 
 #include <atomic>
-#include <memory>
-#include <optional>
-#include <utility>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>

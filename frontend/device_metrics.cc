@@ -67,10 +67,10 @@ std::string metrics_text(const std::vector<DeviceSample>& devices) {
                                  {"export", d.params.export_name},
                                  {"exporter", d.params.host + ":" + std::to_string(d.params.port)}};
     const auto& st = d.status;
-    m.gauge("rpcie_device_generation", "Attachment generation: 1 at attach, +1 per reconnect (a reset device).",
-            labels, static_cast<double>(st.generation));
-    m.gauge("rpcie_device_connected", "1 while the link to the exporter is up, 0 while reconnecting or failed.",
-            labels, st.state == LinkState::connected ? 1 : 0);
+    m.gauge("rpcie_device_generation", "Attachment generation: 1 at attach, +1 per reconnect (a reset device).", labels,
+            static_cast<double>(st.generation));
+    m.gauge("rpcie_device_connected", "1 while the link to the exporter is up, 0 while reconnecting or failed.", labels,
+            st.state == LinkState::connected ? 1 : 0);
     m.counter("rpcie_device_link_losses", "Link losses (each followed by a reconnect attempt).", labels, st.losses);
     m.counter("rpcie_device_reconnects", "Successful reconnects (resumptions as a new attachment).", labels,
               st.generation - 1);
@@ -79,8 +79,8 @@ std::string metrics_text(const std::vector<DeviceSample>& devices) {
       auto with_op = labels;
       with_op.emplace_back("op", op);
       m.histogram("rpcie_device_latency_seconds",
-                  "Latency of device operations of the current attachment, call to return, successful ones.",
-                  with_op, *h);
+                  "Latency of device operations of the current attachment, call to return, successful ones.", with_op,
+                  *h);
     }
   }
   return m.text();

@@ -231,7 +231,8 @@ int main(int argc, char** argv) {
   if (!control) return error_exit(control.error().describe());
   std::unique_ptr<metrics::MetricsServer> metrics_server;
   if (o.metrics) {
-    auto m = metrics::MetricsServer::start(o.metrics->first, o.metrics->second, [&manager] { return manager.metrics(); });
+    auto m =
+        metrics::MetricsServer::start(o.metrics->first, o.metrics->second, [&manager] { return manager.metrics(); });
     if (!m) return error_exit("--metrics: " + m.error().describe());
     metrics_server = std::move(*m);
   }
@@ -240,7 +241,7 @@ int main(int argc, char** argv) {
   manager.restore_start();  // in the background: the exporters may not be reachable yet
   const int rc = (*tree)->run();
   RPCIE_LOG_INFO("hostd", "stopping: detaching every device");
-  control->reset();         // no new requests
+  control->reset();        // no new requests
   metrics_server.reset();  // no scrape of devices going away
   manager.restore_stop();
   tree->reset();  // detach all, unmount, remove links

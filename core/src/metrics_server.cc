@@ -54,8 +54,8 @@ bool token_char(char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'
 
 Result<std::pair<std::string, std::uint16_t>> listen_address_parse(std::string_view text) {
   const auto bad = [&](const std::string& why) {
-    return fail(EINVAL, "expected ADDR:PORT or [IPV6]:PORT with a numeric address, got '" + std::string(text) +
-                            "': " + why);
+    return fail(EINVAL,
+                "expected ADDR:PORT or [IPV6]:PORT with a numeric address, got '" + std::string(text) + "': " + why);
   };
   std::string_view host, port_text;
   if (!text.empty() && text.front() == '[') {
@@ -242,8 +242,8 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& a
   socklen_t bound_len = sizeof bound;
   if (::getsockname(impl->listener.get(), reinterpret_cast<sockaddr*>(&bound), &bound_len) != 0)
     return fail(errno, "metrics: getsockname");
-  impl->port = ntohs(v6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
-                        : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  impl->port =
+      ntohs(v6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
   impl->wake = Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!impl->wake) return fail(errno, "metrics: eventfd");
   impl->thread = std::thread([raw = impl.get()] { raw->run(); });

@@ -71,7 +71,8 @@ MetricsText::Family* MetricsText::family(std::string_view name, std::string_view
 
 void MetricsText::counter(std::string_view name, std::string_view help, const Labels& labels, std::uint64_t value) {
   const std::string full = std::string(name) + "_total";
-  if (Family* f = family(full, "counter", help)) f->samples += full + labels_text(labels) + " " + std::to_string(value) + "\n";
+  if (Family* f = family(full, "counter", help))
+    f->samples += full + labels_text(labels) + " " + std::to_string(value) + "\n";
 }
 
 void MetricsText::gauge(std::string_view name, std::string_view help, const Labels& labels, double value) {

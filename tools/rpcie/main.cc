@@ -1,10 +1,9 @@
 // rpcie — the command-line tool (nvme-cli / usbip shape): `list` talks to an exporter
 // directly; `attach`, `detach` and `status` ask rpcie-hostd over its control socket
-// (--control, $RPCIE_CONTROL, /run/rpcie.sock), as does `top` (a live view of them); `fabric` shows the usable providers;
-// `keygen` writes a key file; `run` execs a program with librpcie-mmio.so preloaded.
-// `list` shows the data path (sealed / open) an attach from this host would run.
-// Errors go to stderr as "rpcie: error: ..."; exit 0 on success, 1 on failure (a refused
-// key included), 2 on usage errors.
+// (--control, $RPCIE_CONTROL, /run/rpcie.sock), as does `top` (a live view of them); `fabric` shows the usable
+// providers; `keygen` writes a key file; `run` execs a program with librpcie-mmio.so preloaded. `list` shows the data
+// path (sealed / open) an attach from this host would run. Errors go to stderr as "rpcie: error: ..."; exit 0 on
+// success, 1 on failure (a refused key included), 2 on usage errors.
 #include <cstdio>
 #include <string>
 
@@ -172,7 +171,8 @@ Commands commands_add(CLI::App& app, Options& o) {
     output(sub);
   }
   auto* top = app.add_subcommand("top", "live view of rpcie-hostd's devices: rates and read latency");
-  top->add_option("--control", o.top.control_path, "hostd's control socket (default $RPCIE_CONTROL or /run/rpcie.sock)");
+  top->add_option("--control", o.top.control_path,
+                  "hostd's control socket (default $RPCIE_CONTROL or /run/rpcie.sock)");
   top->add_option("--interval", o.top.interval_s, "seconds between frames (default 1)")->check(CLI::Range(0.1, 3600.0));
   top->add_option("--count", o.top.count, "frames to print, then exit (default: until interrupted)")
       ->check(CLI::Range(1, 1000000));

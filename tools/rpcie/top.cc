@@ -108,7 +108,9 @@ std::string top_frame(const json& before, const json& now, double seconds) {
 
 int top_run(const TopOptions& o) {
   const auto path = control::socket_path_resolve(o.control_path);
-  const auto ask = [&]() { return control::call(path, {{"op", "status"}}, Deadline::after(std::chrono::seconds(o.timeout_s))); };
+  const auto ask = [&]() {
+    return control::call(path, {{"op", "status"}}, Deadline::after(std::chrono::seconds(o.timeout_s)));
+  };
   auto before = ask();
   if (!before) {
     std::fprintf(stderr, "rpcie: error: %s\n", before.error().message.c_str());

@@ -51,8 +51,7 @@ class MetricsServer {
 
   static Result<std::unique_ptr<MetricsServer>> start(const std::string& address, std::uint16_t port, Source source,
                                                       Options options);
-  static Result<std::unique_ptr<MetricsServer>> start(const std::string& address, std::uint16_t port,
-                                                      Source source) {
+  static Result<std::unique_ptr<MetricsServer>> start(const std::string& address, std::uint16_t port, Source source) {
     return start(address, port, std::move(source), Options{});
   }
   ~MetricsServer();

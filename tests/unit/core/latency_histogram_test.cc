@@ -91,7 +91,8 @@ TEST_CASE("record cost") {
   LatencyHistogram h;
   constexpr int kRecords = 5'000'000;
   const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < kRecords; ++i) h.record(std::chrono::nanoseconds((static_cast<std::int64_t>(i) * 7919) % 3'000'000));
+  for (int i = 0; i < kRecords; ++i)
+    h.record(std::chrono::nanoseconds((static_cast<std::int64_t>(i) * 7919) % 3'000'000));
   const auto t1 = std::chrono::steady_clock::now();
   const double ns = std::chrono::duration<double, std::nano>(t1 - t0).count() / kRecords;
   // And a steady_clock read, for scale (an operation's timing costs two).

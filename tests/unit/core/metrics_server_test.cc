@@ -69,7 +69,8 @@ std::string exchange(std::uint16_t port, const std::string& request, bool v6 = f
 std::string status_line(const std::string& response) { return response.substr(0, response.find("\r\n")); }
 
 std::unique_ptr<MetricsServer> server_start(MetricsServer::Options o = {}) {
-  auto s = MetricsServer::start("127.0.0.1", 0, [] { return std::string("rpcie_up 1\n"); }, o);
+  auto s = MetricsServer::start(
+      "127.0.0.1", 0, [] { return std::string("rpcie_up 1\n"); }, o);
   REQUIRE(s);
   return std::move(*s);
 }
@@ -153,8 +154,8 @@ TEST_CASE("listen addresses are numeric with a port") {
   using rpcie::metrics::listen_address_parse;
   CHECK(*listen_address_parse("127.0.0.1:9100") == std::pair<std::string, std::uint16_t>{"127.0.0.1", 9100});
   CHECK(*listen_address_parse("[::1]:0") == std::pair<std::string, std::uint16_t>{"::1", 0});
-  for (const char* bad : {"", "127.0.0.1", "127.0.0.1:", "127.0.0.1:65536", "127.0.0.1:x", "localhost:9100",
-                          "::1:9100", "[::1]", "[::1]9100", "[127.0.0.1]:1", "1.2.3:4", ":9100"}) {
+  for (const char* bad : {"", "127.0.0.1", "127.0.0.1:", "127.0.0.1:65536", "127.0.0.1:x", "localhost:9100", "::1:9100",
+                          "[::1]", "[::1]9100", "[127.0.0.1]:1", "1.2.3:4", ":9100"}) {
     auto r = listen_address_parse(bad);
     CHECK_MESSAGE(!r, bad);
     if (!r) CHECK(r.error().code == EINVAL);

@@ -59,8 +59,8 @@ TEST_CASE("a histogram is cumulative buckets in seconds, +Inf, _sum in seconds a
   const std::string lb = "rpcie_lat_seconds_bucket{device=\"rpcie0\",op=\"read\",le=\"";
   std::string want = "# HELP rpcie_lat_seconds Latency.\n# TYPE rpcie_lat_seconds histogram\n";
   const char* les[] = {"1e-06", "2e-06", "5e-06", "1e-05", "2e-05", "5e-05", "1e-04", "2e-04",
-                       "5e-04", "0.001", "0.002", "0.005", "0.01", "0.02", "0.05", "0.1",
-                       "0.2", "0.5", "1", "2", "5", "10"};
+                       "5e-04", "0.001", "0.002", "0.005", "0.01",  "0.02",  "0.05",  "0.1",
+                       "0.2",   "0.5",   "1",     "2",     "5",     "10"};
   for (int i = 0; i < 22; ++i) want += lb + les[i] + "\"} " + (i == 0 ? "1" : i == 1 ? "1" : "3") + "\n";
   want += lb + "+Inf\"} 4\n";
   want += "rpcie_lat_seconds_sum{device=\"rpcie0\",op=\"read\"} 11.000007\n";
