@@ -7,11 +7,7 @@ namespace rpcie::dev {
 namespace {
 
 void exporter_counters(metrics::MetricsText& m, const Exporter::Stats& s) {
-  const struct {
-    const char* name;
-    const char* help;
-    std::uint64_t value;
-  } counters[] = {
+  const metrics::Counter counters[] = {
       {"rpcie_exportd_connections_accepted", "Bootstrap connections accepted (refused ones included).", s.accepted},
       {"rpcie_exportd_connections_refused_preauth", "Connections closed at once over a pre-authentication cap.",
        s.refused_preauth},
@@ -22,7 +18,7 @@ void exporter_counters(metrics::MetricsText& m, const Exporter::Stats& s) {
       {"rpcie_exportd_messages_refused", "Data-path messages dropped: foreign, forged or replayed (ended attachments).",
        s.messages_refused},
   };
-  for (const auto& c : counters) m.counter(c.name, c.help, {}, c.value);
+  m.counters({}, counters);
 }
 
 void export_counters(metrics::MetricsText& m, const metrics::Labels& labels, const ExportCounters& c) {

@@ -16,11 +16,7 @@ std::vector<std::pair<const char*, const LatencyHistogram::Snapshot*>> latency_n
 }
 
 void device_counters(metrics::MetricsText& m, const metrics::Labels& labels, const client::AttachmentStats& s) {
-  const struct {
-    const char* name;
-    const char* help;
-    std::uint64_t value;
-  } counters[] = {
+  const metrics::Counter counters[] = {
       {"rpcie_device_config_reads", "Config-space reads of the current attachment.", s.config_reads},
       {"rpcie_device_config_writes", "Config-space writes of the current attachment.", s.config_writes},
       {"rpcie_device_mmio_reads", "Register (MMIO) reads of the current attachment.", s.mmio_reads},
@@ -38,7 +34,7 @@ void device_counters(metrics::MetricsText& m, const metrics::Labels& labels, con
        s.messages_refused},
       {"rpcie_device_heartbeats", "Lease heartbeats sent to the exporter.", s.heartbeats},
   };
-  for (const auto& c : counters) m.counter(c.name, c.help, labels, c.value);
+  m.counters(labels, counters);
 }
 
 }  // namespace

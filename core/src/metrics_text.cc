@@ -7,7 +7,9 @@ namespace rpcie::metrics {
 
 namespace {
 
-std::string help_escape(std::string_view text) {
+// Backslash and newline escaped, and double quotes too where `quotes` (label values; HELP
+// text keeps them).
+std::string escape(std::string_view text, bool quotes) {
   std::string out;
   out.reserve(text.size());
   for (char c : text) {
@@ -15,6 +17,8 @@ std::string help_escape(std::string_view text) {
       out += "\\\\";
     else if (c == '\n')
       out += "\\n";
+    else if (c == '"' && quotes)
+      out += "\\\"";
     else
       out += c;
   }
@@ -38,21 +42,7 @@ std::string labels_text(const Labels& labels, std::string_view extra = {}) {
 
 }  // namespace
 
-std::string label_escape(std::string_view value) {
-  std::string out;
-  out.reserve(value.size());
-  for (char c : value) {
-    if (c == '\\')
-      out += "\\\\";
-    else if (c == '"')
-      out += "\\\"";
-    else if (c == '\n')
-      out += "\\n";
-    else
-      out += c;
-  }
-  return out;
-}
+std::string label_escape(std::string_view value) { return escape(value, true); }
 
 std::string number_text(double value) {
   if (std::isnan(value)) return "NaN";
@@ -73,6 +63,10 @@ void MetricsText::counter(std::string_view name, std::string_view help, const La
   const std::string full = std::string(name) + "_total";
   if (Family* f = family(full, "counter", help))
     f->samples += full + labels_text(labels) + " " + std::to_string(value) + "\n";
+}
+
+void MetricsText::counters(const Labels& labels, std::span<const Counter> list) {
+  for (const auto& c : list) counter(c.name, c.help, labels, c.value);
 }
 
 void MetricsText::gauge(std::string_view name, std::string_view help, const Labels& labels, double value) {
@@ -99,7 +93,7 @@ void MetricsText::histogram(std::string_view name, std::string_view help, const 
 std::string MetricsText::text() const {
   std::string out;
   for (const auto& f : families_) {
-    out += "# HELP " + f.name + " " + help_escape(f.help) + "\n";
+    out += "# HELP " + f.name + " " + escape(f.help, false) + "\n";
     out += "# TYPE " + f.name + " " + f.type + "\n";
     out += f.samples;
   }

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -30,6 +31,13 @@ namespace rpcie::metrics {
 
 using Labels = std::vector<std::pair<std::string, std::string>>;
 
+// One counter of a table of them (MetricsText::counters).
+struct Counter {
+  const char* name;  // without _total
+  const char* help;
+  std::uint64_t value;
+};
+
 // `value` escaped for a label value between double quotes.
 std::string label_escape(std::string_view value);
 // A number as the format writes it: shortest round-trip decimal, NaN, +Inf, -Inf.
@@ -38,6 +46,8 @@ std::string number_text(double value);
 class MetricsText {
  public:
   void counter(std::string_view name, std::string_view help, const Labels& labels, std::uint64_t value);
+  // counter() of each, with the same labels.
+  void counters(const Labels& labels, std::span<const Counter> list);
   void gauge(std::string_view name, std::string_view help, const Labels& labels, double value);
   void histogram(std::string_view name, std::string_view help, const Labels& labels,
                  const LatencyHistogram::Snapshot& s);
