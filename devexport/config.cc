@@ -4,17 +4,21 @@
 #include <map>
 #include <sstream>
 
-#include <toml++/toml.h>
 
 #include "rpcie/auth.hpp"
 #include "rpcie/bootstrap.hpp"
 #include "rpcie/log.hpp"
 #include "rpcie/process.hpp"
+#include "rpcie/toml_file.hpp"
 #include "rpcie/units.hpp"
 
 namespace rpcie::dev {
 
 namespace {
+
+using toml_file::at;
+using toml_file::keys_check;
+using toml_file::string_get;
 
 Result<void> exporter_key_apply(ExportConfig& e, const std::string& key, const std::string& value) {
   const std::string where = "export '" + e.spec.name + "': ";
@@ -52,11 +56,6 @@ bool exporter_key(const std::string& key) {
   return key == "dma" || key == "shared" || key == "allow" || key == "data-path";
 }
 
-Result<std::string> string_get(const toml::node& n, const std::string& where) {
-  if (auto s = n.value<std::string>()) return *s;
-  return fail(EINVAL, where + "must be a string");
-}
-
 }  // namespace
 
 Result<ExportConfig> export_config_parse(std::string_view text) {
@@ -80,39 +79,12 @@ DataPathChoice export_data_path_policy(const ExporterConfig& config, const Expor
   return e.data_path.value_or(config.data_path);
 }
 
+bool export_config_same(const ExportConfig& a, const ExportConfig& b) noexcept {
+  return a.spec.name == b.spec.name && a.spec.backend == b.spec.backend && a.spec.params == b.spec.params &&
+         a.dma == b.dma && a.shared == b.shared && a.allow == b.allow && a.data_path == b.data_path;
+}
+
 namespace {
-
-// "FILE:LINE: " of a node of the file (toml++ keeps each node's source region).
-std::string at(const std::string& path, const toml::node& n) {
-  return path + ":" + std::to_string(n.source().begin.line) + ": ";
-}
-
-Error parse_error_of(const toml::parse_error& e, const std::string& path) {
-  const auto& where = e.source().begin;
-  return Error{ErrorDomain::posix, EINVAL,
-               path + ":" + std::to_string(where.line) + ":" + std::to_string(where.column) + ": " +
-                   std::string(e.description())};
-}
-
-Result<toml::table> table_load(const std::string& path) {
-  try {
-    return toml::parse_file(path);
-  } catch (const toml::parse_error& e) {
-    if (e.description().find("File could not be opened") != std::string_view::npos)
-      return fail(ENOENT, path + ": cannot open the config file");
-    return tl::unexpected(parse_error_of(e, path));
-  }
-}
-
-// Unknown keys of `t`, each named with its line.
-template <class... Known>
-Result<void> keys_check(const toml::table& t, const std::string& path, const std::string& what, Known... known) {
-  for (auto&& [k, v] : t) {
-    const std::string_view key = k.str();
-    if (((key != known) && ...)) return fail(EINVAL, at(path, v) + what + "unknown key '" + std::string(key) + "'");
-  }
-  return {};
-}
 
 Result<std::uint32_t> count_get(const toml::node& n, const std::string& where, std::int64_t max) {
   auto v = n.value_exact<std::int64_t>();
@@ -296,17 +268,12 @@ Result<void> config_table_apply(const toml::table& root, const std::string& path
 }  // namespace
 
 Result<void> config_file_apply(const std::string& path, ExporterConfig& config) {
-  RPCIE_TRY_ASSIGN(const toml::table root, table_load(path));
+  RPCIE_TRY_ASSIGN(const toml::table root, toml_file::file_load(path));
   return config_table_apply(root, path, config);
 }
 
 Result<void> config_text_apply(std::string_view text, const std::string& path, ExporterConfig& config) {
-  toml::table root;
-  try {
-    root = toml::parse(text, path);
-  } catch (const toml::parse_error& e) {
-    return tl::unexpected(parse_error_of(e, path));
-  }
+  RPCIE_TRY_ASSIGN(const toml::table root, toml_file::text_load(text, path));
   return config_table_apply(root, path, config);
 }
 

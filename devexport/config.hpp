@@ -90,6 +90,10 @@ Result<void> config_text_apply(std::string_view text, const std::string& path, E
 // "NAME=BACKEND[,key=value...]" with the exporter's own keys split off.
 Result<ExportConfig> export_config_parse(std::string_view text);
 
+// Whether `a` and `b` configure the same export: every setting alike, the places they were
+// given (origins) aside. A reload keeps such an export as it runs.
+bool export_config_same(const ExportConfig& a, const ExportConfig& b) noexcept;
+
 // The data-path policy `e` runs under: its own, else the exporter's.
 DataPathChoice export_data_path_policy(const ExporterConfig& config, const ExportConfig& e) noexcept;
 

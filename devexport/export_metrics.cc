@@ -54,11 +54,10 @@ void export_counters(metrics::MetricsText& m, const metrics::Labels& labels, con
 std::string export_metrics_text(ExportTable& exports, const Exporter::Stats& stats) {
   metrics::MetricsText m;
   exporter_counters(m, stats);
-  for (std::size_t i = 0; i < exports.size(); ++i) {
-    ExportSlot& slot = exports.at(i);
+  for (const auto& h : exports.held()) {
+    const ExportSlot& slot = *h.slot;
     const metrics::Labels labels{{"export", slot.config.spec.name}, {"backend", slot.config.spec.backend}};
-    m.gauge("rpcie_export_attachments", "Attachments holding the export now.", labels,
-            static_cast<double>(exports.holder_count(slot)));
+    m.gauge("rpcie_export_attachments", "Attachments holding the export now.", labels, static_cast<double>(h.holders));
     export_counters(m, labels, slot.counters);
   }
   return m.text();

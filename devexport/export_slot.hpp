@@ -18,6 +18,7 @@ struct ExportSlot {
   std::unique_ptr<Backend> backend;
   std::vector<std::string> holders;  // client names; guarded by the ExportTable's lock
   bool resetting = false;            // the last holder left and its teardown is under way; likewise
+  bool retiring = false;             // no longer configured: leaves the table when free; likewise
   // Serialises backend calls, which several attachments make at once on a shared export.
   // Taken before a ServedAttachment's DMA lock, never after it.
   std::mutex calls;

@@ -70,21 +70,90 @@ proto::ExportEntry entry_make(ExportSlot& slot, const std::string& holder) {
 }  // namespace
 
 void ExportTable::add(ExportConfig config, std::unique_ptr<Backend> backend) {
-  auto slot = std::make_unique<ExportSlot>();
+  auto slot = std::make_shared<ExportSlot>();
   slot->config = std::move(config);
   slot->backend = std::move(backend);
+  std::lock_guard g(lock_);
   slots_.push_back(std::move(slot));
 }
 
-std::size_t ExportTable::holder_count(const ExportSlot& slot) {
+std::vector<ExportTable::Held> ExportTable::held() const {
   std::lock_guard g(lock_);
-  return slot.holders.size();
+  std::vector<Held> out;
+  for (const auto& s : slots_) out.push_back({s, s->holders.size()});
+  return out;
 }
 
-ExportSlot* ExportTable::find(std::string_view name) const noexcept {
+ExportTable::Counts ExportTable::counts() const {
+  std::lock_guard g(lock_);
+  Counts c;
+  c.exports = slots_.size();
+  for (const auto& s : slots_) c.attached += s->holders.empty() ? 0 : 1;
+  return c;
+}
+
+std::shared_ptr<ExportSlot> ExportTable::find(std::string_view name) const {
+  std::lock_guard g(lock_);
   for (const auto& s : slots_)
-    if (s->config.spec.name == name) return s.get();
+    if (s->config.spec.name == name) return s;  // one slot a name: reload() replaces, never adds a second
   return nullptr;
+}
+
+std::vector<ExportTable::Configured> ExportTable::configured() const {
+  std::lock_guard g(lock_);
+  std::vector<Configured> out;
+  for (const auto& s : slots_) out.push_back({s->config, s->retiring});
+  return out;
+}
+
+void ExportTable::erase_locked(const ExportSlot& slot, std::vector<std::shared_ptr<ExportSlot>>& gone) {
+  auto it = std::find_if(slots_.begin(), slots_.end(), [&](const auto& s) { return s.get() == &slot; });
+  if (it == slots_.end()) return;
+  gone.push_back(std::move(*it));
+  slots_.erase(it);
+}
+
+ExportTable::ReloadOutcome ExportTable::reload(std::vector<Wanted> wanted) {
+  ReloadOutcome out;
+  std::vector<std::shared_ptr<ExportSlot>> gone;  // destroyed (backends closed) after the lock
+  std::unique_lock g(lock_);
+  auto by_name = [&](const std::string& name) -> std::shared_ptr<ExportSlot> {
+    for (const auto& s : slots_)
+      if (s->config.spec.name == name) return s;
+    return nullptr;
+  };
+  for (const auto& s : std::vector(slots_)) {  // those no longer configured
+    const bool kept = std::any_of(wanted.begin(), wanted.end(),
+                                  [&](const Wanted& w) { return w.config.spec.name == s->config.spec.name; });
+    if (kept) continue;
+    if (s->holders.empty() && !s->resetting) {
+      out.removed.push_back(s->config.spec.name);
+      erase_locked(*s, gone);
+    } else if (!s->retiring) {
+      s->retiring = true;
+      out.retiring.push_back(s->config.spec.name);
+    }
+  }
+  for (auto& w : wanted) {
+    auto old = by_name(w.config.spec.name);
+    if (old && export_config_same(old->config, w.config)) {
+      old->retiring = false;  // configured again while it waited for its last holder
+      continue;
+    }
+    const bool busy = old && (!old->holders.empty() || old->resetting);
+    if (busy || !w.backend) {
+      out.refused.push_back(w.config.spec.name);
+      continue;
+    }
+    (old ? out.replaced : out.added).push_back(w.config.spec.name);
+    if (old) erase_locked(*old, gone);
+    auto slot = std::make_shared<ExportSlot>();
+    slot->config = std::move(w.config);
+    slot->backend = std::move(w.backend);
+    slots_.push_back(std::move(slot));
+  }
+  g.unlock();
+  return out;
 }
 
 Result<bool> ExportTable::claim(ExportSlot& slot, const std::string& client, Deadline deadline) {
@@ -94,6 +163,7 @@ Result<bool> ExportTable::claim(ExportSlot& slot, const std::string& client, Dea
   std::unique_lock g(lock_);
   if (!reset_.wait_until(g, deadline.when(), [&] { return !slot.resetting; }))
     return fail(EBUSY, "busy: the device is still being reset after its last detach");
+  if (slot.retiring) return fail(ENOENT, "export '" + slot.config.spec.name + "' was removed from the configuration");
   if (!slot.holders.empty() && !slot.config.shared)
     return fail(EBUSY, "busy: attached by " + holders_text(slot.holders));
   slot.holders.push_back(client);
@@ -109,9 +179,11 @@ bool ExportTable::release(ExportSlot& slot, const std::string& client) {
 }
 
 void ExportTable::reset_done(ExportSlot& slot) {
+  std::vector<std::shared_ptr<ExportSlot>> gone;  // the caller holds a reference: never the last
   {
     std::lock_guard g(lock_);
     slot.resetting = false;
+    if (slot.retiring && slot.holders.empty()) erase_locked(slot, gone);
   }
   reset_.notify_all();
 }
@@ -122,15 +194,17 @@ proto::ExportEntry ExportTable::entry(ExportSlot& slot, std::string& holder_stor
   return entry_make(slot, holder_storage);
 }
 
-proto::ListReply ExportTable::list(std::vector<std::string>& holder_storage) {
+proto::ListReply ExportTable::list(ListStorage& storage) {
   std::lock_guard g(lock_);
   proto::ListReply l;
-  holder_storage.clear();
-  holder_storage.reserve(slots_.size());  // entries point into these strings: no reallocation
+  storage.holders.clear();
+  storage.slots.clear();
+  storage.holders.reserve(slots_.size());  // entries point into these strings: no reallocation
   for (auto& slot : slots_) {
     if (l.exports.size() == proto::kMaxExports) break;
-    holder_storage.push_back(holders_text(slot->holders));
-    l.exports.push_back(entry_make(*slot, holder_storage.back()));
+    storage.slots.push_back(slot);
+    storage.holders.push_back(holders_text(slot->holders));
+    l.exports.push_back(entry_make(*slot, storage.holders.back()));
   }
   return l;
 }

@@ -132,7 +132,7 @@ struct Exporter::Impl {
   // attach was refused before the connection went into the attachment (the caller answers
   // it); once it has, failures are logged here and the result is success.
   Result<void> attach(Socket& sock, const proto::AttachRequest& req, std::uint64_t rid, const std::string& client) {
-    ExportSlot* slot = exports.find(req.export_name);
+    const std::shared_ptr<ExportSlot> slot = exports.find(req.export_name);  // alive till the end
     if (!slot) return fail(ENOENT, "no export named '" + std::string(req.export_name) + "'");
     auto r = attach_slot(sock, *slot, req, rid, client);
     if (!r) slot->counters.refusal_add(ExportCounters::refusal_of(r.error().code));
@@ -251,7 +251,7 @@ struct Exporter::Impl {
       const auto rid = m->decoded.header.request_id;
       const auto deadline = Deadline::after(kHandshakeTimeout);
       if (std::holds_alternative<proto::ListRequest>(m->decoded.message)) {
-        std::vector<std::string> storage;
+        ExportTable::ListStorage storage;
         (void)sock.message_send(exports.list(storage), rid, deadline);
       } else if (auto* req = std::get_if<proto::AttachRequest>(&m->decoded.message)) {
         auto r = attach(sock, *req, rid, client);
@@ -260,6 +260,11 @@ struct Exporter::Impl {
         (void)sock.message_send(proto::ErrorMsg{r.error().to_errno(), r.error().message}, rid, deadline);
       } else if (auto* hb = std::get_if<proto::Heartbeat>(&m->decoded.message)) {
         (void)sock.message_send(proto::Heartbeat{hb->sequence}, rid, deadline);
+      } else if (std::holds_alternative<proto::ResumeRequest>(m->decoded.message)) {
+        // An attachment ends with its connection here (docs/reliability.md, "Resumption"):
+        // there is none to go on with, and the client attaches anew.
+        (void)sock.message_send(
+            proto::ErrorMsg{ENOENT, "no attachment to resume: attachments end with their connection"}, rid, deadline);
       } else if (std::holds_alternative<proto::Goodbye>(m->decoded.message)) {
         return;
       } else {
@@ -309,6 +314,21 @@ Result<T> at(const std::string& origin, Result<T> r) {
   return tl::unexpected(Error{r.error().domain, r.error().code, origin + ": " + r.error().message});
 }
 
+// The backend of export `e`, checked against the exporter's rules for it.
+Result<std::unique_ptr<Backend>> export_backend_create(const ExportConfig& e) {
+  RPCIE_TRY_ASSIGN(auto b, at(e.origin, backend_create(e.spec)));
+  if (e.shared && b->uses_dma())
+    return fail(EINVAL, e.origin + ": export '" + e.spec.name + "': a device that does DMA cannot be shared");
+  return b;
+}
+
+// `e` as the table lists it: its data-path policy resolved against the exporter's.
+ExportConfig export_listed(const ExporterConfig& config, const ExportConfig& e) {
+  ExportConfig listed = e;
+  listed.data_path = export_data_path_policy(config, e);
+  return listed;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Exporter>> Exporter::create(const ExporterConfig& config) {
@@ -332,12 +352,8 @@ Result<std::unique_ptr<Exporter>> Exporter::create(const ExporterConfig& config)
     RPCIE_TRY_ASSIGN(impl->access_log, at(config.access_log_origin, AccessLog::open(config.access_log)));
   }
   for (const auto& e : config.exports) {
-    RPCIE_TRY_ASSIGN(auto b, at(e.origin, backend_create(e.spec)));
-    if (e.shared && b->uses_dma())
-      return fail(EINVAL, e.origin + ": export '" + e.spec.name + "': a device that does DMA cannot be shared");
-    ExportConfig listed = e;
-    listed.data_path = export_data_path_policy(config, e);
-    impl->exports.add(std::move(listed), std::move(b));
+    RPCIE_TRY_ASSIGN(auto b, export_backend_create(e));
+    impl->exports.add(export_listed(config, e), std::move(b));
   }
   RPCIE_TRY_ASSIGN(
       Listener l,
@@ -354,11 +370,42 @@ Exporter::Stats Exporter::stats() const noexcept {
 
 std::string Exporter::metrics_text() const { return export_metrics_text(impl_->exports, stats()); }
 
-void Exporter::run(const std::atomic<bool>& stop) {
+Result<ExportTable::ReloadOutcome> Exporter::reload(const ExporterConfig& config) {
+  RPCIE_TRY(config_check(config));
+  // Keys are loaded at start only. An allow list naming a client without a key of its own
+  // here would let any holder of the shared key take that name (config_check's rule).
+  for (const auto& e : config.exports) {
+    for (std::size_t i = 0; i < e.allow.size(); ++i) {
+      if (impl_->keys.clients.contains(e.allow[i])) continue;
+      const std::string& where = i < e.allow_origin.size() ? e.allow_origin[i] : e.origin;
+      return fail(EINVAL, where + ": export '" + e.spec.name + "': allow names client '" + e.allow[i] +
+                              "', whose key was not loaded at start (new [[client]] keys need a restart)");
+    }
+  }
+  const auto running = impl_->exports.configured();
+  std::vector<ExportTable::Wanted> wanted;
+  for (const auto& e : config.exports) {
+    ExportTable::Wanted w{export_listed(config, e), nullptr};
+    const bool same = std::any_of(running.begin(), running.end(),
+                                  [&](const auto& r) { return export_config_same(r.config, w.config); });
+    // A backend for what is new or changed only: one that runs keeps its device.
+    if (!same) {
+      RPCIE_TRY_ASSIGN(w.backend, export_backend_create(e));
+    }
+    wanted.push_back(std::move(w));
+  }
+  return impl_->exports.reload(std::move(wanted));
+}
+
+ExportTable::Counts Exporter::counts() const { return impl_->exports.counts(); }
+
+void Exporter::run(const std::atomic<bool>& stop, const std::function<void()>& tick) {
   Impl& im = *impl_;
   im.stop = &stop;
-  RPCIE_LOG_INFO("exportd", "serving {} export(s) on {}:{}", im.exports.size(), im.config.listen_host, port());
+  RPCIE_LOG_INFO("exportd", "serving {} export(s) on {}:{}", im.exports.counts().exports, im.config.listen_host,
+                 port());
   while (!stop.load()) {
+    if (tick) tick();
     im.connections_reap(false);
     auto s = im.listener->accept(Deadline::after(kIdleSlice));
     if (!s) {

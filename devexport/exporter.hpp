@@ -33,16 +33,25 @@
 // Failed handshakes and refused connections are logged at a bounded rate (LogLimiter), with
 // the count of lines left out, and counted in stats().
 //
+// Reload (reload()): the exports only, by ExportTable's rules (export_table.hpp): new ones
+// appear, removed ones go when free, a changed one is replaced when free and otherwise kept
+// as it runs (named in the outcome's `refused`). Every other setting (listen, provider,
+// keys and clients, lease, access log, pre-authentication caps) is read at start only; so
+// an allow list may name only clients whose own key was loaded at start.
+//
 // Threading: run() accepts on the calling thread and never blocks on a peer (a refusal is
 // one non-blocking send); each admitted connection has a thread. stop (the atomic passed to
-// run) ends everything within about a second. stats() may be called from any thread.
+// run) ends everything within about a second. stats(), counts() and reload() may be called
+// from any thread.
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "config.hpp"
+#include "export_table.hpp"
 #include "rpcie/result.hpp"
 
 namespace rpcie::dev {
@@ -59,8 +68,18 @@ class Exporter {
 
   std::uint16_t port() const noexcept;
   // Serves until `stop` is true; then ends every attachment and returns. Logs the stats
-  // at info as it stops.
-  void run(const std::atomic<bool>& stop);
+  // at info as it stops. `tick`, when set, is called on the accept thread between two
+  // accepts, at least every 200 ms: its calls show that the accept loop goes round (the
+  // daemon's watchdog pings from it) and it may call reload().
+  void run(const std::atomic<bool>& stop, const std::function<void()>& tick = {});
+
+  // Applies the exports of `config` (see above). The whole of it is checked first
+  // (config_check, every new or changed export's backend created): an error, its message
+  // starting with the offending entry's origin ("FILE:LINE: "), leaves the exports as they
+  // were.
+  Result<ExportTable::ReloadOutcome> reload(const ExporterConfig& config);
+  // The exports now, and how many are attached.
+  ExportTable::Counts counts() const;
 
   // Counters since create(); each read is a snapshot.
   struct Stats {

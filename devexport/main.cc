@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
 #include "config.hpp"
@@ -21,6 +22,7 @@
 #include "rpcie/log.hpp"
 #include "rpcie/metrics_server.hpp"
 #include "rpcie/process.hpp"
+#include "rpcie/service_notify.hpp"
 
 namespace {
 
@@ -38,24 +40,121 @@ void descriptors_raise() {
   (void)::setrlimit(RLIMIT_NOFILE, &r);  // the soft limit stays as it was if refused
 }
 
+// The command line as given: read again on every reload, so that a reload builds the
+// configuration the way start-up did (the file, then the flags over it).
+struct Flags {
+  std::string config_file, listen, provider, psk_file, access_log, data_path;
+  std::vector<std::string> exports;
+};
+
+// Why a configuration could not be built, and the exit status that says so at start-up.
+struct BuildError {
+  std::string text;
+  int code = 1;
+};
+
+std::optional<BuildError> config_build(const Flags& f, rpcie::dev::ExporterConfig& config) {
+  if (!f.config_file.empty()) {
+    auto r = rpcie::dev::config_file_apply(f.config_file, config);
+    if (!r) return BuildError{r.error().message};
+  }
+  if (!f.listen.empty()) {
+    auto a = rpcie::address_parse(f.listen, config.port);
+    if (!a) return BuildError{a.error().message, 2};
+    config.listen_host = a->first;
+    config.port = a->second;
+    config.listen_origin = "--listen";
+  }
+  if (!f.provider.empty()) {
+    std::string why;
+    auto p = rpcie::providers::provider_parse(f.provider, &why);
+    if (!p) return BuildError{"--provider: " + why, 2};
+    config.provider = *p;
+  }
+  if (!f.data_path.empty()) {
+    auto choice = rpcie::data_path_choice_parse(f.data_path);
+    if (!choice) return BuildError{"--data-path: " + choice.error().message, 2};
+    config.data_path = *choice;
+  }
+  if (!f.psk_file.empty()) {
+    config.psk_file = f.psk_file;
+    config.psk_file_origin = "--psk-file";
+  }
+  if (!f.access_log.empty()) {
+    config.access_log = f.access_log;
+    config.access_log_origin = "--access-log";
+  }
+  if (config.psk_file.empty() && config.clients.empty()) {
+    config.psk_file = rpcie::auth::kDefaultKeyPath;
+    config.psk_file_origin = "the default shared key";
+  }
+  for (const auto& text : f.exports) {
+    auto e = rpcie::dev::export_config_parse(text);
+    if (!e) return BuildError{"--export: " + e.error().message, 2};
+    config.exports.push_back(std::move(*e));
+  }
+  return std::nullopt;
+}
+
+std::string names(const std::vector<std::string>& list) {
+  std::string out;
+  for (const auto& n : list) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+// SIGHUP: the exports of the configuration file again. A configuration that does not build
+// is logged with the text start-up would have printed, and the running one stays.
+void reload(const Flags& flags, rpcie::dev::Exporter& exporter, rpcie::ServiceNotifier& notifier) {
+  if (flags.config_file.empty()) {
+    RPCIE_LOG_WARN("exportd", "SIGHUP: nothing to reload (no --config); the exports stay as they are");
+    return;
+  }
+  notifier.reloading();
+  rpcie::dev::ExporterConfig config;
+  auto error = config_build(flags, config);
+  auto outcome = error ? rpcie::Result<rpcie::dev::ExportTable::ReloadOutcome>(rpcie::fail(EINVAL, error->text))
+                       : exporter.reload(config);
+  if (!outcome) {
+    RPCIE_LOG_ERROR("exportd", "reload of {} refused, the running configuration stays: {}", flags.config_file,
+                    outcome.error().message);
+  } else {
+    const auto& o = *outcome;
+    RPCIE_LOG_INFO("exportd", "reloaded {}: added [{}], replaced [{}], removed [{}], removed once detached [{}]",
+                   flags.config_file, names(o.added), names(o.replaced), names(o.removed), names(o.retiring));
+    if (!o.refused.empty())
+      RPCIE_LOG_WARN("exportd",
+                     "reload of {}: changed but attached, kept as they run until a reload after their "
+                     "detach: [{}]",
+                     flags.config_file, names(o.refused));
+  }
+  notifier.ready();
+}
+
+// What the service manager's status line says: the exports held now.
+std::string status_text(const rpcie::dev::Exporter& exporter) {
+  const auto c = exporter.counts();
+  return fmt::format("serving {} export{}, {} attached", c.exports, c.exports == 1 ? "" : "s", c.attached);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   rpcie::signals_init();
-  rpcie::stop_signals_install();  // before anything that can take a while (key files, backends)
+  // Before anything that can take a while (key files, backends). SIGHUP reloads.
+  rpcie::daemon_signals_install();
   // A daemon's operators want attaches, detaches and lease lapses in the log: info unless
   // $RPCIE_LOG says otherwise.
   if (std::getenv("RPCIE_LOG") == nullptr) rpcie::log_level_set(rpcie::LogLevel::info);
   CLI::App app{"rpcie-exportd: export PCIe devices to rpcie clients over libfabric"};
-  std::string config_file, listen, provider, psk_file, access_log, data_path, metrics;
-  std::vector<std::string> exports;
-  app.add_option("--config", config_file, "TOML configuration file");
-  app.add_option("--listen", listen, "ADDR[:PORT] to listen on (default 0.0.0.0:7385)");
-  app.add_option("--provider", provider, "auto, tcp, shm, verbs, efa, tcp;ofi_rxm, verbs;ofi_rxm");
-  app.add_option("--psk-file", psk_file, "pre-shared key accepted from any client (default /etc/rpcie/psk)");
-  app.add_option("--export", exports, "NAME=BACKEND[,key=value...] (repeatable)");
-  app.add_option("--access-log", access_log, "append one line per MMIO access performed to FILE");
-  app.add_option("--data-path", data_path,
+  Flags flags;
+  std::string metrics;  // not reloaded: the command line only
+  app.add_option("--config", flags.config_file, "TOML configuration file (read again on SIGHUP)");
+  app.add_option("--listen", flags.listen, "ADDR[:PORT] to listen on (default 0.0.0.0:7385)");
+  app.add_option("--provider", flags.provider, "auto, tcp, shm, verbs, efa, tcp;ofi_rxm, verbs;ofi_rxm");
+  app.add_option("--psk-file", flags.psk_file, "pre-shared key accepted from any client (default /etc/rpcie/psk)");
+  app.add_option("--export", flags.exports, "NAME=BACKEND[,key=value...] (repeatable)");
+  app.add_option("--access-log", flags.access_log, "append one line per MMIO access performed to FILE");
+  app.add_option("--data-path", flags.data_path,
                  "sealed, open or auto: the data-path policy of exports that set none (default auto)");
   app.add_option("--metrics", metrics,
                  "ADDR:PORT or [IPV6]:PORT to serve Prometheus metrics on (http://ADDR:PORT/metrics; default: none)");
@@ -67,53 +166,13 @@ int main(int argc, char** argv) {
   }
 
   rpcie::dev::ExporterConfig config;
-  if (!config_file.empty()) {
-    auto r = rpcie::dev::config_file_apply(config_file, config);
-    if (!r) return error_exit(r.error().message);
-  }
-  if (!listen.empty()) {
-    auto a = rpcie::address_parse(listen, config.port);
-    if (!a) return error_exit(a.error().message, 2);
-    config.listen_host = a->first;
-    config.port = a->second;
-  }
-  if (!provider.empty()) {
-    std::string why;
-    auto p = rpcie::providers::provider_parse(provider, &why);
-    if (!p) return error_exit("--provider: " + why, 2);
-    config.provider = *p;
-  }
-  if (!data_path.empty()) {
-    auto choice = rpcie::data_path_choice_parse(data_path);
-    if (!choice) return error_exit("--data-path: " + choice.error().message, 2);
-    config.data_path = *choice;
-  }
-  if (!listen.empty()) config.listen_origin = "--listen";
-  if (!psk_file.empty()) {
-    config.psk_file = psk_file;
-    config.psk_file_origin = "--psk-file";
-  }
-  if (!access_log.empty()) {
-    config.access_log = access_log;
-    config.access_log_origin = "--access-log";
-  }
-  if (config.psk_file.empty() && config.clients.empty()) {
-    config.psk_file = rpcie::auth::kDefaultKeyPath;
-    config.psk_file_origin = "the default shared key";
-  }
-  for (const auto& text : exports) {
-    auto e = rpcie::dev::export_config_parse(text);
-    if (!e) return error_exit("--export: " + e.error().message, 2);
-    config.exports.push_back(std::move(*e));
-  }
-
+  if (auto error = config_build(flags, config)) return error_exit(error->text, error->code);
   std::optional<std::pair<std::string, std::uint16_t>> metrics_address;
   if (!metrics.empty()) {
     auto m = rpcie::metrics::listen_address_parse(metrics);
     if (!m) return error_exit("--metrics: " + m.error().message, 2);
     metrics_address = *m;
   }
-
   descriptors_raise();
   auto exporter = rpcie::dev::Exporter::create(config);
   if (!exporter) return error_exit(exporter.error().describe());
@@ -130,7 +189,15 @@ int main(int argc, char** argv) {
   // The port line is what scripts wait for (port 0 picks a free one).
   std::fprintf(stderr, "rpcie-exportd: listening on %s:%u\n", config.listen_host.c_str(), (*exporter)->port());
   if (rpcie::stop_requested().load()) return 0;  // a signal during start-up
-  (*exporter)->run(rpcie::stop_requested());
+  auto notifier = rpcie::ServiceNotifier::from_environment();
+  notifier.status(status_text(**exporter));
+  notifier.ready();  // the socket listens: connections queue until the loop takes them
+  (*exporter)->run(rpcie::stop_requested(), [&] {
+    if (rpcie::reload_requested().exchange(false)) reload(flags, **exporter, notifier);
+    notifier.status(status_text(**exporter));
+    notifier.alive();  // the accept loop went round
+  });
+  notifier.stopping();
   metrics_server.reset();  // before the exporter it reads
   return 0;
 }

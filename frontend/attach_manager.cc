@@ -103,6 +103,13 @@ ControlServer::Reply AttachManager::mmio_ring(const json& r, const ucred& peer) 
 json AttachManager::attach(const json& r, uid_t peer) {
   auto p = attach_request_parse(r, policy_);
   if (!p) return control::error_answer(p.error());
+  const bool persist = r.value("persist", false);
+  // Held across the attach: the entry checked absent is the one written.
+  std::unique_lock persisting(persist_lock_, std::defer_lock);
+  if (persist) {
+    persisting.lock();
+    if (auto ok = persist_check(*p); !ok) return control::error_answer(ok.error());
+  }
   if (peer != 0 && !policy_.remotes.empty() &&
       std::find(policy_.remotes.begin(), policy_.remotes.end(), std::pair{p->host, p->port}) == policy_.remotes.end())
     return control::error_answer(
@@ -136,7 +143,9 @@ json AttachManager::attach(const json& r, uid_t peer) {
     held_[index] = StateEntry{index, peer, *p};
     state_save_locked();
   }
-  return {{"device", pub->name}, {"path", pub->path}, {"sysfs", pub->sysfs}};
+  json answer{{"device", pub->name}, {"path", pub->path}, {"sysfs", pub->sysfs}};
+  if (persist) return persist_add(std::move(answer), r, *p, index, peer);
+  return answer;
 }
 
 json AttachManager::detach(const json& r, uid_t peer) {
@@ -146,6 +155,13 @@ json AttachManager::detach(const json& r, uid_t peer) {
   // One detach at a time: between a device's ownership check and its withdraw, its name
   // cannot be withdrawn and given to another user's attach.
   std::lock_guard one_at_a_time(detach_lock_);
+  if (r.value("persist", false)) {
+    // The entry goes first: a removal that fails leaves the device attached.
+    if (all) return {{"error", "detach --persist needs a device name"}, {"errno", EINVAL}};
+    std::lock_guard persisting(persist_lock_);
+    if (auto removed = persist_remove(r["device"].get<std::string>(), peer); !removed)
+      return control::error_answer(removed.error());
+  }
   std::vector<std::pair<std::string, unsigned>> targets;  // name, index
   std::uint64_t kept = 0;
   std::vector<std::string> cancelled;  // pending restores, which are not in the tree yet

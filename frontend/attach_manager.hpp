@@ -4,7 +4,10 @@
 // attachments are owned by the uid that made them (attach_owners.hpp); a non-root user
 // detaches and sees the details of only their own, root all.
 // The attachments held are kept in the state file (state_file.hpp), rewritten on every attach
-// and detach, and restore_start() re-attaches what an earlier hostd left listed there.
+// and detach, and restore_start() re-attaches what an earlier hostd left listed there, then
+// attaches the configuration file's [[attach]] entries (hostd_config.hpp) that are not among
+// them. `rpcie attach --persist` / `detach --persist` also add or remove the entry in the
+// configuration file (config_edit.hpp).
 // Thread-safety: request() is called concurrently by the control server; the tree serializes
 // what must be, detaches are serialized here (an ownership check and its withdraw are one
 // step: the name cannot change hands between them). The restorer is one thread of its own.
@@ -29,6 +32,7 @@
 #include "attach_owners.hpp"
 #include "attach_request.hpp"
 #include "control_server.hpp"
+#include "hostd_config.hpp"
 #include "mmio_ring_server.hpp"
 #include "remote_device.hpp"
 #include "rpcie/result.hpp"
@@ -57,8 +61,19 @@ class AttachManager {
   // one the exporter refuses for good (EACCES, ENOENT, EPERM, EINVAL) is dropped from the file
   // and logged. `rpcie detach` of a name still being restored cancels it. A malformed file is
   // not fatal: it is logged, kept as FILE.bad and restores nothing (hostd serves new attaches
-  // and writes a fresh file). Call once, after the tree is mounted.
-  void restore_start();
+  // and writes a fresh file).
+  // Then attaches `configured` (the configuration's [[attach]] entries) as configured_apply.
+  // Call once, after the tree is mounted and the control socket is up; returns at once.
+  void restore_start(const std::vector<ConfiguredAttach>& configured = {});
+  // Where the configuration comes from: what config_reload() reads and `--persist` edits
+  // (the first file of `source`; a persisted entry is removed from the file that has it).
+  // Set before restore_start; unset, --persist is refused (EINVAL).
+  void config_source_set(ConfigSource source);
+  // Reads the configuration again and attaches, as configured_apply, its [[attach]]
+  // entries that are neither attached nor pending; other keys are ignored (they take effect
+  // at the next start). For SIGHUP. The number of entries taken on; an error (a bad file or
+  // entry, with its FILE:LINE) changes nothing.
+  Result<std::size_t> config_reload();
   // Stops the restorer (joins it; an attempt in progress runs to its deadline). Call before
   // the tree is unmounted. Idempotent. The state file keeps what it lists: a stop is not a
   // detach.
@@ -66,6 +81,15 @@ class AttachManager {
 
   static constexpr auto kRestoreBackoffFirst = std::chrono::milliseconds(100);
   static constexpr auto kRestoreBackoffMax = std::chrono::seconds(2);
+  // Configured entries (configured_apply): each gets a name rpcieN at once (its `device`, or
+  // the lowest free one), shows in status as "restoring" and is attached in the background,
+  // retried after every failure — whatever the error: the operator asked for it — with a
+  // back-off from kConfiguredBackoffFirst doubling to kConfiguredBackoffMax, each wait
+  // varied by +-25% (hosts restarted together do not retry in step). One that is already
+  // attached or pending (same host as spelt, port and export: restored from the state file)
+  // is not attached twice; a pending one of those is retried the configured way.
+  static constexpr auto kConfiguredBackoffFirst = std::chrono::milliseconds(1000);
+  static constexpr auto kConfiguredBackoffMax = std::chrono::milliseconds(60000);
 
   // One request ({"op": ...}, already checked to be an object with a string "op") from a
   // process with credentials `peer`; an unknown op or a failure is answered {"error",
@@ -92,9 +116,23 @@ class AttachManager {
     std::chrono::milliseconds backoff = kRestoreBackoffFirst;
     bool trying = false;     // the restorer is attaching it now, without the lock
     bool cancelled = false;  // detached while pending: the restorer lets it go
+    bool configured = false; // a configured entry: retried whatever the error
     std::string last_error;
   };
   void restore_run();
+  void state_restore();  // the state file's part of restore_start
+  // Takes on each entry of `configured` not attached or pending (attach_configured.cc).
+  void configured_apply_locked(const std::vector<ConfiguredAttach>& configured);
+  // Starts the restorer if something is pending and it is not running (or stopped for good).
+  void restorer_ensure_locked();
+  // The next wait of a failed pending entry, and its back-off doubled.
+  std::chrono::milliseconds retry_delay_next(Pending& p);
+  // --persist (attach_persist.cc): checks before an attach that its entry can be written;
+  // writes it after (undoing the attach when that fails); removes a device's entry.
+  Result<void> persist_check(const AttachParams& p);
+  nlohmann::json persist_add(nlohmann::json answer, const nlohmann::json& request, const AttachParams& p,
+                             unsigned index, uid_t peer);
+  Result<void> persist_remove(const std::string& name, uid_t peer);
   // Ends a cancelled or refused pending entry: its claim and name are released.
   void pending_drop_locked(std::map<unsigned, Pending>::iterator it);
   // Cancels the pending entry named `name` if `peer` may (detach); ENOENT when none is.
@@ -113,6 +151,10 @@ class AttachManager {
   std::map<unsigned, Pending> pending_;  // listed in the state file, being restored
   std::condition_variable restore_wake_;
   bool restore_stopping_ = false;
+  bool restore_running_ = false;  // the restorer thread has not ended
+  ConfigSource config_source_;
+  bool config_source_known_ = false;
+  std::mutex persist_lock_;  // one --persist change of the configuration at a time
   std::thread restorer_;
   std::mutex detach_lock_;
   std::mutex rings_lock_;

@@ -35,7 +35,22 @@ void AttachManager::state_save_locked() {
     RPCIE_LOG_ERROR("hostd", "{} (a restarted hostd may not re-attach what it holds)", stored.error().describe());
 }
 
-void AttachManager::restore_start() {
+void AttachManager::restore_start(const std::vector<ConfiguredAttach>& configured) {
+  state_restore();
+  std::lock_guard g(state_lock_);
+  configured_apply_locked(configured);
+  restorer_ensure_locked();
+}
+
+void AttachManager::restorer_ensure_locked() {
+  if (restore_running_ || restore_stopping_ || pending_.empty()) return;
+  // An ended restorer cleared restore_running_ under the lock and only returns after that.
+  if (restorer_.joinable()) restorer_.join();
+  restore_running_ = true;
+  restorer_ = std::thread([this] { restore_run(); });
+}
+
+void AttachManager::state_restore() {
   if (state_path_.empty()) return;
   auto entries = state_file_load(state_path_, policy_);
   if (!entries) {
@@ -69,7 +84,6 @@ void AttachManager::restore_start() {
     pending_.emplace(index, std::move(p));
   }
   state_save_locked();  // without the entries that could not be restored
-  if (!pending_.empty()) restorer_ = std::thread([this] { restore_run(); });
 }
 
 void AttachManager::restore_stop() {
@@ -160,11 +174,11 @@ void AttachManager::restore_run() {
       d.reset();
       g.lock();
       it = pending_.find(index);
-      it->second.next_try = std::chrono::steady_clock::now() + it->second.backoff;
+      it->second.next_try = std::chrono::steady_clock::now() + retry_delay_next(it->second);
       continue;
     }
     auto& p = it->second;
-    if (restore_error_permanent(dev.error())) {
+    if (!p.configured && restore_error_permanent(dev.error())) {
       RPCIE_LOG_ERROR("hostd", "{}: {} on {}:{} not restored, dropped from the state file: {}", name,
                       entry.params.export_name, entry.params.host, entry.params.port, dev.error().describe());
       pending_drop_locked(it);
@@ -176,10 +190,10 @@ void AttachManager::restore_run() {
       RPCIE_LOG_WARN("hostd", "{}: restoring {} on {}:{}: {}; retrying", name, entry.params.export_name,
                      entry.params.host, entry.params.port, dev.error().describe());
     p.last_error = dev.error().describe();
-    p.next_try = std::chrono::steady_clock::now() + p.backoff;
-    p.backoff = std::min<std::chrono::milliseconds>(p.backoff * 2, kRestoreBackoffMax);
+    p.next_try = std::chrono::steady_clock::now() + retry_delay_next(p);
   }
   // Stopping: what is still pending stays in the state file for the next start.
+  restore_running_ = false;
 }
 
 }  // namespace rpcie::hostd

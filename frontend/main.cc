@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "attach_manager.hpp"
 #include "control_server.hpp"
 #include "dev_links.hpp"
+#include "hostd_config.hpp"
 #include "remote_device.hpp"
 #include "rpcie/auth.hpp"
 #include "rpcie/client.hpp"
@@ -27,7 +29,9 @@
 #include "rpcie/metrics_server.hpp"
 #include "rpcie/process.hpp"
 #include "rpcie/providers/choice.hpp"
+#include "rpcie/service_notify.hpp"
 #include "rpcie/units.hpp"
+#include "service_loop.hpp"
 #include "stale_state.hpp"
 #include "tree.hpp"
 
@@ -94,7 +98,55 @@ struct Options {
   std::string state_path = hostd::kStateFileDefault;
   bool foreground = false;
   std::optional<std::pair<std::string, std::uint16_t>> metrics;  // --metrics ADDR:PORT
+  hostd::ConfigSource config_source;                             // --config, or the default file and directory
+  hostd::HostdConfig config;                                     // what they hold
 };
+
+// The options' texts, before they are checked and made values.
+struct OptionTexts {
+  std::string psk_file = auth::kDefaultKeyPath, provider, timeout = "5", attach_timeout = "10", window = "16M",
+              window_max = "256M", group, mode = "0660", name, data_path = "auto";
+  std::vector<std::string> remotes;
+  std::string metrics;  // command line only: not a configuration key
+};
+
+// The configuration's top-level keys applied where the command line did not set the option.
+void config_options_apply(const CLI::App& app, const hostd::HostdConfig& config, Options& o, OptionTexts& t) {
+  const std::map<std::string, std::string*> texts{
+      {"mount", &o.tree.mount},
+      {"control", &o.control_path},
+      {"psk-file", &t.psk_file},
+      {"provider", &t.provider},
+      {"timeout", &t.timeout},
+      {"attach-timeout", &t.attach_timeout},
+      {"data-path", &t.data_path},
+      {"dma-window", &t.window},
+      {"max-dma-window", &t.window_max},
+      {"group", &t.group},
+      {"mode", &t.mode},
+      {"name", &t.name},
+      {"dev-dir", &o.tree.dev_dir},
+      {"state-file", &o.state_path},
+  };
+  for (const auto& [key, setting] : config.options) {
+    if (app.count("--" + key) > 0) continue;  // the command line overrides the file
+    if (key == "allow-remote")
+      t.remotes = setting.values;
+    else
+      *texts.at(key) = setting.values.at(0);
+  }
+}
+
+// A checked option's error: about a value the configuration gave (the message starts with
+// its "--KEY"), it is the file's, at its line, with a bad configuration's status (1); about
+// the command line's, a usage error (2).
+int option_error_exit(const CLI::App& app, const hostd::HostdConfig& config, const std::string& text) {
+  const std::string key = text.starts_with("--") ? text.substr(2, text.find_first_of(": ", 2) - 2) : "";
+  auto it = config.options.find(key);
+  if (it != config.options.end() && app.count("--" + key) == 0)
+    return error_exit(it->second.origin + ": " + text.substr(2));
+  return error_exit(text, 2);
+}
 
 // The flags' texts made values; an error message for the first that is wrong.
 // --dma-window, --max-dma-window and --allow-remote: what attach requests may ask for.
@@ -150,28 +202,29 @@ std::optional<std::string> options_check(Options& o, const std::string& timeout,
 // Fills `o` from the command line; an exit status if the program is to end (help, bad usage).
 std::optional<int> options_parse(int argc, char** argv, Options& o) {
   CLI::App app{"rpcie-hostd: remote PCIe devices as files (FUSE, sysfs layout)"};
-  std::string psk_file = auth::kDefaultKeyPath, provider, timeout = "5", attach_timeout = "10", window = "16M",
-              window_max = "256M", group, mode = "0660", name, data_path = "auto", metrics_address;
-  std::vector<std::string> remotes;
+  OptionTexts t;
+  std::string config_path;
+  app.add_option("--config", config_path,
+                 "configuration file (default /etc/rpcie/hostd.toml, then /etc/rpcie/hostd.d/*.toml, if present)");
   app.add_option("--mount", o.tree.mount, "mount point (default /run/rpcie)");
   app.add_option("--control", o.control_path, "control socket (default $RPCIE_CONTROL, else /run/rpcie.sock)");
-  app.add_option("--psk-file", psk_file, "pre-shared key (default /etc/rpcie/psk)");
-  app.add_option("--provider", provider, "auto, tcp, shm, verbs, efa, tcp;ofi_rxm, verbs;ofi_rxm");
-  app.add_option("--timeout", timeout, "bound on every operation, in seconds (default 5; also 500ms)");
-  app.add_option("--attach-timeout", attach_timeout, "bound on one attach or reconnect, in seconds (default 10)");
-  app.add_option("--data-path", data_path,
+  app.add_option("--psk-file", t.psk_file, "pre-shared key (default /etc/rpcie/psk)");
+  app.add_option("--provider", t.provider, "auto, tcp, shm, verbs, efa, tcp;ofi_rxm, verbs;ofi_rxm");
+  app.add_option("--timeout", t.timeout, "bound on every operation, in seconds (default 5; also 500ms)");
+  app.add_option("--attach-timeout", t.attach_timeout, "bound on one attach or reconnect, in seconds (default 10)");
+  app.add_option("--data-path", t.data_path,
                  "sealed, open or auto: the data path attaches ask for unless they say (default auto)");
-  app.add_option("--dma-window", window, "default DMA window size per attachment (default 16M)");
-  app.add_option("--max-dma-window", window_max, "largest DMA window an attach may ask for (default 256M)");
-  app.add_option("--allow-remote", remotes,
+  app.add_option("--dma-window", t.window, "default DMA window size per attachment (default 16M)");
+  app.add_option("--max-dma-window", t.window_max, "largest DMA window an attach may ask for (default 256M)");
+  app.add_option("--allow-remote", t.remotes,
                  "HOST[:PORT] non-root users may attach from (repeatable; default: any; root: any)");
-  app.add_option("--group", group, "group that may use the devices and the control socket");
-  app.add_option("--mode", mode, "mode of device files, DMA windows and the control socket (default 0660)");
-  app.add_option("--name", name, "client name the exporters know our key by (default: host name)");
+  app.add_option("--group", t.group, "group that may use the devices and the control socket");
+  app.add_option("--mode", t.mode, "mode of device files, DMA windows and the control socket (default 0660)");
+  app.add_option("--name", t.name, "client name the exporters know our key by (default: host name)");
   app.add_option("--dev-dir", o.tree.dev_dir, "where rpcieN links go (default /dev)");
   app.add_option("--state-file", o.state_path,
                  "the attachments held, re-attached at start (default /run/rpcie-hostd-state.json; '' for none)");
-  app.add_option("--metrics", metrics_address,
+  app.add_option("--metrics", t.metrics,
                  "ADDR:PORT or [IPV6]:PORT to serve Prometheus metrics on (http://ADDR:PORT/metrics; default: none)");
   app.add_flag("--foreground", o.foreground, "stay in the foreground (default: background once mounted)");
   try {
@@ -180,20 +233,28 @@ std::optional<int> options_parse(int argc, char** argv, Options& o) {
     int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
   }
+  o.config_source = hostd::config_source_of(config_path);
+  auto config = hostd::hostd_config_load(o.config_source);
+  if (!config) return error_exit(config.error().message);
+  o.config = std::move(*config);
+  config_options_apply(app, o.config, o, t);
   // The same resolution as the rpcie CLI's, so that both find one socket.
   o.control_path = control::socket_path_resolve(o.control_path);
-  if (auto wrong = options_check(o, timeout, attach_timeout, group, mode, provider, data_path))
-    return error_exit(*wrong, 2);
-  if (auto wrong = policy_check(o.policy, window, window_max, remotes)) return error_exit(*wrong, 2);
-  if (!metrics_address.empty()) {
-    auto m = metrics::listen_address_parse(metrics_address);
+  if (auto wrong = options_check(o, t.timeout, t.attach_timeout, t.group, t.mode, t.provider, t.data_path))
+    return option_error_exit(app, o.config, *wrong);
+  if (auto wrong = policy_check(o.policy, t.window, t.window_max, t.remotes))
+    return option_error_exit(app, o.config, *wrong);
+  for (const auto& c : o.config.attaches)
+    if (auto p = hostd::configured_params(c, o.policy); !p) return error_exit(p.error().message);
+  if (!t.metrics.empty()) {
+    auto m = metrics::listen_address_parse(t.metrics);
     if (!m) return error_exit("--metrics: " + m.error().message, 2);
     o.metrics = *m;
   }
-  auto key = auth::key_load(psk_file);
+  auto key = auth::key_load(t.psk_file);
   if (!key) return error_exit(key.error().describe());
   o.context.client.key = std::make_shared<const auth::Key>(std::move(*key));
-  o.context.client.name = name.empty() ? host_name() : name;
+  o.context.client.name = t.name.empty() ? host_name() : t.name;
   // Drivers wait for interrupts in poll() on events files, outside the client API: its
   // background receiver must be back on duty soon after their last register access.
   // Measured (docs/performance.md): interrupt to poll() wake-up ~2 ms with the API default
@@ -205,12 +266,16 @@ std::optional<int> options_parse(int argc, char** argv, Options& o) {
   return std::nullopt;
 }
 
+// The one point where hostd is ready: mounted, control socket up, the state file's
+// re-attaches (and any configured attaches) started.
+void service_ready(ServiceNotifier& notifier) { notifier.ready(); }
+
 }  // namespace
 
 int main(int argc, char** argv) {
   signals_init();
-  // Stop signals stay blocked in every thread but the FUSE loop's (Tree::run); set before
-  // any thread exists, so that all inherit it.
+  // Stop signals stay blocked in every thread but the FUSE loop's (Tree::run), SIGHUP in
+  // every thread (ServiceLoop takes it); set before any thread exists, so that all inherit it.
   sigset_t stop;
   sigemptyset(&stop);
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stop, sig);
@@ -225,6 +290,7 @@ int main(int argc, char** argv) {
   auto tree = hostd::Tree::mount(o.tree);
   if (!tree) return error_exit(tree.error().describe());
   hostd::AttachManager manager(o.context, o.policy, **tree, o.state_path);
+  manager.config_source_set(o.config_source);
   auto control =
       hostd::ControlServer::start(o.control_path, o.tree.group, o.tree.mode,
                                   [&manager](const json& r, const ucred& peer) { return manager.request(r, peer); });
@@ -237,9 +303,27 @@ int main(int argc, char** argv) {
     metrics_server = std::move(*m);
   }
   std::fprintf(stderr, "rpcie-hostd: mounted %s, control %s\n", o.tree.mount.c_str(), o.control_path.c_str());
+  // The state file's attachments, then the configuration's: in the background (the
+  // exporters may not be reachable yet), before hostd reports ready.
+  manager.restore_start(o.config.attaches);
   background_ready(ready_fd);
-  manager.restore_start();  // in the background: the exporters may not be reachable yet
+  // Attaches that start with the daemon are under way (above); the service manager is told
+  // READY=1 below.
+  auto notifier = ServiceNotifier::from_environment();
+  auto service = hostd::ServiceLoop::start(notifier, o.control_path, [&manager] {
+    // SIGHUP: new [[attach]] entries of the configuration are attached (in the background).
+    auto added = manager.config_reload();
+    if (!added)
+      RPCIE_LOG_WARN("hostd", "SIGHUP: the configuration stays as it was: {}", added.error().describe());
+    else
+      RPCIE_LOG_INFO("hostd", "SIGHUP: configuration reloaded, {} new attach entr{}", *added,
+                     *added == 1 ? "y" : "ies");
+  });
+  if (!service) return error_exit(service.error().describe());
+  service_ready(notifier);
   const int rc = (*tree)->run();
+  notifier.stopping();
+  service->reset();
   RPCIE_LOG_INFO("hostd", "stopping: detaching every device");
   control->reset();        // no new requests
   metrics_server.reset();  // no scrape of devices going away

@@ -76,14 +76,15 @@ Result<std::unique_ptr<FuseMount>> FuseMount::open(const std::string& path, cons
 int FuseMount::run() {
   // A library loaded with libfabric installs handlers that exit at once (measured: exit
   // status 1, mount left behind); libfuse installs its own only over the default.
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::signal(sig, SIG_DFL);
+  for (int sig : {SIGINT, SIGTERM}) ::signal(sig, SIG_DFL);
   if (fuse_set_signal_handlers(se_) != 0) return -EIO;
   // Only this thread and the FUSE workers (created by the loop, inheriting this mask) take
   // the stop signals: libfuse's handler ends the loop only if the signal interrupts one of
   // them. Delivered to any other thread of ours, the loop would go on until the next request.
+  // SIGHUP stays blocked: it is the daemon's reload signal (ServiceLoop), never a stop.
   sigset_t stop;
   sigemptyset(&stop);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stop, sig);
+  for (int sig : {SIGINT, SIGTERM}) sigaddset(&stop, sig);
   pthread_sigmask(SIG_UNBLOCK, &stop, nullptr);
   fuse_loop_config* cfg = fuse_loop_cfg_create();
   fuse_loop_cfg_set_max_threads(cfg, 64);

@@ -34,9 +34,10 @@ class FuseMount {
   FuseMount(const FuseMount&) = delete;
   FuseMount& operator=(const FuseMount&) = delete;
 
-  // Serves requests on worker threads until a stop signal (SIGINT/SIGTERM/SIGHUP). Returns 0
+  // Serves requests on worker threads until a stop signal (SIGINT/SIGTERM). Returns 0
   // or the negative errno of the FUSE loop. Call from the main thread, with the stop signals
-  // blocked in every thread since start-up: run() unblocks them for itself and the workers.
+  // blocked in every thread since start-up: run() unblocks them for itself and the workers
+  // (SIGHUP, blocked likewise, stays blocked: the daemon takes it elsewhere).
   int run();
   // For notifications to the kernel (valid until destruction).
   fuse_session* session() const noexcept { return se_; }

@@ -1,9 +1,5 @@
 #include "state_file.hpp"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -12,17 +8,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "attach_manager.hpp"
+#include "attach_request.hpp"
+#include "config_edit.hpp"
 #include "rpcie/data_path.hpp"
-#include "rpcie/fd.hpp"
 
 namespace rpcie::hostd {
 
 using nlohmann::json;
 
-namespace {
-
-// N of "rpcieN" (decimal, no leading zeros but "rpcie0", at most kStateIndexMax).
 std::optional<unsigned> device_index_parse(const std::string& name) {
   constexpr std::string_view prefix = "rpcie";
   if (!name.starts_with(prefix) || name.size() == prefix.size() || name.size() > prefix.size() + 4) return std::nullopt;
@@ -33,19 +26,6 @@ std::optional<unsigned> device_index_parse(const std::string& name) {
   if (n > kStateIndexMax) return std::nullopt;
   return static_cast<unsigned>(n);
 }
-
-Result<void> write_all(int fd, const std::string& text) {
-  std::size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return fail(errno, std::strerror(errno));
-    done += static_cast<std::size_t>(n);
-  }
-  return {};
-}
-
-}  // namespace
 
 std::string state_text(const std::vector<StateEntry>& entries) {
   json list = json::array();
@@ -102,21 +82,8 @@ Result<std::vector<StateEntry>> state_file_load(const std::string& path, const A
 }
 
 Result<void> state_file_store(const std::string& path, const std::vector<StateEntry>& entries) {
-  const std::string tmp = path + ".tmp";
-  const auto failed = [&](const char* what) {
-    const int code = errno;
-    ::unlink(tmp.c_str());
-    return fail(code, "state file " + path + ": " + what + ": " + std::strerror(code));
-  };
-  Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (!fd) return fail(errno, "state file " + tmp + ": " + std::strerror(errno));
-  if (auto w = write_all(fd.get(), state_text(entries)); !w) {
-    errno = w.error().code;
-    return failed("write");
-  }
-  if (::fsync(fd.get()) != 0) return failed("fsync");
-  if (fd.close() != 0) return failed("close");
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return failed("rename");
+  auto stored = file_store_atomic(path, state_text(entries), 0600);
+  if (!stored) return fail(stored.error().code, "state file " + stored.error().message);
   return {};
 }
 

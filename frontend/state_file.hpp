@@ -17,6 +17,7 @@
 
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,10 @@ struct StateEntry {
   uid_t uid = 0;       // who attached it (attach_owners.hpp)
   AttachParams params;
 };
+
+// N of a device name "rpcieN" (decimal, no leading zeros but "rpcie0", at most
+// kStateIndexMax); nullopt for anything else.
+std::optional<unsigned> device_index_parse(const std::string& name);
 
 // The file's text for `entries` (sorted by index as given).
 std::string state_text(const std::vector<StateEntry>& entries);

@@ -42,7 +42,7 @@ class Tree {
   static Result<std::unique_ptr<Tree>> mount(const TreeOptions& options);
   ~Tree();  // answers what is parked, unmounts, removes the links
 
-  // Serves requests until a stop signal (SIGINT/SIGTERM/SIGHUP). Returns 0 or
+  // Serves requests until a stop signal (SIGINT/SIGTERM). Returns 0 or
   // the negative errno of the FUSE loop. Call from the main thread, with the stop signals
   // blocked in every thread since start-up: run() unblocks them for itself and the FUSE
   // workers only.

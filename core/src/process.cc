@@ -14,16 +14,27 @@ void signals_init() noexcept { ::signal(SIGPIPE, SIG_IGN); }
 
 namespace {
 std::atomic<bool> g_stop{false};
+std::atomic<bool> g_reload{false};
+
+void handler_set(int sig, void (*handler)(int)) noexcept {
+  struct sigaction sa {};
+  sa.sa_handler = handler;
+  sigemptyset(&sa.sa_mask);
+  sigaction(sig, &sa, nullptr);
 }
+}  // namespace
 
 void stop_signals_install() noexcept {
-  struct sigaction sa {};
-  sa.sa_handler = [](int) { g_stop.store(true); };
-  sigemptyset(&sa.sa_mask);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) handler_set(sig, [](int) { g_stop.store(true); });
+}
+
+void daemon_signals_install() noexcept {
+  for (int sig : {SIGINT, SIGTERM}) handler_set(sig, [](int) { g_stop.store(true); });
+  handler_set(SIGHUP, [](int) { g_reload.store(true); });
 }
 
 const std::atomic<bool>& stop_requested() noexcept { return g_stop; }
+std::atomic<bool>& reload_requested() noexcept { return g_reload; }
 
 Result<std::pair<std::string, std::uint16_t>> address_parse(std::string_view text, std::uint16_t default_port) {
   auto bad = [&](const char* why) {

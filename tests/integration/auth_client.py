@@ -28,6 +28,7 @@ FLAG_MAC = 1
 T_ERROR, T_GOODBYE = 3, 7
 T_AUTH_HELLO, T_AUTH_CHALLENGE, T_AUTH_PROOF, T_AUTH_OK = 8, 9, 10, 11
 T_LIST_REQUEST, T_LIST_REPLY = 12, 13
+T_RESUME_REQUEST = 38
 DOMAIN = b"rpcie-auth-v1"
 
 
@@ -181,6 +182,29 @@ def do_list(host, port, key, name, timeout):
         conn.close()
 
 
+def do_resume(host, port, key, name, attachment_id, timeout):
+    """protocol.md 4.29: resume_request {attachment_id, answered 0}; rpcie's exporter keeps no
+    attachment beyond its connection and answers error ENOENT. The connection stays usable:
+    a list follows on it."""
+    conn = Conn(host, port, timeout)
+    try:
+        authenticate(conn, key, name)
+        conn.send(T_RESUME_REQUEST, struct.pack("<QQ", attachment_id, 0), 1)
+        try:
+            mtype, rid, _ = conn.recv()
+            raise Refused("resume_request answered with type %d, not an error" % mtype)
+        except Refused as e:
+            answer = str(e)
+        conn.send(T_LIST_REQUEST, b"", 2)
+        mtype, rid, payload = conn.recv()
+        if mtype != T_LIST_REPLY or rid != 2:
+            raise Refused("expected list_reply with request_id 2 after the resume_request")
+        conn.send(T_GOODBYE, b"", 3)
+        return answer, len(list_reply_names(payload))
+    finally:
+        conn.close()
+
+
 def challenge_time(host, port, name, timeout):
     """Microseconds from auth_hello sent to auth_challenge received, or None if refused."""
     conn = Conn(host, port, timeout)
@@ -227,6 +251,7 @@ def main():
     ap.add_argument("--timeout", type=float, default=5.0)
     ap.add_argument("--bench", type=int, default=0)
     ap.add_argument("--unknown", default="nobody-here")
+    ap.add_argument("--resume", type=int, help="ask to resume this attachment id, then list")
     a = ap.parse_args()
     name = a.name.encode()
     try:
@@ -235,6 +260,10 @@ def main():
             return 0
         with open(a.psk_file) as f:
             key = key_parse(f.read())
+        if a.resume is not None:
+            answer, exports = do_resume(a.host, a.port, key, name, a.resume, a.timeout)
+            print("resume: %s; then %d exports listed" % (answer, exports))
+            return 0
         for export, backend, state in do_list(a.host, a.port, key, name, a.timeout):
             print(export, backend, state)
         return 0

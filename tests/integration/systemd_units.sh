@@ -15,13 +15,17 @@ fi
 # The highest exposure each unit may have (systemd-analyze's 0.0-10.0 scale).
 declare -A MAX_EXPOSURE=([rpcie-hostd]=4.5 [rpcie-exportd]=2.6 [rpcie-exportd-unprivileged]=1.8)
 
-# A root directory with the units, their binaries where ExecStart names them, and the
-# system's own units (verify resolves the default dependencies, sysinit.target and others).
+# A root directory with the units, their binaries where ExecStart and ExecReload name them,
+# and the system's own units (verify resolves the default dependencies, sysinit.target and
+# others).
 R=$TMP/root
-mkdir -p "$R/usr/local/bin" "$R/etc/systemd/system" "$R/usr/lib/systemd"
+mkdir -p "$R/usr/local/bin" "$R/usr/bin" "$R/etc/systemd/system" "$R/usr/lib/systemd"
 cp -a /usr/lib/systemd/system "$R/usr/lib/systemd/" || die "copy the system's units"
 ln -s usr/lib "$R/lib"
+ln -s usr/bin "$R/bin"
 cp "$B/frontend/rpcie-hostd" "$B/devexport/rpcie-exportd" "$R/usr/local/bin/"
+# ExecReload= of the exporter's units (procps).
+cp "$(realpath /bin/kill)" "$R/usr/bin/" || die "no /bin/kill to copy"
 units=()
 for u in "${!MAX_EXPOSURE[@]}"; do
   [ -f "$DIST/$u.service" ] || die "no $DIST/$u.service"

@@ -19,6 +19,8 @@ unsigned long long count_get(const nlohmann::json& j, const char* key) {
 void attach_print_text(const nlohmann::json& a, std::FILE* out) {
   std::fprintf(out, "%s %s %s\n", a.value("device", "").c_str(), a.value("path", "").c_str(),
                a.value("sysfs", "").c_str());
+  if (a.contains("persisted") && a["persisted"].is_string())
+    std::fprintf(out, "persisted in %s\n", a["persisted"].get<std::string>().c_str());
 }
 
 void detach_print_text(const nlohmann::json& a, std::FILE* out) {

@@ -125,6 +125,7 @@ struct Options {
   int control_timeout_s = 15;
   bool all = false;
   rpcie::cli::TopOptions top;
+  bool persist = false;
   bool json() const { return output == "json"; }
 };
 
@@ -160,10 +161,13 @@ Commands commands_add(CLI::App& app, Options& o) {
   attach->add_option("--dma-window", o.window, "DMA window size (default: hostd's, 16M)");
   attach->add_option("--data-path", o.data_path, "sealed, open or auto (default: hostd's --data-path)")
       ->check(CLI::IsMember({"sealed", "open", "auto"}));
+  attach->add_flag("--persist", o.persist, "also add it to hostd's configuration file (attached at every start)");
   auto* detach = app.add_subcommand("detach", "detach a device (its files are gone when this returns)");
   auto* detach_device = detach->add_option("-d,--device", o.device, "rpcieN (or /dev/rpcieN)");
   auto* detach_all = detach->add_flag("--all", o.all, "every attached device");
   detach_device->excludes(detach_all);
+  detach->add_flag("--persist", o.persist, "also remove its entry from hostd's configuration file")
+      ->excludes(detach_all);
   auto* status = app.add_subcommand("status", "attachments of rpcie-hostd: state, generation, counters");
   for (auto* sub : {attach, detach, status}) {
     sub->add_option("--control", o.control_path, "hostd's control socket (default $RPCIE_CONTROL or /run/rpcie.sock)");
@@ -202,6 +206,7 @@ int attach_run(const Options& o) {
     request["dma_window"] = *bytes;
   }
   if (!o.data_path.empty()) request["data_path"] = o.data_path;
+  if (o.persist) request["persist"] = true;
   return control_run(o.control_path, request, o.control_timeout_s, o.json(), rpcie::cli::ControlCommand::attach);
 }
 
@@ -211,6 +216,7 @@ int detach_run(const Options& o) {
     request["all"] = true;
   else
     request["device"] = o.device.substr(o.device.rfind('/') + 1);  // /dev/rpcie0 -> rpcie0
+  if (o.persist) request["persist"] = true;
   return control_run(o.control_path, request, o.control_timeout_s, o.json(), rpcie::cli::ControlCommand::detach);
 }
 

@@ -15,10 +15,16 @@ namespace rpcie {
 // Ignore SIGPIPE process-wide. Every rpcie program calls it first thing.
 void signals_init() noexcept;
 
-// Daemons and long-running tools: SIGINT, SIGTERM and SIGHUP set the flag that
-// stop_requested() returns (no reload on SIGHUP: it ends the program cleanly too).
+// Long-running tools: SIGINT, SIGTERM and SIGHUP set the flag that stop_requested()
+// returns (SIGHUP, the terminal going away, ends a tool cleanly too).
 void stop_signals_install() noexcept;
 const std::atomic<bool>& stop_requested() noexcept;
+
+// Daemons: SIGINT and SIGTERM set the stop flag; SIGHUP sets the reload flag instead, which
+// the daemon's serving loop takes (exchange(false)) and answers by reloading its
+// configuration. Async-signal-safe handlers; the flags are process-wide.
+void daemon_signals_install() noexcept;
+std::atomic<bool>& reload_requested() noexcept;
 
 inline constexpr std::uint16_t kDefaultPort = 7385;
 

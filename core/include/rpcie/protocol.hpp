@@ -403,6 +403,34 @@ struct AttachReply {
   }
 };
 
+// --- Resumption (bootstrap; docs/reliability.md, "Resumption") ---
+// resume_request: on a new authenticated connection, a client whose link to its attachment
+// `attachment_id` was lost asks to go on with it. `answered`: the request id of the last
+// answer it received on the data path (0: none); every earlier answer arrived too (the fabric
+// delivers in order). Answered with resume_reply, or with error ENOENT when the exporter
+// holds no such attachment of this client to resume: the lease lapsed, the exporter
+// restarted, or it does not keep attachments beyond their connection (rpcie-exportd today).
+struct ResumeRequest {
+  static constexpr MsgType kType = MsgType::resume_request;
+  static constexpr const char* kName = "resume_request";
+  std::uint64_t attachment_id = 0;
+  std::uint64_t answered = 0;
+  static void fields(auto& m, auto&& f) {
+    f("attachment_id", m.attachment_id);
+    f("answered", m.answered);
+  }
+};
+// resume_reply: the attachment goes on. `performed`: the order (request id without bit 63)
+// of the last request the exporter performed; the client sends again, once and in order,
+// what it sent after that one. The Session handshake follows as at attach (new keys, new
+// memory keys), then the answers the client has not seen arrive again on the fabric first.
+struct ResumeReply {
+  static constexpr MsgType kType = MsgType::resume_reply;
+  static constexpr const char* kName = "resume_reply";
+  std::uint64_t performed = 0;
+  static void fields(auto& m, auto&& f) { f("performed", m.performed, wire::Range<0, INT64_MAX>{}); }
+};
+
 // --- Memory BARs through the device server's bounce buffer (data path) ---
 // bar_commit: bytes [bounce_offset, +length) of the bounce buffer go to the BAR at offset.
 // bar_fetch: BAR bytes [offset, +length) go to the bounce buffer at bounce_offset.
@@ -463,7 +491,8 @@ struct WindowPush {
 using Message = std::variant<Hello, HelloAck, ErrorMsg, Ping, Pong, Heartbeat, Goodbye, ConfigRead, ConfigWrite,
                              MmioRead, MmioWrite, ReadReply, WriteAck, Interrupt, RmaNotify, AuthHello, AuthChallenge,
                              AuthProof, AuthOk, ListRequest, ListReply, AttachRequest, AttachReply, BarCommit, BarFetch,
-                             MmioWriteBatch, WindowPush, SealedHello, RmaPut, RmaGet, RmaData, RmaDone>;
+                             MmioWriteBatch, WindowPush, SealedHello, RmaPut, RmaGet, RmaData, RmaDone,
+                             ResumeRequest, ResumeReply>;
 
 // A type number or a name given twice would make the table ambiguous.
 static_assert(wire::kMessagesUnique<Message>, "two messages share a type number or a name");

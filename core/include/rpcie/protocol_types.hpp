@@ -79,6 +79,8 @@ enum class MsgType : std::uint8_t {
   rma_get = 35,
   rma_data = 36,
   rma_done = 37,
+  resume_request = 38,
+  resume_reply = 39,
 };
 
 // Header flags. Bit 0: a kMacTrailer-byte MAC follows the message in its bootstrap frame

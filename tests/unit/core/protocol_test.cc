@@ -382,7 +382,8 @@ TEST_CASE("message_type and msg_type_name agree with the header for every messag
                          proto::AuthChallenge{}, proto::AuthProof{},      proto::AuthOk{},      proto::ListRequest{},
                          proto::ListReply{},     proto::AttachRequest{},  proto::AttachReply{}, proto::BarCommit{},
                          proto::BarFetch{},      proto::MmioWriteBatch{}, proto::WindowPush{},  proto::SealedHello{},
-                         proto::RmaPut{},        proto::RmaGet{},         proto::RmaData{},     proto::RmaDone{}};
+                         proto::RmaPut{},        proto::RmaGet{},         proto::RmaData{},     proto::RmaDone{},
+                         proto::ResumeRequest{}, proto::ResumeReply{}};
   const MsgType types[] = {
       MsgType::hello,          MsgType::hello_ack,        MsgType::error,        MsgType::ping,
       MsgType::pong,           MsgType::heartbeat,        MsgType::goodbye,      MsgType::config_read,
@@ -391,7 +392,8 @@ TEST_CASE("message_type and msg_type_name agree with the header for every messag
       MsgType::auth_challenge, MsgType::auth_proof,       MsgType::auth_ok,      MsgType::list_request,
       MsgType::list_reply,     MsgType::attach_request,   MsgType::attach_reply, MsgType::bar_commit,
       MsgType::bar_fetch,      MsgType::mmio_write_batch, MsgType::window_push,  MsgType::sealed_hello,
-      MsgType::rma_put,        MsgType::rma_get,          MsgType::rma_data,     MsgType::rma_done};
+      MsgType::rma_put,        MsgType::rma_get,          MsgType::rma_data,     MsgType::rma_done,
+      MsgType::resume_request, MsgType::resume_reply};
   static_assert(std::size(all) == std::variant_size_v<Message>);
   for (std::size_t i = 0; i < std::size(all); ++i) {
     CHECK(proto::message_type(all[i]) == types[i]);
@@ -1011,6 +1013,22 @@ TEST_CASE("list_reply and attach_reply carry export entries exactly") {
   CHECK(as<proto::AttachReply>(a).info.revision == 0x10);
 }
 
+TEST_CASE("resume_request and resume_reply round trip; a performed order with bit 63 is refused") {
+  Bytes s1, s2;
+  auto q = round_trip(proto::ResumeRequest{42, 0x8000000000000007ULL}, 5, s1);
+  CHECK(as<proto::ResumeRequest>(q).attachment_id == 42);
+  CHECK(as<proto::ResumeRequest>(q).answered == 0x8000000000000007ULL);
+  auto r = round_trip(proto::ResumeReply{0x7fffffffffffffffULL}, 5, s2);
+  CHECK(as<proto::ResumeReply>(r).performed == 0x7fffffffffffffffULL);
+  CHECK(encode_error(proto::ResumeReply{0x8000000000000000ULL}) == EINVAL);
+  auto bytes = proto::message_encode(proto::ResumeReply{1}, 5);
+  REQUIRE(bytes);
+  (*bytes)[proto::kHeaderSize + 7] = 0x80;  // performed's top byte: bit 63 set
+  auto d = proto::message_decode(*bytes);
+  REQUIRE_FALSE(d);
+  CHECK(d.error().code == EPROTO);
+}
+
 TEST_CASE("export entries out of range are refused by encoder and decoder") {
   auto bad = [](auto mutate) {
     proto::ListReply l;
@@ -1348,7 +1366,9 @@ TEST_CASE("a message decodes as the alternative that declares its type number, f
                              proto::RmaPut{0, 0, 0, data},
                              proto::RmaGet{0, 0, 1},
                              proto::RmaData{0, data},
-                             proto::RmaDone{}};
+                             proto::RmaDone{},
+                             proto::ResumeRequest{},
+                             proto::ResumeReply{}};
   std::array<bool, std::variant_size_v<Message>> seen{};
   for (const Message& m : samples) {
     CAPTURE(proto::msg_type_name(proto::message_type(m)));

@@ -1,5 +1,6 @@
 // ExportTable: which client may claim which export (allow lists, exclusive and shared
-// exports), release, and the entries of list and attach replies.
+// exports), release, the entries of list and attach replies, and reload (exports added,
+// removed at once or once free, replaced, changes of held ones refused).
 #include "export_table.hpp"
 
 #include <atomic>
@@ -38,9 +39,28 @@ void export_add(ExportTable& t, ExportConfig c) {
 Deadline soon() { return Deadline::after(std::chrono::seconds(1)); }
 
 ExportSlot& slot_of(ExportTable& t, const std::string& name) {
-  ExportSlot* s = t.find(name);
+  ExportSlot* s = t.find(name).get();  // the table keeps it alive
   REQUIRE(s != nullptr);
   return *s;
+}
+
+// What a reload to `configs` wants: a backend for each (the exporter makes one only for what
+// is new or changed; a backend the table does not take is simply dropped).
+std::vector<ExportTable::Wanted> wanted(const std::vector<ExportConfig>& configs) {
+  std::vector<ExportTable::Wanted> out;
+  for (const auto& c : configs) {
+    auto b = backend_create(c.spec);
+    REQUIRE(b);
+    out.push_back({c, std::move(*b)});
+  }
+  return out;
+}
+
+std::vector<std::string> names_listed(ExportTable& t) {
+  ExportTable::ListStorage storage;
+  std::vector<std::string> out;
+  for (const auto& e : t.list(storage).exports) out.emplace_back(e.name);
+  return out;
 }
 
 }  // namespace
@@ -49,8 +69,8 @@ TEST_CASE("find returns the export of that name, or null") {
   ExportTable t;
   export_add(t, export_config("a"));
   export_add(t, export_config("b"));
-  CHECK(t.size() == 2);
-  CHECK(t.find("a") == &slot_of(t, "a"));
+  CHECK(t.counts().exports == 2);
+  CHECK(t.find("a").get() == &slot_of(t, "a"));
   CHECK(t.find("b")->config.spec.name == "b");
   CHECK(t.find("c") == nullptr);
   CHECK(t.find("") == nullptr);
@@ -152,7 +172,7 @@ TEST_CASE("list gives every export with its state, holders and flags") {
   export_add(t, export_config("s", true, {}, DmaMode::mirror));
   REQUIRE(t.claim(slot_of(t, "s"), "alice", soon()));
   REQUIRE(t.claim(slot_of(t, "s"), "bob", soon()));
-  std::vector<std::string> storage;
+  ExportTable::ListStorage storage;
   const proto::ListReply l = t.list(storage);
   REQUIRE(l.exports.size() == 2);
   CHECK(l.exports[0].name == "a");
@@ -183,7 +203,7 @@ TEST_CASE("an export's data-path policy is in its entry's flags: sealed only, op
     c.data_path = policy;
     export_add(t, c);
   }
-  std::vector<std::string> storage;
+  ExportTable::ListStorage storage;
   const proto::ListReply l = t.list(storage);
   REQUIRE(l.exports.size() == 4);
   CHECK(l.exports[0].flags == proto::kExportShared);
@@ -207,4 +227,82 @@ TEST_CASE("entry describes one export with its current holders") {
   CHECK(e.name == "a");
   CHECK(e.holder == "alice");
   CHECK(e.state == proto::ExportState::attached);
+}
+
+TEST_CASE("reload adds new exports and removes free ones at once") {
+  ExportTable t;
+  export_add(t, export_config("a"));
+  export_add(t, export_config("b"));
+  const auto o = t.reload(wanted({export_config("b"), export_config("c")}));
+  CHECK(o.added == std::vector<std::string>{"c"});
+  CHECK(o.removed == std::vector<std::string>{"a"});
+  CHECK(o.retiring.empty());
+  CHECK(o.replaced.empty());
+  CHECK(names_listed(t) == std::vector<std::string>{"b", "c"});
+  CHECK(t.find("a") == nullptr);
+}
+
+TEST_CASE("a removed export that is held stays listed, refuses new claims, and goes after its reset") {
+  ExportTable t;
+  export_add(t, export_config("a", true));
+  auto a = t.find("a");  // as an attach holds it
+  REQUIRE(t.claim(*a, "alice", soon()));
+  const auto o = t.reload(wanted({export_config("b")}));
+  CHECK(o.retiring == std::vector<std::string>{"a"});
+  CHECK(names_listed(t) == std::vector<std::string>{"a", "b"});
+  CHECK(t.counts().attached == 1);
+  auto bob = t.claim(*a, "bob", soon());
+  REQUIRE_FALSE(bob);
+  CHECK(bob.error().code == ENOENT);
+  CHECK(bob.error().message == "export 'a' was removed from the configuration");
+  REQUIRE(t.release(*a, "alice"));
+  CHECK(names_listed(t) == std::vector<std::string>{"a", "b"});  // until the reset is done
+  t.reset_done(*a);
+  CHECK(names_listed(t) == std::vector<std::string>{"b"});
+  CHECK(a->config.spec.name == "a");  // the attach's reference still works
+}
+
+TEST_CASE("an export configured again while it waits for its holder stays") {
+  ExportTable t;
+  export_add(t, export_config("a"));
+  ExportSlot& a = slot_of(t, "a");
+  REQUIRE(t.claim(a, "alice", soon()));
+  (void)t.reload(wanted({}));
+  const auto o = t.reload(wanted({export_config("a")}));
+  CHECK(o.added.empty());
+  REQUIRE(t.release(a, "alice"));
+  t.reset_done(a);
+  CHECK(names_listed(t) == std::vector<std::string>{"a"});
+  CHECK(t.claim(a, "bob", soon()));
+}
+
+TEST_CASE("a changed export is replaced when free, and kept as it runs when held") {
+  ExportTable t;
+  export_add(t, export_config("free"));
+  export_add(t, export_config("held"));
+  ExportSlot* held = &slot_of(t, "held");
+  ExportSlot* old_free = &slot_of(t, "free");
+  REQUIRE(t.claim(*held, "alice", soon()));
+  const auto o = t.reload(wanted({export_config("free", true), export_config("held", true)}));
+  CHECK(o.replaced == std::vector<std::string>{"free"});
+  CHECK(o.refused == std::vector<std::string>{"held"});
+  CHECK(t.find("free").get() != old_free);
+  CHECK(t.find("free")->config.shared);
+  CHECK(t.find("held").get() == held);
+  CHECK_FALSE(held->config.shared);
+}
+
+TEST_CASE("an unchanged export keeps its slot and its holders across a reload") {
+  ExportTable t;
+  export_add(t, export_config("a"));
+  ExportSlot* a = &slot_of(t, "a");
+  REQUIRE(t.claim(*a, "alice", soon()));
+  ExportConfig moved = export_config("a");
+  moved.origin = "exportd.toml:12";  // only the line it is on changed
+  const auto o = t.reload(wanted({moved}));
+  CHECK(o.added.empty());
+  CHECK(o.replaced.empty());
+  CHECK(o.refused.empty());
+  CHECK(t.find("a").get() == a);
+  CHECK(a->holders == std::vector<std::string>{"alice"});
 }
