@@ -114,9 +114,9 @@ class AttachManager {
     std::uint64_t serial = 0;  // its claim in owners_
     std::chrono::steady_clock::time_point next_try;
     std::chrono::milliseconds backoff = kRestoreBackoffFirst;
-    bool trying = false;     // the restorer is attaching it now, without the lock
-    bool cancelled = false;  // detached while pending: the restorer lets it go
-    bool configured = false; // a configured entry: retried whatever the error
+    bool trying = false;      // the restorer is attaching it now, without the lock
+    bool cancelled = false;   // detached while pending: the restorer lets it go
+    bool configured = false;  // a configured entry: retried whatever the error
     std::string last_error;
   };
   void restore_run();
