@@ -34,6 +34,13 @@ done
 expect_rc 1 "rpcie-exportd --metrics on a port in use" "${ON_CMP[@]}" "$EXPORTD" --listen 127.0.0.1:0 \
   --psk-file "$TMP/psk" --export x=membar --metrics "$HOSTD_METRICS"
 grep -q "Address already in use" "$TMP/err" || die "port in use: $(cat "$TMP/err")"
+# exportd holds $EXPORTD_METRICS in the device namespace; a hostd there ends its start-up.
+mkdir -p "$TMP/mnt2" "$TMP/dev2"
+CLEANUPS+=("grep -q ' $TMP/mnt2 ' /proc/mounts && umount -l $TMP/mnt2")
+expect_rc 1 "rpcie-hostd --metrics on a port in use" "${ON_DEV[@]}" "$HOSTD" --foreground --mount "$TMP/mnt2" \
+  --control "$TMP/h2.sock" --dev-dir "$TMP/dev2" --psk-file "$TMP/psk" --state-file '' --metrics "$EXPORTD_METRICS"
+grep -q "rpcie-hostd: error: --metrics: .*Address already in use" "$TMP/err" || die "hostd, port in use: $(cat "$TMP/err")"
+! grep -q " $TMP/mnt2 " /proc/mounts || die "hostd left its mount behind after failing to start"
 pass "--metrics: malformed addresses exit 2 with a message, a port in use exits 1"
 
 J0=$("${ON_CMP[@]}" "$RPCIE" attach -r "$HOST" -e edu0 -o json) || die "attach edu0"
