@@ -37,7 +37,8 @@ grep -q "Address already in use" "$TMP/err" || die "port in use: $(cat "$TMP/err
 # exportd holds $EXPORTD_METRICS in the device namespace; a hostd there ends its start-up.
 mkdir -p "$TMP/mnt2" "$TMP/dev2"
 CLEANUPS+=("grep -q ' $TMP/mnt2 ' /proc/mounts && umount -l $TMP/mnt2")
-expect_rc 1 "rpcie-hostd --metrics on a port in use" "${ON_DEV[@]}" "$HOSTD" --foreground --mount "$TMP/mnt2" \
+# Bounded: a hostd that went on serving without its metrics would never exit (timeout: 124).
+expect_rc 1 "rpcie-hostd --metrics on a port in use" timeout 20 "${ON_DEV[@]}" "$HOSTD" --foreground --mount "$TMP/mnt2" \
   --control "$TMP/h2.sock" --dev-dir "$TMP/dev2" --psk-file "$TMP/psk" --state-file '' --metrics "$EXPORTD_METRICS"
 grep -q "rpcie-hostd: error: --metrics: .*Address already in use" "$TMP/err" || die "hostd, port in use: $(cat "$TMP/err")"
 ! grep -q " $TMP/mnt2 " /proc/mounts || die "hostd left its mount behind after failing to start"
