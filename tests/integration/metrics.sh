@@ -22,16 +22,17 @@ EXPORTD_ARGS=(--metrics "$EXPORTD_METRICS")
 stack_start "$B" rpciem "$SUBNET" edu0=edu mem0=membar,size=16M
 
 # --- bad --metrics values: usage errors (2), a port in use: 1 --------------------------------
+# Each daemon bounded: one that took a bad value and served would never exit (timeout: 124).
 for bad in 127.0.0.1 localhost:9100 "::1:9100" "[::1]" 127.0.0.1:65536 1.2.3:4; do
-  expect_rc 2 "rpcie-hostd --metrics $bad" "$HOSTD" --foreground --mount "$TMP/nomnt" --control "$TMP/no.sock" \
+  expect_rc 2 "rpcie-hostd --metrics $bad" timeout 20 "$HOSTD" --foreground --mount "$TMP/nomnt" --control "$TMP/no.sock" \
     --psk-file "$TMP/psk" --metrics "$bad"
   grep -q -- "--metrics" "$TMP/err" || die "hostd --metrics $bad: no clear message: $(cat "$TMP/err")"
-  expect_rc 2 "rpcie-exportd --metrics $bad" "$EXPORTD" --listen 127.0.0.1:0 --psk-file "$TMP/psk" \
+  expect_rc 2 "rpcie-exportd --metrics $bad" timeout 20 "$EXPORTD" --listen 127.0.0.1:0 --psk-file "$TMP/psk" \
     --export x=membar --metrics "$bad"
   grep -q -- "--metrics" "$TMP/err" || die "exportd --metrics $bad: no clear message: $(cat "$TMP/err")"
 done
 # hostd holds $HOSTD_METRICS in the compute namespace.
-expect_rc 1 "rpcie-exportd --metrics on a port in use" "${ON_CMP[@]}" "$EXPORTD" --listen 127.0.0.1:0 \
+expect_rc 1 "rpcie-exportd --metrics on a port in use" timeout 20 "${ON_CMP[@]}" "$EXPORTD" --listen 127.0.0.1:0 \
   --psk-file "$TMP/psk" --export x=membar --metrics "$HOSTD_METRICS"
 grep -q "Address already in use" "$TMP/err" || die "port in use: $(cat "$TMP/err")"
 # exportd holds $EXPORTD_METRICS in the device namespace; a hostd there ends its start-up.
