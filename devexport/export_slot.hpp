@@ -9,6 +9,7 @@
 
 #include "backend.hpp"
 #include "config.hpp"
+#include "export_counters.hpp"
 
 namespace rpcie::dev {
 
@@ -22,6 +23,7 @@ struct ExportSlot {
   // Taken before a ServedAttachment's DMA lock, never after it.
   std::mutex calls;
   bool device_attached = false;  // guarded by calls
+  ExportCounters counters;       // lock-free
 };
 
 // True when BAR `r` is offered to the client as a memory region it reaches with one-sided

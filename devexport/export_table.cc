@@ -77,6 +77,13 @@ void ExportTable::add(ExportConfig config, std::unique_ptr<Backend> backend) {
   slots_.push_back(std::move(slot));
 }
 
+std::vector<ExportTable::Held> ExportTable::held() const {
+  std::lock_guard g(lock_);
+  std::vector<Held> out;
+  for (const auto& s : slots_) out.push_back({s, s->holders.size()});
+  return out;
+}
+
 ExportTable::Counts ExportTable::counts() const {
   std::lock_guard g(lock_);
   Counts c;

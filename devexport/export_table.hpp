@@ -70,6 +70,13 @@ class ExportTable {
   };
   ReloadOutcome reload(std::vector<Wanted> wanted);
 
+  // Every export in the table (retiring ones included), with its number of claims now.
+  struct Held {
+    std::shared_ptr<ExportSlot> slot;
+    std::size_t holders = 0;
+  };
+  std::vector<Held> held() const;
+
   // Claims `slot` for `client`. EACCES when the export's allow list does not name the
   // client; EBUSY ("busy: attached by NAMES") when a non-shared export is held already.
   // While the last holder's attachment is still being torn down (release() returned true,

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "access_log.hpp"
+#include "export_metrics.hpp"
 #include "export_table.hpp"
 #include "preauth_gate.hpp"
 #include "rpcie/auth.hpp"
@@ -80,6 +81,7 @@ struct Exporter::Impl {
       if (Deadline::Clock::now() - last_heard > lease) {
         RPCIE_LOG_WARN("exportd", "attachment {} of {} by {}: lease lapsed (no heartbeat for {} ms)", a.id(),
                        slot.config.spec.name, client, lease.count());
+        slot.counters.lease_lapses.fetch_add(1, std::memory_order_relaxed);
         return std::nullopt;
       }
       auto& sock = a.bootstrap();
@@ -132,6 +134,14 @@ struct Exporter::Impl {
   Result<void> attach(Socket& sock, const proto::AttachRequest& req, std::uint64_t rid, const std::string& client) {
     const std::shared_ptr<ExportSlot> slot = exports.find(req.export_name);  // alive till the end
     if (!slot) return fail(ENOENT, "no export named '" + std::string(req.export_name) + "'");
+    auto r = attach_slot(sock, *slot, req, rid, client);
+    if (!r) slot->counters.refusal_add(ExportCounters::refusal_of(r.error().code));
+    return r;
+  }
+
+  Result<void> attach_slot(Socket& sock, ExportSlot& slot_ref, const proto::AttachRequest& req, std::uint64_t rid,
+                           const std::string& client) {
+    ExportSlot* slot = &slot_ref;
     if (slot->backend->uses_dma() && req.window_size == 0)
       return fail(EINVAL, "export '" + slot->config.spec.name + "' does DMA: attach with a DMA window");
     if (req.window_size > (slot->config.dma == DmaMode::mirror ? kMirrorMax : kWindowMax))
@@ -163,6 +173,7 @@ struct Exporter::Impl {
       if (up && !v) up = v;
     }
     if (!up) {
+      slot->counters.refusal_add(ExportCounters::Refusal::setup_failed);
       attachment_end(*a, *slot, client);
       RPCIE_LOG_WARN("exportd", "attach of {} by {} failed: {}", slot->config.spec.name, client, up.error().describe());
       return {};  // the connection is gone with the socket
@@ -173,12 +184,15 @@ struct Exporter::Impl {
                    : pushed                               ? "mirror, client pushes"
                                                           : "mirror",
                    data_path_name(mode));
+    slot->counters.attaches.fetch_add(1, std::memory_order_relaxed);
     const auto goodbye = attachment_serve(*a, *slot, client);
     // The reply to goodbye goes out once the device is reset and the keys are closed, so
     // that a client that re-attaches right after finds the export free.
     Socket keep = std::move(a->bootstrap());
     counters.frames_dropped.fetch_add(keep.frames_dropped());
     counters.messages_refused.fetch_add(a->messages_refused());
+    slot->counters.frames_dropped.fetch_add(keep.frames_dropped(), std::memory_order_relaxed);
+    slot->counters.messages_refused.fetch_add(a->messages_refused(), std::memory_order_relaxed);
     // The exporter's only record of an attachment's refusals, by kind (its channel's counters).
     const ChannelStats cs = a->channel_stats();
     RPCIE_LOG_INFO("exportd", "attachment {}: data-path messages refused: {} foreign, {} forged, {} replayed", id,
@@ -249,8 +263,8 @@ struct Exporter::Impl {
       } else if (std::holds_alternative<proto::ResumeRequest>(m->decoded.message)) {
         // An attachment ends with its connection here (docs/reliability.md, "Resumption"):
         // there is none to go on with, and the client attaches anew.
-        (void)sock.message_send(proto::ErrorMsg{ENOENT, "no attachment to resume: attachments end with their connection"},
-                                rid, deadline);
+        (void)sock.message_send(
+            proto::ErrorMsg{ENOENT, "no attachment to resume: attachments end with their connection"}, rid, deadline);
       } else if (std::holds_alternative<proto::Goodbye>(m->decoded.message)) {
         return;
       } else {
@@ -353,6 +367,8 @@ Exporter::Stats Exporter::stats() const noexcept {
   return Stats{c.accepted.load(),       c.refused_preauth.load(),  c.refused_busy.load(),    c.auth_failed.load(),
                c.frames_dropped.load(), c.frames_malformed.load(), c.messages_refused.load()};
 }
+
+std::string Exporter::metrics_text() const { return export_metrics_text(impl_->exports, stats()); }
 
 Result<ExportTable::ReloadOutcome> Exporter::reload(const ExporterConfig& config) {
   RPCIE_TRY(config_check(config));

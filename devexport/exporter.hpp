@@ -48,6 +48,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "config.hpp"
 #include "export_table.hpp"
@@ -91,6 +92,9 @@ class Exporter {
     std::uint64_t messages_refused = 0;  // data-path messages dropped: foreign, forged, replayed (ended attachments)
   };
   Stats stats() const noexcept;
+  // The Prometheus text of stats() and of every export's counters (export_metrics.hpp), for
+  // --metrics. Any thread.
+  std::string metrics_text() const;
 
   struct Impl;
 

@@ -6,8 +6,10 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -18,6 +20,7 @@
 #include "rpcie/auth.hpp"
 #include "rpcie/bootstrap.hpp"
 #include "rpcie/log.hpp"
+#include "rpcie/metrics_server.hpp"
 #include "rpcie/process.hpp"
 #include "rpcie/service_notify.hpp"
 
@@ -144,6 +147,7 @@ int main(int argc, char** argv) {
   if (std::getenv("RPCIE_LOG") == nullptr) rpcie::log_level_set(rpcie::LogLevel::info);
   CLI::App app{"rpcie-exportd: export PCIe devices to rpcie clients over libfabric"};
   Flags flags;
+  std::string metrics;  // not reloaded: the command line only
   app.add_option("--config", flags.config_file, "TOML configuration file (read again on SIGHUP)");
   app.add_option("--listen", flags.listen, "ADDR[:PORT] to listen on (default 0.0.0.0:7385)");
   app.add_option("--provider", flags.provider, "auto, tcp, shm, verbs, efa, tcp;ofi_rxm, verbs;ofi_rxm");
@@ -152,6 +156,8 @@ int main(int argc, char** argv) {
   app.add_option("--access-log", flags.access_log, "append one line per MMIO access performed to FILE");
   app.add_option("--data-path", flags.data_path,
                  "sealed, open or auto: the data-path policy of exports that set none (default auto)");
+  app.add_option("--metrics", metrics,
+                 "ADDR:PORT or [IPV6]:PORT to serve Prometheus metrics on (http://ADDR:PORT/metrics; default: none)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -161,9 +167,25 @@ int main(int argc, char** argv) {
 
   rpcie::dev::ExporterConfig config;
   if (auto error = config_build(flags, config)) return error_exit(error->text, error->code);
+  std::optional<std::pair<std::string, std::uint16_t>> metrics_address;
+  if (!metrics.empty()) {
+    auto m = rpcie::metrics::listen_address_parse(metrics);
+    if (!m) return error_exit("--metrics: " + m.error().message, 2);
+    metrics_address = *m;
+  }
   descriptors_raise();
   auto exporter = rpcie::dev::Exporter::create(config);
   if (!exporter) return error_exit(exporter.error().describe());
+  std::unique_ptr<rpcie::metrics::MetricsServer> metrics_server;
+  if (metrics_address) {
+    auto m = rpcie::metrics::MetricsServer::start(metrics_address->first, metrics_address->second,
+                                                  [e = exporter->get()] { return e->metrics_text(); });
+    if (!m) return error_exit("--metrics: " + m.error().describe());
+    metrics_server = std::move(*m);
+    std::fprintf(stderr, "rpcie-exportd: metrics on http://%s%s%s:%u/metrics\n",
+                 metrics_address->first.find(':') != std::string::npos ? "[" : "", metrics_address->first.c_str(),
+                 metrics_address->first.find(':') != std::string::npos ? "]" : "", metrics_server->port());
+  }
   // The port line is what scripts wait for (port 0 picks a free one).
   std::fprintf(stderr, "rpcie-exportd: listening on %s:%u\n", config.listen_host.c_str(), (*exporter)->port());
   if (rpcie::stop_requested().load()) return 0;  // a signal during start-up
@@ -176,5 +198,6 @@ int main(int argc, char** argv) {
     notifier.alive();  // the accept loop went round
   });
   notifier.stopping();
+  metrics_server.reset();  // before the exporter it reads
   return 0;
 }

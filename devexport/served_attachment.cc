@@ -137,6 +137,7 @@ Result<void> ServedAttachment::dma_read(std::uint64_t iova, std::span<std::uint8
   std::lock_guard g(dma_lock_);
   if (mirror_) {
     std::memcpy(into.data(), local_->data() + iova, into.size());
+    slot_.counters.dma_read_bytes.fetch_add(into.size(), std::memory_order_relaxed);
     return {};
   }
   auto& ch = session_->channel();
@@ -148,6 +149,7 @@ Result<void> ServedAttachment::dma_read(std::uint64_t iova, std::span<std::uint8
     std::memcpy(into.data() + done, local_->data(), n);
     done += n;
   }
+  slot_.counters.dma_read_bytes.fetch_add(into.size(), std::memory_order_relaxed);
   return {};
 }
 
@@ -158,6 +160,7 @@ Result<void> ServedAttachment::dma_write(std::uint64_t iova, std::span<const std
   if (mirror_) {
     std::memcpy(local_->data() + iova, from.data(), from.size());
     dirty_.add(iova, from.size());
+    slot_.counters.dma_written_bytes.fetch_add(from.size(), std::memory_order_relaxed);
     return {};
   }
   // Posted RMA writes; the staging buffer is free again once they completed locally. A
@@ -171,6 +174,7 @@ Result<void> ServedAttachment::dma_write(std::uint64_t iova, std::span<const std
     if (!w) return fail(EIO, "DMA write to the client's window failed: " + w.error().describe());
     done += n;
   }
+  slot_.counters.dma_written_bytes.fetch_add(from.size(), std::memory_order_relaxed);
   return {};
 }
 
@@ -178,6 +182,7 @@ void ServedAttachment::irq_raise(std::uint16_t vector) {
   if (vector >= irq_counts_.size() || stop_.load()) return;
   std::lock_guard g(irq_lock_);  // interrupts leave in the order they were raised
   const std::uint64_t count = ++irq_counts_[vector];
+  slot_.counters.interrupts.fetch_add(1, std::memory_order_relaxed);
   auto deadline = Deadline::after(kDeviceTimeout);
   // Rule 4: what the device wrote before the interrupt reaches the window first.
   auto pushed = mirror_push(deadline);
@@ -250,7 +255,32 @@ Result<void> ServedAttachment::error_send(int code, const std::string& text, std
                                           rid, Deadline::after(kDeviceTimeout));
 }
 
+namespace {
+
+void request_count(ExportCounters& c, const proto::Message& m) {
+  using R = ExportCounters::Request;
+  if (std::holds_alternative<proto::MmioRead>(m))
+    c.request_add(R::mmio_read);
+  else if (std::holds_alternative<proto::MmioWrite>(m))
+    c.request_add(R::mmio_write);
+  else if (auto* b = std::get_if<proto::MmioWriteBatch>(&m))
+    c.request_add(R::mmio_write, b->writes.size());
+  else if (auto* p = std::get_if<proto::WindowPush>(&m))
+    c.request_add(R::mmio_write, p->writes.size());
+  else if (std::holds_alternative<proto::ConfigRead>(m))
+    c.request_add(R::config_read);
+  else if (std::holds_alternative<proto::ConfigWrite>(m))
+    c.request_add(R::config_write);
+  else if (std::holds_alternative<proto::BarFetch>(m) || std::holds_alternative<proto::BarCommit>(m))
+    c.request_add(R::bar);
+  else
+    c.request_add(R::other);
+}
+
+}  // namespace
+
 void ServedAttachment::request_handle(const proto::Decoded& d) {
+  request_count(slot_.counters, d.message);
   auto sent = requests_.handle(d);
   if (!sent) {
     RPCIE_LOG_WARN("exportd", "attachment {}: reply failed: {}", id_, sent.error().describe());

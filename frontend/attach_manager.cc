@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "dev_links.hpp"
+#include "device_metrics.hpp"
 #include "rpcie/client.hpp"
 #include "rpcie/control.hpp"
 #include "rpcie/deadline.hpp"
@@ -34,7 +35,10 @@ json counters_of(const client::AttachmentStats& s) {
           {"posted_write_errors", s.posted_write_errors},
           {"messages_refused", s.messages_refused},
           {"messages_replayed", s.messages_replayed},
-          {"interrupts", s.interrupts}};
+          {"interrupts", s.interrupts},
+          {"window_bytes_pushed", s.window_bytes_pushed},
+          {"operations_failed", s.operations_failed},
+          {"heartbeats", s.heartbeats}};
 }
 
 }  // namespace
@@ -205,6 +209,12 @@ json AttachManager::detach(const json& r, uid_t peer) {
   return out;
 }
 
+std::string AttachManager::metrics() const {
+  std::vector<DeviceSample> samples;
+  for (const auto& v : tree_.devices()) samples.push_back({v.name, v.device->params(), v.device->status()});
+  return metrics_text(samples);
+}
+
 json AttachManager::status(uid_t peer) const {
   json list = json::array();
   for (const auto& v : tree_.devices()) {
@@ -233,7 +243,8 @@ json AttachManager::status(uid_t peer) const {
            {"losses", s.losses},
            {"dma_window", p.window_size},
            {"dma", v.device->window_path()},
-           {"counters", counters_of(s.stats)}};
+           {"counters", counters_of(s.stats)},
+           {"latency", latency_json(s.latency)}};
     // Only while it explains something: a connected device's last loss is history.
     if (s.state != LinkState::connected && !s.last_error.empty()) e["error"] = s.last_error;
     list.push_back(std::move(e));

@@ -98,6 +98,10 @@ class AttachManager {
   // {"ring_bytes":N,"timeout_ms":T}, the connection kept by the ring's server).
   ControlServer::Reply request(const nlohmann::json& request, const ucred& peer);
 
+  // The Prometheus text of every attached device, every owner's (the --metrics address is
+  // the operator's to expose), device_metrics.hpp. Thread-safe.
+  std::string metrics() const;
+
  private:
   ControlServer::Reply mmio_ring(const nlohmann::json& request, const ucred& peer);
   nlohmann::json attach(const nlohmann::json& request, uid_t peer);
@@ -110,9 +114,9 @@ class AttachManager {
     std::uint64_t serial = 0;  // its claim in owners_
     std::chrono::steady_clock::time_point next_try;
     std::chrono::milliseconds backoff = kRestoreBackoffFirst;
-    bool trying = false;     // the restorer is attaching it now, without the lock
-    bool cancelled = false;  // detached while pending: the restorer lets it go
-    bool configured = false; // a configured entry: retried whatever the error
+    bool trying = false;      // the restorer is attaching it now, without the lock
+    bool cancelled = false;   // detached while pending: the restorer lets it go
+    bool configured = false;  // a configured entry: retried whatever the error
     std::string last_error;
   };
   void restore_run();

@@ -26,6 +26,7 @@
 #include "rpcie/client.hpp"
 #include "rpcie/control.hpp"
 #include "rpcie/log.hpp"
+#include "rpcie/metrics_server.hpp"
 #include "rpcie/process.hpp"
 #include "rpcie/providers/choice.hpp"
 #include "rpcie/service_notify.hpp"
@@ -96,8 +97,9 @@ struct Options {
   std::string control_path;
   std::string state_path = hostd::kStateFileDefault;
   bool foreground = false;
-  hostd::ConfigSource config_source;  // --config, or the default file and directory
-  hostd::HostdConfig config;          // what they hold
+  std::optional<std::pair<std::string, std::uint16_t>> metrics;  // --metrics ADDR:PORT
+  hostd::ConfigSource config_source;                             // --config, or the default file and directory
+  hostd::HostdConfig config;                                     // what they hold
 };
 
 // The options' texts, before they are checked and made values.
@@ -105,16 +107,26 @@ struct OptionTexts {
   std::string psk_file = auth::kDefaultKeyPath, provider, timeout = "5", attach_timeout = "10", window = "16M",
               window_max = "256M", group, mode = "0660", name, data_path = "auto";
   std::vector<std::string> remotes;
+  std::string metrics;  // command line only: not a configuration key
 };
 
 // The configuration's top-level keys applied where the command line did not set the option.
 void config_options_apply(const CLI::App& app, const hostd::HostdConfig& config, Options& o, OptionTexts& t) {
   const std::map<std::string, std::string*> texts{
-      {"mount", &o.tree.mount},       {"control", &o.control_path},      {"psk-file", &t.psk_file},
-      {"provider", &t.provider},      {"timeout", &t.timeout},           {"attach-timeout", &t.attach_timeout},
-      {"data-path", &t.data_path},    {"dma-window", &t.window},         {"max-dma-window", &t.window_max},
-      {"group", &t.group},            {"mode", &t.mode},                 {"name", &t.name},
-      {"dev-dir", &o.tree.dev_dir},   {"state-file", &o.state_path},
+      {"mount", &o.tree.mount},
+      {"control", &o.control_path},
+      {"psk-file", &t.psk_file},
+      {"provider", &t.provider},
+      {"timeout", &t.timeout},
+      {"attach-timeout", &t.attach_timeout},
+      {"data-path", &t.data_path},
+      {"dma-window", &t.window},
+      {"max-dma-window", &t.window_max},
+      {"group", &t.group},
+      {"mode", &t.mode},
+      {"name", &t.name},
+      {"dev-dir", &o.tree.dev_dir},
+      {"state-file", &o.state_path},
   };
   for (const auto& [key, setting] : config.options) {
     if (app.count("--" + key) > 0) continue;  // the command line overrides the file
@@ -212,6 +224,8 @@ std::optional<int> options_parse(int argc, char** argv, Options& o) {
   app.add_option("--dev-dir", o.tree.dev_dir, "where rpcieN links go (default /dev)");
   app.add_option("--state-file", o.state_path,
                  "the attachments held, re-attached at start (default /run/rpcie-hostd-state.json; '' for none)");
+  app.add_option("--metrics", t.metrics,
+                 "ADDR:PORT or [IPV6]:PORT to serve Prometheus metrics on (http://ADDR:PORT/metrics; default: none)");
   app.add_flag("--foreground", o.foreground, "stay in the foreground (default: background once mounted)");
   try {
     app.parse(argc, argv);
@@ -232,6 +246,11 @@ std::optional<int> options_parse(int argc, char** argv, Options& o) {
     return option_error_exit(app, o.config, *wrong);
   for (const auto& c : o.config.attaches)
     if (auto p = hostd::configured_params(c, o.policy); !p) return error_exit(p.error().message);
+  if (!t.metrics.empty()) {
+    auto m = metrics::listen_address_parse(t.metrics);
+    if (!m) return error_exit("--metrics: " + m.error().message, 2);
+    o.metrics = *m;
+  }
   auto key = auth::key_load(t.psk_file);
   if (!key) return error_exit(key.error().describe());
   o.context.client.key = std::make_shared<const auth::Key>(std::move(*key));
@@ -276,6 +295,13 @@ int main(int argc, char** argv) {
       hostd::ControlServer::start(o.control_path, o.tree.group, o.tree.mode,
                                   [&manager](const json& r, const ucred& peer) { return manager.request(r, peer); });
   if (!control) return error_exit(control.error().describe());
+  std::unique_ptr<metrics::MetricsServer> metrics_server;
+  if (o.metrics) {
+    auto m =
+        metrics::MetricsServer::start(o.metrics->first, o.metrics->second, [&manager] { return manager.metrics(); });
+    if (!m) return error_exit("--metrics: " + m.error().describe());
+    metrics_server = std::move(*m);
+  }
   std::fprintf(stderr, "rpcie-hostd: mounted %s, control %s\n", o.tree.mount.c_str(), o.control_path.c_str());
   // The state file's attachments, then the configuration's: in the background (the
   // exporters may not be reachable yet), before hostd reports ready.
@@ -290,7 +316,8 @@ int main(int argc, char** argv) {
     if (!added)
       RPCIE_LOG_WARN("hostd", "SIGHUP: the configuration stays as it was: {}", added.error().describe());
     else
-      RPCIE_LOG_INFO("hostd", "SIGHUP: configuration reloaded, {} new attach entr{}", *added, *added == 1 ? "y" : "ies");
+      RPCIE_LOG_INFO("hostd", "SIGHUP: configuration reloaded, {} new attach entr{}", *added,
+                     *added == 1 ? "y" : "ies");
   });
   if (!service) return error_exit(service.error().describe());
   service_ready(notifier);
@@ -298,7 +325,8 @@ int main(int argc, char** argv) {
   notifier.stopping();
   service->reset();
   RPCIE_LOG_INFO("hostd", "stopping: detaching every device");
-  control->reset();  // no new requests
+  control->reset();        // no new requests
+  metrics_server.reset();  // no scrape of devices going away
   manager.restore_stop();
   tree->reset();  // detach all, unmount, remove links
   return rc == 0 ? 0 : 1;

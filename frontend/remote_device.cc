@@ -240,6 +240,7 @@ RemoteDevice::Status RemoteDevice::status() const {
   if (a) {
     s.provider = a->provider();
     s.stats = a->stats();
+    s.latency = a->latency();
   }
   return s;
 }

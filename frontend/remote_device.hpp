@@ -97,6 +97,7 @@ class RemoteDevice {
     DataPath data_path = DataPath::open;  // of the latest attachment (the current one unless reconnecting)
     std::string last_error;               // why the last loss / reconnect attempt failed
     client::AttachmentStats stats;        // of the current attachment
+    client::AttachmentLatency latency;    // of the current attachment
   };
   Status status() const;
   std::uint64_t losses() const;

@@ -43,7 +43,7 @@ complete_words() {  # complete_words WORD... : what the completion offers for th
 help_options() {  # help_options [COMMAND]: the options rpcie [COMMAND] --help lists
   "$B/tools/rpcie" $1 --help | grep -oE '^  (-[a-zA-Z],)?--[a-z-]+' | tr ',' '\n' | tr -d ' ' | sort
 }
-for cmd in "" list attach detach status keygen fabric run; do
+for cmd in "" list attach detach status top keygen fabric run; do
   want=$(help_options "$cmd")
   got=$(complete_words $cmd - | grep '^-' | grep -v '^--$')
   [ "$got" = "$want" ] || die "completion of 'rpcie $cmd -' differs from --help: $(diff <(echo "$want") <(echo "$got") | grep '^[<>]' | tr '\n' ' ')"

@@ -116,6 +116,7 @@ netns_pair() {
 # stack_start BUILDDIR PREFIX SUBNET EXPORT...: the real stack of the mapped-BAR tests:
 # rpcie-exportd (each EXPORT as --export, access log in $ACCESS) in one namespace and
 # rpcie-hostd (a real FUSE mount at $MNT, device links in $DEVDIR) in the other, over TCP.
+# The array EXPORTD_ARGS, if set, adds options to exportd's command line.
 # hostd's --timeout is $HOSTD_TIMEOUT seconds (default 2; attaches have --attach-timeout, 10 s); the
 # array HOSTD_ARGS, if set, adds options to hostd's command line. Its state file is
 # $TMP/hostd-state.json (never the default under /run, which another test's hostd would restore).
@@ -172,7 +173,7 @@ stack_exportd_start() {
   local before deadline
   before=$(grep -c "listening on" "$TMP/exportd.log" 2>/dev/null)
   start_bg "${ON_DEV[@]}" "$EXPORTD" --listen "$HOST" --provider tcp --psk-file "$TMP/psk" "${STACK_EXPORTS[@]}" \
-    --access-log "$ACCESS" 2>>"$TMP/exportd.log"
+    --access-log "$ACCESS" ${EXPORTD_ARGS[@]+"${EXPORTD_ARGS[@]}"} 2>>"$TMP/exportd.log"
   EXPORTD_PID=$LAST_PID
   deadline=$((SECONDS + 10))
   until [ "$(grep -c "listening on" "$TMP/exportd.log" 2>/dev/null)" -gt "${before:-0}" ]; do

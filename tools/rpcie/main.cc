@@ -1,10 +1,9 @@
 // rpcie — the command-line tool (nvme-cli / usbip shape): `list` talks to an exporter
 // directly; `attach`, `detach` and `status` ask rpcie-hostd over its control socket
-// (--control, $RPCIE_CONTROL, /run/rpcie.sock); `fabric` shows the usable providers;
-// `keygen` writes a key file; `run` execs a program with librpcie-mmio.so preloaded.
-// `list` shows the data path (sealed / open) an attach from this host would run.
-// Errors go to stderr as "rpcie: error: ..."; exit 0 on success, 1 on failure (a refused
-// key included), 2 on usage errors.
+// (--control, $RPCIE_CONTROL, /run/rpcie.sock), as does `top` (a live view of them); `fabric` shows the usable
+// providers; `keygen` writes a key file; `run` execs a program with librpcie-mmio.so preloaded. `list` shows the data
+// path (sealed / open) an attach from this host would run. Errors go to stderr as "rpcie: error: ..."; exit 0 on
+// success, 1 on failure (a refused key included), 2 on usage errors.
 #include <cstdio>
 #include <string>
 
@@ -21,6 +20,7 @@
 #include "rpcie/process.hpp"
 #include "rpcie/units.hpp"
 #include "run.hpp"
+#include "top.hpp"
 
 namespace {
 
@@ -124,6 +124,7 @@ struct Options {
   std::string control_path, export_name, window, device, data_path;
   int control_timeout_s = 15;
   bool all = false;
+  rpcie::cli::TopOptions top;
   bool persist = false;
   bool json() const { return output == "json"; }
 };
@@ -134,6 +135,7 @@ struct Commands {
   CLI::App* attach;
   CLI::App* detach;
   CLI::App* status;
+  CLI::App* top;
 };
 
 Commands commands_add(CLI::App& app, Options& o) {
@@ -164,14 +166,21 @@ Commands commands_add(CLI::App& app, Options& o) {
   auto* detach_device = detach->add_option("-d,--device", o.device, "rpcieN (or /dev/rpcieN)");
   auto* detach_all = detach->add_flag("--all", o.all, "every attached device");
   detach_device->excludes(detach_all);
-  detach->add_flag("--persist", o.persist, "also remove its entry from hostd's configuration file")->excludes(detach_all);
+  detach->add_flag("--persist", o.persist, "also remove its entry from hostd's configuration file")
+      ->excludes(detach_all);
   auto* status = app.add_subcommand("status", "attachments of rpcie-hostd: state, generation, counters");
   for (auto* sub : {attach, detach, status}) {
     sub->add_option("--control", o.control_path, "hostd's control socket (default $RPCIE_CONTROL or /run/rpcie.sock)");
     sub->add_option("--timeout", o.control_timeout_s, "seconds (default 15)")->check(CLI::Range(1, 3600));
     output(sub);
   }
-  return {list, keygen, attach, detach, status};
+  auto* top = app.add_subcommand("top", "live view of rpcie-hostd's devices: rates and read latency");
+  top->add_option("--control", o.top.control_path,
+                  "hostd's control socket (default $RPCIE_CONTROL or /run/rpcie.sock)");
+  top->add_option("--interval", o.top.interval_s, "seconds between frames (default 1)")->check(CLI::Range(0.1, 3600.0));
+  top->add_option("--count", o.top.count, "frames to print, then exit (default: until interrupted)")
+      ->check(CLI::Range(1, 1000000));
+  return {list, keygen, attach, detach, status, top};
 }
 
 int keygen_run(const Options& o) {
@@ -259,6 +268,7 @@ int main(int argc, char** argv) {
   if (*c.keygen) return keygen_run(o);
   if (*c.attach) return attach_run(o);
   if (*c.detach) return detach_run(o);
+  if (*c.top) return rpcie::cli::top_run(o.top);
   if (*c.status)
     return control_run(o.control_path, {{"op", "status"}}, o.control_timeout_s, o.json(),
                        rpcie::cli::ControlCommand::status);

@@ -47,6 +47,7 @@
 #include "rpcie/channel_stats.hpp"
 #include "rpcie/data_path.hpp"
 #include "rpcie/deadline.hpp"
+#include "rpcie/latency_histogram.hpp"
 #include "rpcie/pci.hpp"
 #include "rpcie/providers/choice.hpp"
 #include "rpcie/result.hpp"
@@ -156,6 +157,28 @@ struct AttachmentStats {
   std::uint64_t messages_replayed = 0;  // of those: authentic but replayed or reordered (the seal)
   std::uint64_t interrupts = 0;
   std::uint64_t heartbeats = 0;
+  // Timed calls (those AttachmentLatency times) that returned an error, invalid arguments
+  // included.
+  std::uint64_t operations_failed = 0;
+};
+
+// How long this attachment's calls took, from the call to its return on the calling thread,
+// successful calls only (a failed one is counted in AttachmentStats::operations_failed).
+// Each is a snapshot of a LatencyHistogram (1 us .. 10 s buckets); timing costs the two
+// clock reads and one record per call (rpcie/latency_histogram.hpp), nothing on the wire.
+//  - mmio_read, config_read, config_write: the round trip to the device, including settling
+//    the posted writes queued before (rule 2).
+//  - flush: flush() calls.
+//  - bar_read, bar_write: one call of bar_read/bar_read_visit/bar_read_into_window or
+//    bar_write/bar_write_from_window, whatever its size (a direct BAR's write returns once
+//    the provider took the data: that is what is timed).
+// Not here: mmio_write() (posted: it returns once queued, so its time says nothing about the
+// device), and interrupt delivery: the exporter stamps no time on an interrupt that this
+// side's clock could be compared with (the two hosts' clocks are not synchronised), and the
+// time from its arrival to a waiter's wake-up measures the waiter, not the delivery;
+// AttachmentStats::interrupts counts them.
+struct AttachmentLatency {
+  LatencyHistogram::Snapshot mmio_read, config_read, config_write, flush, bar_read, bar_write;
 };
 
 class Attachment {
@@ -255,6 +278,8 @@ class Attachment {
   // The sticky error once the attachment has failed (link lost, lease refused, ...).
   std::optional<Error> failure() const;
   AttachmentStats stats() const;
+  // Thread-safe, lock-free snapshot (each histogram read once; see AttachmentLatency).
+  AttachmentLatency latency() const;
   ChannelStats channel_stats() const;
 
   // Opaque here; defined by the implementation (core/src/client/attachment_state.hpp).

@@ -287,7 +287,14 @@ AttachmentStats Attachment::stats() const {
   out.messages_refused = s_->router->messages_refused() + c.messages_forged + c.messages_replayed + c.messages_foreign;
   out.messages_replayed = c.messages_replayed;
   out.heartbeats = s_->lease_keeper->heartbeats();
+  out.operations_failed = s_->operations_failed.load(std::memory_order_relaxed);
   return out;
+}
+
+AttachmentLatency Attachment::latency() const {
+  const auto& l = s_->latency;
+  return {l.mmio_read.snapshot(), l.config_read.snapshot(), l.config_write.snapshot(),
+          l.flush.snapshot(),     l.bar_read.snapshot(),    l.bar_write.snapshot()};
 }
 
 ChannelStats Attachment::channel_stats() const { return s_->session->channel().stats(); }
@@ -296,31 +303,37 @@ ChannelStats Attachment::channel_stats() const { return s_->session->channel().s
 
 Result<std::uint32_t> Attachment::config_read(std::uint16_t offset, unsigned width, Deadline deadline) {
   Dispatcher::Call call(*s_->dispatcher);
+  OperationTimer timer(s_->latency.config_read, s_->operations_failed);
   if (!pci::access_valid(offset, width, pci::kConfigSpaceSize, pci::kConfigWidthMax))
     return fail(EINVAL, "config read: bad offset or width");
   RPCIE_TRY_ASSIGN(auto r, s_->request(proto::ConfigRead{offset, static_cast<std::uint8_t>(width)}, deadline));
   RPCIE_TRY(status_check(r.status, r.text, "config read"));
   s_->stats_update([](AttachmentStats& st) { ++st.config_reads; });
+  timer.done();
   return static_cast<std::uint32_t>(r.value);
 }
 
 Result<void> Attachment::config_write(std::uint16_t offset, unsigned width, std::uint32_t value, Deadline deadline) {
   Dispatcher::Call call(*s_->dispatcher);
+  OperationTimer timer(s_->latency.config_write, s_->operations_failed);
   if (!pci::access_valid(offset, width, pci::kConfigSpaceSize, pci::kConfigWidthMax))
     return fail(EINVAL, "config write: bad offset or width");
   if (width < 4 && (value >> (8 * width)) != 0) return fail(EINVAL, "config write: value wider than the access");
   RPCIE_TRY_ASSIGN(auto r, s_->request(proto::ConfigWrite{offset, static_cast<std::uint8_t>(width), value}, deadline));
   RPCIE_TRY(status_check(r.status, r.text, "config write"));
   s_->stats_update([](AttachmentStats& st) { ++st.config_writes; });
+  timer.done();
   return {};
 }
 
 Result<std::uint64_t> Attachment::mmio_read(std::uint8_t bar, std::uint64_t offset, unsigned width, Deadline deadline) {
   Dispatcher::Call call(*s_->dispatcher);
+  OperationTimer timer(s_->latency.mmio_read, s_->operations_failed);
   RPCIE_TRY(mmio_check(s_->device, bar, offset, width));
   RPCIE_TRY_ASSIGN(auto r, s_->request(proto::MmioRead{bar, static_cast<std::uint8_t>(width), offset}, deadline));
   RPCIE_TRY(status_check(r.status, r.text, "MMIO read"));
   s_->stats_update([](AttachmentStats& st) { ++st.mmio_reads; });
+  timer.done();
   return r.value;
 }
 
@@ -360,7 +373,9 @@ Result<void> Attachment::flush(Deadline deadline) {
   // A config read of the vendor ID is the cheapest non-posted request: its reply proves
   // every earlier write performed (rule 2).
   Dispatcher::Call call(*s_->dispatcher);
+  OperationTimer timer(s_->latency.flush, s_->operations_failed);
   RPCIE_TRY(s_->request(proto::ConfigRead{0, 2}, deadline));
+  timer.done();
   return {};
 }
 

@@ -111,6 +111,7 @@ Result<void> bounce_read(Attachment::State& s, std::uint8_t bar, std::uint64_t o
 Result<void> Attachment::bar_write(std::uint8_t bar, std::uint64_t offset, std::span<const std::uint8_t> bytes,
                                    Deadline deadline) {
   Dispatcher::Call call(*s_->dispatcher);
+  OperationTimer timer(s_->latency.bar_write, s_->operations_failed);
   RPCIE_TRY_ASSIGN(const BarDesc* b, s_->bulk_begin(bar, offset, bytes.size(), true, deadline));
   std::lock_guard sg(s_->staging_lock);
   auto& ch = s_->session->channel();
@@ -127,6 +128,7 @@ Result<void> Attachment::bar_write(std::uint8_t bar, std::uint64_t offset, std::
     done += n;
   }
   s_->stats_update([&](AttachmentStats& st) { st.bar_bytes_written += bytes.size(); });
+  timer.done();
   return {};
 }
 
@@ -144,6 +146,7 @@ Result<void> Attachment::bar_read_visit(std::uint8_t bar, std::uint64_t offset, 
                                         const std::function<void(std::uint64_t, std::span<const std::uint8_t>)>& take,
                                         Deadline deadline) {
   Dispatcher::Call call(*s_->dispatcher);
+  OperationTimer timer(s_->latency.bar_read, s_->operations_failed);
   RPCIE_TRY_ASSIGN(const BarDesc* b, s_->bulk_begin(bar, offset, length, false, deadline));
   std::lock_guard sg(s_->staging_lock);
   auto& ch = s_->session->channel();
@@ -160,6 +163,7 @@ Result<void> Attachment::bar_read_visit(std::uint8_t bar, std::uint64_t offset, 
     done += n;
   }
   s_->stats_update([&](AttachmentStats& st) { st.bar_bytes_read += length; });
+  timer.done();
   return {};
 }
 
@@ -167,6 +171,7 @@ Result<void> Attachment::bar_read_visit(std::uint8_t bar, std::uint64_t offset, 
 Result<void> Attachment::window_transfer(bool write, std::uint8_t bar, std::uint64_t offset,
                                          std::uint64_t window_offset, std::uint64_t length, Deadline deadline) {
   Dispatcher::Call call(*s_->dispatcher);
+  OperationTimer timer(write ? s_->latency.bar_write : s_->latency.bar_read, s_->operations_failed);
   if (!s_->window_mr) return fail(EINVAL, "this attachment has no DMA window");
   RPCIE_TRY_ASSIGN(const BarDesc* b, s_->bulk_begin(bar, offset, length, write, deadline));
   if (!b->direct) return fail(EOPNOTSUPP, "BAR " + std::to_string(bar) + " is not plain memory");
@@ -178,6 +183,7 @@ Result<void> Attachment::window_transfer(bool write, std::uint8_t bar, std::uint
     RPCIE_TRY(rma_read_pieces(ch, *s_->window_mr, window_offset, remote, offset, length, deadline));
   RPCIE_TRY(ch.rma_flush(deadline));
   s_->stats_update([&](AttachmentStats& st) { (write ? st.bar_bytes_written : st.bar_bytes_read) += length; });
+  timer.done();
   return {};
 }
 

@@ -19,6 +19,7 @@
 
 #include "dispatcher.hpp"
 #include "lease_keeper.hpp"
+#include "operation_timer.hpp"
 #include "posted_batch.hpp"
 #include "reply_router.hpp"
 #include "rpcie/client.hpp"
@@ -71,6 +72,11 @@ struct Attachment::State {
 
   mutable std::mutex stats_lock;
   AttachmentStats stats;  // without interrupts and heartbeats: their parts count those
+  // Lock-free, beside the locked stats: the calls' latencies and failures (client.hpp).
+  struct Latency {
+    LatencyHistogram mmio_read, config_read, config_write, flush, bar_read, bar_write;
+  } latency;
+  std::atomic<std::uint64_t> operations_failed{0};
   template <class Change>
   void stats_update(Change&& change) {
     std::lock_guard g(stats_lock);

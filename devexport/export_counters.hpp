@@ -1,0 +1,64 @@
+// What one export has done since the exporter started: the counters rpcie-exportd's
+// --metrics publishes per export (docs/rpcie-exportd.md, METRICS). Lock-free: incremented
+// by the control side (attaches, refusals, lease lapses, what ended attachments refused)
+// and the data path (requests, DMA, interrupts) of every attachment of the export, read at
+// any time. Counters only grow.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+
+namespace rpcie::dev {
+
+struct ExportCounters {
+  // Why an attach of this export was refused.
+  enum class Refusal : std::size_t { busy, not_allowed, invalid, data_path, setup_failed, other, count_ };
+  static constexpr std::array<const char*, static_cast<std::size_t>(Refusal::count_)> kRefusalNames = {
+      "busy", "not_allowed", "invalid", "data_path", "setup_failed", "other"};
+  // The refusal an attach error's errno stands for (export_table.hpp, Exporter::attach).
+  static Refusal refusal_of(int code) noexcept;
+
+  // Kinds of requests an attachment's data thread handled (performed, or answered with an
+  // error by the device side); a write batch counts each write.
+  enum class Request : std::size_t { mmio_read, mmio_write, config_read, config_write, bar, other, count_ };
+  static constexpr std::array<const char*, static_cast<std::size_t>(Request::count_)> kRequestNames = {
+      "mmio_read", "mmio_write", "config_read", "config_write", "bar", "other"};
+
+  std::atomic<std::uint64_t> attaches{0};  // attachments set up and served
+  std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(Refusal::count_)> refused{};
+  std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(Request::count_)> requests{};
+  std::atomic<std::uint64_t> dma_read_bytes{0};     // the device read from the client's window
+  std::atomic<std::uint64_t> dma_written_bytes{0};  // the device wrote into it
+  std::atomic<std::uint64_t> interrupts{0};         // raised by the device to an attachment
+  std::atomic<std::uint64_t> lease_lapses{0};       // attachments ended for want of heartbeats
+  // Of ended attachments (added as each ends): bootstrap frames dropped for a bad MAC, and
+  // data-path messages dropped as foreign, forged or replayed.
+  std::atomic<std::uint64_t> frames_dropped{0};
+  std::atomic<std::uint64_t> messages_refused{0};
+
+  void refusal_add(Refusal r) noexcept { refused[static_cast<std::size_t>(r)].fetch_add(1, std::memory_order_relaxed); }
+  void request_add(Request r, std::uint64_t n = 1) noexcept {
+    requests[static_cast<std::size_t>(r)].fetch_add(n, std::memory_order_relaxed);
+  }
+};
+
+inline ExportCounters::Refusal ExportCounters::refusal_of(int code) noexcept {
+  switch (code) {
+    case EBUSY:
+      return Refusal::busy;
+    case EACCES:
+    case EPERM:
+      return Refusal::not_allowed;
+    case EINVAL:
+      return Refusal::invalid;
+    case EPROTO:
+      return Refusal::data_path;
+    default:
+      return Refusal::other;
+  }
+}
+
+}  // namespace rpcie::dev
