@@ -44,8 +44,8 @@ inline constexpr const char* kConfigDirName = "hostd.d";  // beside the default 
 // The top-level keys: every long option of rpcie-hostd but --config and --foreground (how
 // the daemon is run, not what it does).
 inline constexpr std::string_view kOptionKeys[] = {
-    "mount",      "control",        "psk-file", "provider", "timeout", "attach-timeout", "data-path",  "dma-window",
-    "max-dma-window", "allow-remote", "group",  "mode",     "name",    "dev-dir",        "state-file",
+    "mount",          "control",      "psk-file", "provider", "timeout", "attach-timeout", "data-path",  "dma-window",
+    "max-dma-window", "allow-remote", "group",    "mode",     "name",    "dev-dir",        "state-file", "metrics",
 };
 
 // One top-level key's value as the option's text (numbers written as the option reads them).
@@ -83,9 +83,9 @@ Result<void> hostd_config_text_apply(std::string_view text, const std::string& p
 
 // Where hostd's configuration comes from.
 struct ConfigSource {
-  std::string file;           // read if it exists (required when `file_required`)
-  bool file_required = false; // --config given: a missing file is an error
-  std::string dropin_dir;     // its *.toml read in name order after `file`; empty: none
+  std::string file;            // read if it exists (required when `file_required`)
+  bool file_required = false;  // --config given: a missing file is an error
+  std::string dropin_dir;      // its *.toml read in name order after `file`; empty: none
 };
 // The source for `--config` `given` (empty: not given): the default file and directory, or
 // the given file alone.

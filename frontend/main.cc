@@ -107,7 +107,7 @@ struct OptionTexts {
   std::string psk_file = auth::kDefaultKeyPath, provider, timeout = "5", attach_timeout = "10", window = "16M",
               window_max = "256M", group, mode = "0660", name, data_path = "auto";
   std::vector<std::string> remotes;
-  std::string metrics;  // command line only: not a configuration key
+  std::string metrics;
 };
 
 // The configuration's top-level keys applied where the command line did not set the option.
@@ -127,6 +127,7 @@ void config_options_apply(const CLI::App& app, const hostd::HostdConfig& config,
       {"name", &t.name},
       {"dev-dir", &o.tree.dev_dir},
       {"state-file", &o.state_path},
+      {"metrics", &t.metrics},
   };
   for (const auto& [key, setting] : config.options) {
     if (app.count("--" + key) > 0) continue;  // the command line overrides the file
@@ -248,7 +249,7 @@ std::optional<int> options_parse(int argc, char** argv, Options& o) {
     if (auto p = hostd::configured_params(c, o.policy); !p) return error_exit(p.error().message);
   if (!t.metrics.empty()) {
     auto m = metrics::listen_address_parse(t.metrics);
-    if (!m) return error_exit("--metrics: " + m.error().message, 2);
+    if (!m) return option_error_exit(app, o.config, "--metrics: " + m.error().message);
     o.metrics = *m;
   }
   auto key = auth::key_load(t.psk_file);

@@ -39,6 +39,8 @@ bad_config bad-port "4: attach: port: expected 1-65535" \
 bad_config duplicate "5: attach: edu0 on 169.254.97.1:7385 is configured twice (first at $TMP/duplicate.toml:1)" \
   $'[[attach]]\nhost = "169.254.97.1"\nexport = "edu0"\n\n[[attach]]\nhost = "169.254.97.1"\nport = 7385\nexport = "edu0"\n'
 bad_config bad-value "2: timeout: expected seconds >= 0.1, got 'soon'" $'\ntimeout = "soon"\n'
+bad_config bad-metrics "2: metrics: expected ADDR:PORT or [IPV6]:PORT with a numeric address, got 'nowhere': no port" \
+  $'\nmetrics = "nowhere"\n'
 bad_config bad-window "1: attach: dma_window of 1073741824 bytes is over --max-dma-window (268435456 bytes)" \
   $'[[attach]]\nhost = "h"\nexport = "e"\ndma-window = "1G"\n'
 # The command line's value overrides the file's: the file's bad value is never used.
@@ -50,7 +52,7 @@ grep -q "/nonexistent" "$TMP/err" || die "--timeout did not override the file's:
 expect_rc 2 "bad --timeout" "$HOSTD" --foreground --config "$TMP/override.toml" --timeout soon --psk-file /nonexistent
 expect_rc 1 "missing --config file" "$HOSTD" --foreground --config "$TMP/none.toml" --psk-file /nonexistent
 grep -q "$TMP/none.toml: cannot open the config file" "$TMP/err" || die "missing --config file: $(cat "$TMP/err")"
-pass "bad configuration files: unknown key, wrong type, bad port, duplicate entry, bad value, window over the cap -> exit 1 with FILE:LINE; the command line overrides the file"
+pass "bad configuration files: unknown key, wrong type, bad port, duplicate entry, bad values (timeout, metrics), window over the cap -> exit 1 with FILE:LINE; the command line overrides the file"
 
 # --- the stack: exporter A now, exporter B later ------------------------------------------
 cat >"$CONF" <<EOF
