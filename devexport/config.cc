@@ -4,7 +4,6 @@
 #include <map>
 #include <sstream>
 
-
 #include "rpcie/auth.hpp"
 #include "rpcie/bootstrap.hpp"
 #include "rpcie/log.hpp"

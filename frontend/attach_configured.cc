@@ -68,8 +68,7 @@ void AttachManager::configured_apply_locked(const std::vector<ConfiguredAttach>&
       index = *c.device;
     } else {
       index = tree_.index_reserve();
-      if (c.device)
-        RPCIE_LOG_WARN("hostd", "{}: rpcie{} is taken; attaching as rpcie{}", c.origin, *c.device, index);
+      if (c.device) RPCIE_LOG_WARN("hostd", "{}: rpcie{} is taken; attaching as rpcie{}", c.origin, *c.device, index);
     }
     auto claim = owners_.claim(index, c.owner, *params);
     if (!claim) {
@@ -77,8 +76,8 @@ void AttachManager::configured_apply_locked(const std::vector<ConfiguredAttach>&
       RPCIE_LOG_ERROR("hostd", "{}: not attached: {}", c.origin, claim.error().describe());
       continue;
     }
-    RPCIE_LOG_INFO("hostd", "rpcie{}: attaching {} on {}:{} (uid {}) from {}", index, params->export_name,
-                   params->host, params->port, c.owner, c.origin);
+    RPCIE_LOG_INFO("hostd", "rpcie{}: attaching {} on {}:{} (uid {}) from {}", index, params->export_name, params->host,
+                   params->port, c.owner, c.origin);
     Pending p;
     p.entry = StateEntry{index, c.owner, *params};
     p.serial = *claim;

@@ -49,7 +49,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "edu_client: identity 0x%llx, not edu's\n", static_cast<unsigned long long>(*id));
     return 1;
   }
-  if (auto w = dev.mmio_write(0, edu::kRegLiveness, 4, 0x12345678, deadline()); !w) return failed("liveness", w.error());
+  if (auto w = dev.mmio_write(0, edu::kRegLiveness, 4, 0x12345678, deadline()); !w)
+    return failed("liveness", w.error());
   auto live = dev.mmio_read(0, edu::kRegLiveness, 4, deadline());
   if (!live) return failed("liveness", live.error());
   const std::uint64_t seen = dev.interrupt_count(0);
@@ -60,7 +61,8 @@ int main(int argc, char** argv) {
   if (!irq) return failed("interrupt", irq.error());
   auto fact = dev.mmio_read(0, edu::kRegFactorial, 4, deadline());
   if (!fact) return failed("factorial", fact.error());
-  if (auto w = dev.mmio_write(0, edu::kRegIrqAck, 4, edu::kIrqFactorial, deadline()); !w) return failed("ack", w.error());
+  if (auto w = dev.mmio_write(0, edu::kRegIrqAck, 4, edu::kIrqFactorial, deadline()); !w)
+    return failed("ack", w.error());
   if (auto d = dev.detach(deadline()); !d) return failed("detach", d.error());
   std::printf("liveness 0x%08llx factorial(10) %llu interrupts %llu\n", static_cast<unsigned long long>(*live),
               static_cast<unsigned long long>(*fact), static_cast<unsigned long long>(*irq - seen));

@@ -44,9 +44,7 @@ struct Header {
 // order the client sends them.
 inline constexpr std::uint64_t kRequestPosted = std::uint64_t{1} << 63;
 // A request id's place in that order (without the posted bit).
-inline constexpr std::uint64_t request_order(std::uint64_t request_id) noexcept {
-  return request_id & ~kRequestPosted;
-}
+inline constexpr std::uint64_t request_order(std::uint64_t request_id) noexcept { return request_id & ~kRequestPosted; }
 
 // --- The messages -------------------------------------------------------------------------
 // One declaration each (protocol_layout.hpp says how): type number, name, fields in wire
@@ -488,11 +486,11 @@ struct WindowPush {
 
 // Every message, in no particular order: the codec derives its type table (number -> name,
 // decoder) and message_type() from this list.
-using Message = std::variant<Hello, HelloAck, ErrorMsg, Ping, Pong, Heartbeat, Goodbye, ConfigRead, ConfigWrite,
-                             MmioRead, MmioWrite, ReadReply, WriteAck, Interrupt, RmaNotify, AuthHello, AuthChallenge,
-                             AuthProof, AuthOk, ListRequest, ListReply, AttachRequest, AttachReply, BarCommit, BarFetch,
-                             MmioWriteBatch, WindowPush, SealedHello, RmaPut, RmaGet, RmaData, RmaDone,
-                             ResumeRequest, ResumeReply>;
+using Message =
+    std::variant<Hello, HelloAck, ErrorMsg, Ping, Pong, Heartbeat, Goodbye, ConfigRead, ConfigWrite, MmioRead,
+                 MmioWrite, ReadReply, WriteAck, Interrupt, RmaNotify, AuthHello, AuthChallenge, AuthProof, AuthOk,
+                 ListRequest, ListReply, AttachRequest, AttachReply, BarCommit, BarFetch, MmioWriteBatch, WindowPush,
+                 SealedHello, RmaPut, RmaGet, RmaData, RmaDone, ResumeRequest, ResumeReply>;
 
 // A type number or a name given twice would make the table ambiguous.
 static_assert(wire::kMessagesUnique<Message>, "two messages share a type number or a name");

@@ -49,8 +49,9 @@ std::string read(const std::string& path) {
 }  // namespace
 
 TEST_CASE("hostd config: option keys are read as the options' texts, with their lines") {
-  auto c = parsed("provider = \"tcp\"\ntimeout = 2.5\nattach-timeout = \"500ms\"\ndma-window = 8388608\n"
-                  "allow-remote = [\"10.0.0.1\", \"h:7400\"]\nstate-file = \"\"\n");
+  auto c = parsed(
+      "provider = \"tcp\"\ntimeout = 2.5\nattach-timeout = \"500ms\"\ndma-window = 8388608\n"
+      "allow-remote = [\"10.0.0.1\", \"h:7400\"]\nstate-file = \"\"\n");
   CHECK(c.options.at("provider").values == std::vector<std::string>{"tcp"});
   CHECK(c.options.at("provider").origin == "h.toml:1");
   CHECK(c.options.at("timeout").values.at(0) == "2.5");
@@ -63,9 +64,10 @@ TEST_CASE("hostd config: option keys are read as the options' texts, with their 
 }
 
 TEST_CASE("hostd config: [[attach]] entries with defaults, device names and owners") {
-  auto c = parsed("[[attach]]\nhost = \"10.0.0.1\"\nexport = \"edu0\"\n\n"
-                  "[[attach]]\nhost = \"dev.example\"\nport = 7400\nexport = \"mb\"\ndma-window = \"1M\"\n"
-                  "device = \"rpcie7\"\ndata-path = \"open\"\nowner = 1000\n");
+  auto c = parsed(
+      "[[attach]]\nhost = \"10.0.0.1\"\nexport = \"edu0\"\n\n"
+      "[[attach]]\nhost = \"dev.example\"\nport = 7400\nexport = \"mb\"\ndma-window = \"1M\"\n"
+      "device = \"rpcie7\"\ndata-path = \"open\"\nowner = 1000\n");
   REQUIRE(c.attaches.size() == 2);
   const auto& a = c.attaches[0];
   CHECK(a.host == "10.0.0.1");
@@ -137,8 +139,9 @@ TEST_CASE("hostd config: the file, then the drop-in directory in name order; a l
   write(dir.file("hostd.d/30-c.toml"), "[[attach]]\nhost = \"h\"\nexport = \"a\"\n");
   auto dup = hostd_config_load({dir.file("hostd.toml"), false, dir.file("hostd.d")});
   REQUIRE_FALSE(dup);
-  CHECK(dup.error().message == dir.file("hostd.d/30-c.toml") + ":1: attach: a on h:7385 is configured twice (first at " +
-                                   dir.file("hostd.toml") + ":2)");
+  CHECK(dup.error().message == dir.file("hostd.d/30-c.toml") +
+                                   ":1: attach: a on h:7385 is configured twice (first at " + dir.file("hostd.toml") +
+                                   ":2)");
 }
 
 TEST_CASE("hostd config: a missing default file is no configuration, a missing --config file is ENOENT") {
@@ -155,8 +158,9 @@ TEST_CASE("hostd config: a missing default file is no configuration, a missing -
 }
 
 TEST_CASE("hostd config: entries become attach parameters under hostd's policy") {
-  auto c = parsed("[[attach]]\nhost = \"h\"\nexport = \"e\"\n\n[[attach]]\nhost = \"h\"\nexport = \"f\"\n"
-                  "dma-window = \"512M\"\n");
+  auto c = parsed(
+      "[[attach]]\nhost = \"h\"\nexport = \"e\"\n\n[[attach]]\nhost = \"h\"\nexport = \"f\"\n"
+      "dma-window = \"512M\"\n");
   AttachPolicy policy;
   auto p = configured_params(c.attaches[0], policy);
   REQUIRE(p);
