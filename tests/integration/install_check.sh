@@ -15,6 +15,15 @@ done
 STAGE=$TMP/stage
 meson install -C "$B" --destdir "$STAGE" --no-rebuild --quiet >"$TMP/install.log" 2>&1 ||
   die "meson install into $STAGE: $(tail -5 "$TMP/install.log")"
+# The programs and the systemd units.
+for p in rpcie-selftest rpcie-bench rpcie rpcie-exportd rpcie-hostd rpcie-edu-driver; do
+  [ -x "$STAGE/usr/local/bin/$p" ] || die "not installed: $p"
+done
+for u in rpcie-exportd rpcie-exportd-unprivileged rpcie-hostd; do
+  [ -f "$STAGE/usr/local/lib/systemd/system/$u.service" ] || die "not installed: $u.service"
+done
+pass "6 programs and 3 systemd units installed"
+
 # Manual pages: one per program, each found and shown by man(1) from the staged tree.
 MANDIR=$(find "$STAGE" -type d -path '*/share/man' | head -1)
 if [ -z "$MANDIR" ]; then
