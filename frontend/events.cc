@@ -6,7 +6,9 @@
 #include <fcntl.h>
 #include <poll.h>
 
+#include "inode.hpp"
 #include "open_file.hpp"
+#include "remote_device.hpp"
 
 namespace rpcie::hostd {
 
@@ -79,13 +81,24 @@ void Events::changed(Node* node, bool gone) {
       continue;
     }
     it = parked_.erase(it);
+    waiting_change_locked(node, -1);
   }
   for (auto* f : open_) {
     if (f->node.get() != node || !f->ph) continue;
     fuse_lowlevel_notify_poll(f->ph);
     fuse_pollhandle_destroy(f->ph);
     f->ph = nullptr;
+    waiting_change_locked(node, -1);
   }
+}
+
+void Events::waiting_change_locked(Node* node, int delta) {
+  auto& n = waiting_[node];
+  const bool before = n > 0;
+  n = static_cast<unsigned>(static_cast<int>(n) + delta);
+  const bool after = n > 0;
+  if (!after) waiting_.erase(node);
+  if (before != after) node->dev->interrupt_watch(after);
 }
 
 void Events::interrupted(fuse_req_t req, void* data) {
@@ -95,7 +108,9 @@ void Events::interrupted(fuse_req_t req, void* data) {
     std::lock_guard g(self->lock_);
     for (auto it = self->parked_.begin(); it != self->parked_.end(); ++it)
       if (it->req == req) {
+        Node* node = it->file->node.get();
         self->parked_.erase(it);
+        self->waiting_change_locked(node, -1);
         found = true;
         break;
       }
@@ -108,17 +123,23 @@ void Events::read(fuse_req_t req, OpenFile& f, std::size_t size, int flags) {
     fuse_reply_err(req, EINVAL);
     return;
   }
-  {
-    std::lock_guard g(lock_);
-    if (answer_locked(req, f)) return;
-    if (flags & O_NONBLOCK) {
-      fuse_reply_err(req, EAGAIN);
-      return;
-    }
-    parked_.push_back({req, &f});
-  }
-  // Outside the lock: the callback runs at once if the request was interrupted already.
+  // Before the read is parked, while this thread alone holds the request: once parked,
+  // another thread may answer (and so free) it at any moment. Outside the lock: the callback
+  // runs at once, and takes the lock, if the request was interrupted already.
   fuse_req_interrupt_func(req, &Events::interrupted, this);
+  std::lock_guard g(lock_);
+  if (answer_locked(req, f)) return;
+  if (flags & O_NONBLOCK) {
+    fuse_reply_err(req, EAGAIN);
+    return;
+  }
+  // Interrupted before it was parked: the callback found nothing to answer.
+  if (fuse_req_interrupted(req)) {
+    fuse_reply_err(req, EINTR);
+    return;
+  }
+  parked_.push_back({req, &f});
+  waiting_change_locked(f.node.get(), 1);
 }
 
 void Events::write(fuse_req_t req, OpenFile& f, const char* buf, std::size_t size) {
@@ -137,9 +158,11 @@ void Events::poll(fuse_req_t req, OpenFile& f, fuse_pollhandle* ph) {
     std::lock_guard g(lock_);
     revents = revents_locked(f);
     if (ph) {
+      const bool armed = f.ph != nullptr;
       if (f.ph) fuse_pollhandle_destroy(f.ph);
       f.ph = revents ? nullptr : ph;
       if (revents) fuse_pollhandle_destroy(ph);
+      if (armed != (f.ph != nullptr)) waiting_change_locked(f.node.get(), armed ? -1 : 1);
     }
   }
   fuse_reply_poll(req, revents);
@@ -148,13 +171,17 @@ void Events::poll(fuse_req_t req, OpenFile& f, fuse_pollhandle* ph) {
 void Events::release(OpenFile& f) {
   std::lock_guard g(lock_);
   open_.erase(&f);
-  if (f.ph) fuse_pollhandle_destroy(f.ph);
+  if (f.ph) {
+    fuse_pollhandle_destroy(f.ph);
+    waiting_change_locked(f.node.get(), -1);
+  }
   f.ph = nullptr;
   // A parked read of this file cannot outlive it (the kernel releases after the reads).
   for (auto it = parked_.begin(); it != parked_.end();) {
     if (it->file == &f) {
       fuse_reply_err(it->req, EINTR);
       it = parked_.erase(it);
+      waiting_change_locked(f.node.get(), -1);
     } else {
       ++it;
     }

@@ -7,6 +7,9 @@
 //
 // A blocking read is parked without a thread and answered when the count moves, the link is
 // lost, the device is withdrawn, the file is released or the reader is interrupted (EINTR).
+// While a read is parked or a poll armed on a device's events file, its attachment's
+// background receiver does not stand aside after calls (client::Attachment::interrupt_watch):
+// the interrupt is received, and the waiter woken, as soon as it arrives.
 // Thread-safety: every member may be called from any thread.
 #pragma once
 
@@ -15,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <list>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -66,10 +70,15 @@ class Events {
   static void interrupted(fuse_req_t req, void* data);
   bool answer_locked(fuse_req_t req, OpenFile& f);
   unsigned revents_locked(const OpenFile& f) const;
+  // A read of `node`'s events parked or a poll armed (+1), or one of them ended (-1): while
+  // any waits, the device's attachment receives interrupts at once
+  // (RemoteDevice::interrupt_watch).
+  void waiting_change_locked(Node* node, int delta);
 
   std::mutex lock_;
   std::list<Parked> parked_;
-  std::set<OpenFile*> open_;  // for their poll handles
+  std::set<OpenFile*> open_;         // for their poll handles
+  std::map<Node*, unsigned> waiting_;  // parked reads + armed polls, per device
 };
 
 }  // namespace rpcie::hostd

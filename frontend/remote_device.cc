@@ -133,6 +133,7 @@ void RemoteDevice::install(std::shared_ptr<client::Attachment> a) {
   {
     std::lock_guard g(lock_);
     current_ = std::move(a);
+    if (watchers_ > 0) current_->interrupt_watch(true);
     data_path_ = current_->data_path();
     state_ = LinkState::connected;
     counts_refresh_locked();
@@ -261,6 +262,13 @@ void RemoteDevice::mask_set(std::uint16_t vector, bool masked) {
     if (!counts_.mask_set(vector, masked)) return;
   }
   if (!masked) counts_refresh();  // what arrived while masked is delivered now
+}
+
+void RemoteDevice::interrupt_watch(bool watching) {
+  std::lock_guard g(lock_);
+  const bool before = watchers_ > 0;
+  watchers_ = watching ? watchers_ + 1 : watchers_ - 1;
+  if (current_ && before != (watchers_ > 0)) current_->interrupt_watch(watchers_ > 0);
 }
 
 void RemoteDevice::stop_request() {

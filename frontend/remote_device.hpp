@@ -107,6 +107,10 @@ class RemoteDevice {
   // pending bit).
   std::uint64_t interrupts(std::uint16_t vector) const;
   void mask_set(std::uint16_t vector, bool masked);
+  // Someone waits for this device's interrupts (an events file's parked read or armed
+  // poll): the attachment, and each one after a reconnect, receives them at once
+  // (client::Attachment::interrupt_watch). Counted; every true needs its false.
+  void interrupt_watch(bool watching);
 
   // Orderly end: stops reconnecting, detaches (the exporter resets the device).
   Result<void> detach(Deadline deadline);
@@ -142,6 +146,7 @@ class RemoteDevice {
   std::string last_error_;
   bool stop_ = false;
   bool detached_ = false;
+  unsigned watchers_ = 0;  // interrupt_watch(true) calls not yet undone
   InterruptCounts counts_;
 
   std::mutex listener_lock_;

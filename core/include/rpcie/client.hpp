@@ -98,7 +98,7 @@ struct ClientOptions {
   // receiver stands aside this long, leaving the fabric to the application's next call
   // (waking it between back-to-back calls costs a context switch each). Interrupts that
   // arrive meanwhile wait for it or for the next call. An application that mostly waits
-  // for interrupts outside this API (rpcie-hostd: poll() on an events file) wants it short.
+  // for interrupts outside this API says so with Attachment::interrupt_watch().
   std::chrono::microseconds receiver_quiet{2000};
   // Streaming DMA (as Linux's dma_sync_single_for_device): the application calls
   // window_push() for what the device is to read from the window before the doorbell that
@@ -270,6 +270,14 @@ class Attachment {
   // failure() are fine). Calls are serialised; once listen() returns, the previous listener
   // is not running and will not be called again. An empty function removes it.
   void listen(std::function<void()> listener);
+  // Someone waits for this attachment's interrupts outside this API (rpcie-hostd: a read
+  // parked on an events file, a poll() armed on one), through listen(). While any such
+  // watch is on, the background receiver does not stand aside for `receiver_quiet` after a
+  // call: it receives as soon as calls end, so an interrupt reaches the listener within a
+  // wake-up instead of after the quiet spell. The price: a wake-up of the receiver at the
+  // start and end of each call meanwhile. Counted: every interrupt_watch(true) needs its
+  // interrupt_watch(false). Thread-safe.
+  void interrupt_watch(bool watching);
 
   // Orderly end: the exporter resets the device and closes the memory keys. Afterwards every
   // call fails with ENOTCONN.

@@ -273,6 +273,8 @@ Result<void> Attachment::detach(Deadline deadline) {
 
 void Attachment::listen(std::function<void()> listener) { s_->router->listen(std::move(listener)); }
 
+void Attachment::interrupt_watch(bool watching) { s_->dispatcher->watch(watching); }
+
 std::optional<Error> Attachment::failure() const { return s_->router->failure(); }
 
 AttachmentStats Attachment::stats() const {

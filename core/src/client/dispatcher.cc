@@ -39,7 +39,10 @@ Dispatcher::Call::~Call() {
   // in a stream of writes would cost a third of each.
   // Nor when the dispatcher wakes within kBatchDelay anyway (it waits for a batch that this
   // call's writer sent itself): in a stream of writes that would be a wake-up per batch.
-  if (d_.busy_.fetch_sub(1, std::memory_order_acq_rel) == 1 && posted_ && d_.parked_.load(std::memory_order_acquire) &&
+  // A watched attachment wants its interrupts received as soon as the calls end: every
+  // call's end wakes it.
+  if (d_.busy_.fetch_sub(1, std::memory_order_acq_rel) == 1 &&
+      (posted_ || d_.watchers_.load(std::memory_order_relaxed) > 0) && d_.parked_.load(std::memory_order_acquire) &&
       !d_.batch_.pending()) {
     const auto now = Clock::now();
     const auto until = d_.parked_until_.load(std::memory_order_relaxed);
@@ -66,6 +69,17 @@ Dispatcher::Clock::time_point Dispatcher::last_wait() const noexcept {
   return Clock::time_point{Clock::duration(last_call_.load(std::memory_order_relaxed))};
 }
 
+void Dispatcher::watch(bool on) {
+  if (!on) {
+    watchers_.fetch_sub(1, std::memory_order_relaxed);
+    return;
+  }
+  if (watchers_.fetch_add(1, std::memory_order_relaxed) > 0) return;
+  // A dispatcher parked for a quiet spell ends it now.
+  std::lock_guard g(worker_.lock());
+  worker_.cv().notify_one();
+}
+
 bool Dispatcher::receive_slice(Deadline deadline) {
   std::unique_lock role(receiver_, std::try_to_lock);
   if (!role.owns_lock()) return false;
@@ -81,6 +95,7 @@ bool Dispatcher::receive_slice(Deadline deadline) {
 
 bool Dispatcher::app_active(Clock::time_point now) const {
   if (busy_.load(std::memory_order_relaxed) > 0) return true;
+  if (watchers_.load(std::memory_order_relaxed) > 0) return false;
   return now - last_wait() < quiet_;
 }
 

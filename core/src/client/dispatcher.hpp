@@ -6,7 +6,8 @@
 // progresses the fabric, counts interrupts and sends posted writes whose batch is due while
 // nobody else is on the channel. It stands aside while API calls are in progress or were made
 // within `quiet`: two threads spinning on one CQ would only take turns on its lock and, with
-// two cores, on the CPU. Calls mark themselves with Dispatcher::Call (RAII).
+// two cores, on the CPU. Calls mark themselves with Dispatcher::Call (RAII). While someone
+// waits for interrupts outside the API (watch()), it stands aside only during calls.
 //
 // Thread-safety: await(), Call and batch_waiting() from any thread; start()/stop() from the
 // owner only. stop() joins the thread; the destructor stops.
@@ -91,6 +92,9 @@ class Dispatcher {
   void batch_waiting(Clock::time_point due);
   // When the last call that waited (not a posted one) started or ended.
   Clock::time_point last_wait() const noexcept;
+  // Someone waits for interrupts outside the API (Attachment::interrupt_watch): no quiet
+  // spell after calls while any watch is on. Counted.
+  void watch(bool on);
 
  private:
   // One short receive if the role is free (true), else false at once.
@@ -109,6 +113,7 @@ class Dispatcher {
 
   std::mutex receiver_;  // the receive role
   std::atomic<int> busy_{0};
+  std::atomic<int> watchers_{0};
   std::atomic<Clock::rep> last_call_{0};
   std::atomic<bool> on_fd_{false};   // inside message_wait()
   std::atomic<bool> parked_{false};  // waits for the application to go quiet

@@ -157,6 +157,42 @@ TEST_CASE("dispatcher: it stands aside while a call is in progress") {
   d.stop();
 }
 
+TEST_CASE("dispatcher: while interrupts are watched, it receives as soon as calls end, not after the quiet spell") {
+  FakeInbox inbox;
+  ReplyRouter router(1, "test");
+  Dispatcher d(inbox, router, no_batch(), 10s);  // a quiet spell far longer than eventually() waits
+  d.start();
+  // A call long enough for the dispatcher to see it (it polls its inbox every 100 us).
+  auto call_made = [&] {
+    Dispatcher::Call call(d);
+    std::this_thread::sleep_for(5ms);
+  };
+  call_made();  // a call that received: the quiet spell begins
+  inbox.push(proto::Interrupt{0, 1}, 0);
+  std::this_thread::sleep_for(50ms);
+  CHECK(router.interrupt_count(0) == 0);  // standing aside
+  d.watch(true);                          // ends the spell at once
+  CHECK(eventually([&] { return router.interrupt_count(0) == 1; }, 2s));
+  {
+    Dispatcher::Call call(d);  // during a call it still stands aside
+    inbox.push(proto::Interrupt{0, 2}, 0);
+    std::this_thread::sleep_for(50ms);
+    CHECK(router.interrupt_count(0) == 1);
+  }
+  CHECK(eventually([&] { return router.interrupt_count(0) == 2; }, 2s));  // and receives once it ends
+  d.watch(true);  // counted: two watches need two ends
+  d.watch(false);
+  call_made();
+  inbox.push(proto::Interrupt{0, 3}, 0);
+  CHECK(eventually([&] { return router.interrupt_count(0) == 3; }, 2s));
+  d.watch(false);  // no watch left: a quiet spell follows the next call
+  call_made();
+  inbox.push(proto::Interrupt{0, 4}, 0);
+  std::this_thread::sleep_for(50ms);
+  CHECK(router.interrupt_count(0) == 3);
+  d.stop();
+}
+
 TEST_CASE("dispatcher: a waiting batch is sent by the background thread when due") {
   FakeInbox inbox;
   ReplyRouter router(1, "test");
