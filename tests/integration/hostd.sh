@@ -170,6 +170,7 @@ pass "lspci -vv (ID, BAR0, MSI), setpci write read back, dd reads the edu ID"
 # --- file semantics --------------------------------------------------------------------
 $CHECK badinput "$D0" || die "bad input"
 $CHECK events "$D0" || die "events"
+$CHECK eventsstream "$D0" 2000 || die "interrupts awaited by blocking events reads"
 $CHECK interrupted "$D0" || die "interrupted events read"
 $CHECK membar "$DM" 64 || die "membar"
 [ -x "$DRIVER" ] || die "sample driver $DRIVER not built"

@@ -6,6 +6,7 @@ Each subcommand takes the device directory and exits 0 when every check holds, 1
 """
 import errno
 import hashlib
+import math
 import mmap
 import os
 import select
@@ -341,6 +342,28 @@ def stale(d, go):
           "a new fault of the old mapping is SIGBUS; a new open sees the fresh device")
 
 
+def events_stream(d, n):
+    """n factorials back to back, each awaited by a blocking events read (the read is parked
+    in hostd and answered by the thread that receives the interrupt) and each followed by a
+    register read: every read returns the count one higher, every result is right."""
+    r = os.open(d + "/resource0", os.O_RDWR)
+    ev = os.open(d + "/events", os.O_RDWR)
+    wr(r, 0x20, 0x80)
+    count = None
+    for i in range(n):
+        wr(r, 0x08, 4 + i % 6)
+        c = struct.unpack("<I", os.read(ev, 4))[0]
+        if count is not None and c != count + 1:
+            fail(f"events read {c} after {count} (factorial {i})")
+        count = c
+        wr(r, 0x64, 1)
+        want = math.factorial(4 + i % 6)
+        if rd(r, 0x08) != want:
+            fail(f"factorial {i}: {rd(r, 0x08)}, expected {want}")
+    os.close(ev)
+    print(f"ok: {n} interrupts awaited by blocking events reads, counts consecutive")
+
+
 def liveness(d):
     r = os.open(d + "/resource0", os.O_RDWR)
     wr(r, 0x04, 0x12345678)
@@ -352,6 +375,7 @@ def liveness(d):
 COMMANDS = {  # name: (function, type of the optional third argument)
     "badinput": (badinput, None),
     "events": (events, None),
+    "eventsstream": (events_stream, int),
     "membar": (membar, int),
     "loop": (loop_until_error, float),
     "block": (events_block, None),
