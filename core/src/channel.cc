@@ -9,11 +9,13 @@
 #include <string>
 #include <thread>
 
+#include <rdma/fi_domain.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 
 #include "channel_parts.hpp"
 #include "channel_wait.hpp"
+#include "local_doorbell.hpp"
 #include "rpcie/log.hpp"
 #include "rpcie/message_seal.hpp"
 
@@ -77,7 +79,25 @@ Result<std::unique_ptr<Channel>> Channel::create(std::unique_ptr<Fabric> fabric,
     if (!r) return tl::unexpected(r.error());
   }
   c->busy_poll_calibrate_locked();
+  if (c->fabric_->doorbell()) c->peer_bell_open();
   return c;
+}
+
+void Channel::peer_bell_open() {
+  // The peer's address as it went into the AV: its doorbell is named after it.
+  std::vector<std::uint8_t> address(proto::kMaxFabricAddress);
+  std::size_t len = address.size();
+  if (fi_av_lookup(fabric_->av(), peer_, address.data(), &len) != 0 || len > address.size()) return;
+  address.resize(len);
+  auto bell = LocalDoorbell::open(address);
+  if (bell)
+    peer_bell_ = std::make_unique<LocalDoorbell>(std::move(*bell));
+  else  // a peer without one (another build): it finds this side's work at its next poll
+    RPCIE_LOG_DEBUG("channel", "peer has no doorbell: {}", bell.error().describe());
+}
+
+void Channel::peer_ring() noexcept {
+  if (peer_bell_) peer_bell_->ring();
 }
 
 Channel::Channel() = default;
@@ -332,6 +352,7 @@ Result<void> Channel::bytes_send(std::span<const std::uint8_t> bytes, Deadline d
     }
     RPCIE_TRY(post_retry_locked(first_try));
   }
+  peer_ring();
   ++stats_.messages_sent;
   return {};
 }
@@ -401,6 +422,7 @@ Result<void> Channel::rma_post(RmaKind kind, const MemoryRegion& local, std::siz
         return fail(ETIMEDOUT, "deadline passed posting rma");
       }
     }
+    peer_ring();
     rma_count_locked(write, chunk);
     done += chunk;
   }

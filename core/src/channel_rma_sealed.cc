@@ -63,6 +63,7 @@ Result<bool> Channel::sealed_try_post_locked(const proto::Message& m, std::uint6
       fail_locked(Error{ErrorDomain::fabric, static_cast<int>(-rc), "fi_inject"});
       return tl::unexpected(*failure_);
     }
+    peer_ring();
     ++stats_.messages_sent;
     if (linked) sealed_complete_locked(*linked);  // an injected put is sent once posted
     return true;
@@ -79,6 +80,7 @@ Result<bool> Channel::sealed_try_post_locked(const proto::Message& m, std::uint6
     fail_locked(Error{ErrorDomain::fabric, static_cast<int>(-rc), "fi_send"});
     return tl::unexpected(*failure_);
   }
+  peer_ring();
   send_free_.pop_back();
   ++sends_in_flight_;
   op->kind = Op::Kind::send;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "channel_wait.hpp"
+#include "local_doorbell.hpp"
 
 namespace rpcie {
 
@@ -50,7 +51,8 @@ Result<void> Channel::post_retry_locked(Deadline::Clock::time_point first_refusa
 
 bool Channel::idle_sleep(Deadline deadline, int& idle_round) {
   // Called without the lock. Sleep on the CQ wait fd when the provider has one; otherwise
-  // back off exponentially up to backoff_max. Returns true when it saw work pending.
+  // back off exponentially up to backoff_max, asleep on the fabric's doorbell where it has
+  // one. Returns true when it saw work pending.
   if (fabric_->wait_fd() >= 0) {
     if (!fabric_->cq_trywait()) return true;
     pollfd p{fabric_->wait_fd(), POLLIN, 0};
@@ -64,6 +66,21 @@ bool Channel::idle_sleep(Deadline deadline, int& idle_round) {
   sleep = std::min(sleep, warm ? options_.backoff_warm : options_.backoff_max);
   sleep = std::min(sleep, std::chrono::duration_cast<std::chrono::microseconds>(deadline.remaining()));
   ++idle_round;
+  if (auto* bell = fabric_->doorbell()) {
+    // Announce, look once more, then sleep on the doorbell, which the peer rings after each
+    // post: work that needs this side's progress (a small RMA write aimed at it, a message)
+    // then waits for a wake-up rather than for the end of the back-off.
+    const auto word = bell->sleep_announce();
+    bool work;
+    {
+      std::lock_guard g(lock_);
+      const auto before = completions_;
+      work = !poll_locked() || completions_ != before;  // a failure is the caller's to see
+    }
+    const bool rung = !work && bell->sleep(word, sleep);
+    bell->sleep_end();
+    return work || rung;
+  }
   std::this_thread::sleep_for(sleep);
   return false;
 }

@@ -7,6 +7,7 @@
 #include <rdma/fi_cm.h>
 #include <rdma/fi_errno.h>
 
+#include "local_doorbell.hpp"
 #include "rpcie/log.hpp"
 
 namespace rpcie {
@@ -131,6 +132,14 @@ Result<std::unique_ptr<Fabric>> Fabric::open(const FabricOptions& options) {
   f->rma_support_ = adapter.rma_support(info, fi_version());
   f->source_known_ = options.source_check && (info.caps & FI_SOURCE) != 0;
   f->rma_enabled_ = (info.caps & FI_RMA) != 0;
+  if (f->wait_fd_ < 0 && adapter.kind() == providers::ProviderKind::shm) {
+    auto bell = LocalDoorbell::create(f->address_);
+    if (bell)
+      f->doorbell_ = std::make_unique<LocalDoorbell>(std::move(*bell));
+    else
+      RPCIE_LOG_WARN("fabric", "no doorbell ({}): idle waits on this endpoint back off with sleeps",
+                     bell.error().describe());
+  }
   RPCIE_LOG_DEBUG("fabric", "opened {} domain {} mr_mode {:#x} saw {} max_msg {} inject {} wait_fd {}",
                   info.fabric_attr->prov_name, info.domain_attr->name, info.domain_attr->mr_mode, f->order_saw_,
                   f->max_msg_size_, f->inject_size_, f->wait_fd_);
@@ -150,6 +159,7 @@ Fabric::~Fabric() {
   if (domain_) fi_close(&domain_->fid);
   if (fabric_) fi_close(&fabric_->fid);
   if (info_) fi_freeinfo(info_);
+  doorbell_.reset();
 }
 
 Result<fi_addr_t> Fabric::peer_insert(std::span<const std::uint8_t> address) {

@@ -88,6 +88,8 @@
 
 namespace rpcie {
 
+class LocalDoorbell;
+
 enum class WriteCompletion { posted, delivered };
 
 // A local region the peer may reach by sealed RMA (rma_seal). The memory must outlive the
@@ -253,6 +255,10 @@ class Channel {
 
   std::unique_ptr<Fabric> fabric_;
   fi_addr_t peer_ = FI_ADDR_UNSPEC;
+  // The peer's doorbell (Fabric::doorbell), rung after each post; null where it has none.
+  std::unique_ptr<LocalDoorbell> peer_bell_;
+  void peer_bell_open();
+  void peer_ring() noexcept;
   ChannelOptions options_;
   std::size_t max_transfer_ = 0;
   std::size_t sealed_chunk_ = proto::kMaxRmaBytes;

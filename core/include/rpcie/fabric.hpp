@@ -29,6 +29,8 @@
 
 namespace rpcie {
 
+class LocalDoorbell;
+
 struct FabricOptions {
   const providers::ProviderAdapter* adapter = nullptr;  // required
   std::string node;  // local IP of the bootstrap socket (used if the adapter binds by address)
@@ -88,6 +90,10 @@ class Fabric {
   int wait_fd() const noexcept { return wait_fd_; }
   // fi_trywait on the CQ: true if it is safe to block on wait_fd().
   bool cq_trywait() noexcept;
+  // Where the CQ has no wait fd and the peer is on this host (shm): this endpoint's doorbell,
+  // which its peer rings after posting (core/src/local_doorbell.hpp), so that an idle waiter
+  // sleeps on it rather than backing off. Null elsewhere, or when it could not be made.
+  LocalDoorbell* doorbell() const noexcept { return doorbell_.get(); }
   // Closes the endpoint ahead of the rest (cancelling what is posted), so that its owner can
   // release memory regions before the domain closes. Idempotent; ep() is null afterwards.
   void ep_close() noexcept;
@@ -114,6 +120,7 @@ class Fabric {
   bool rma_enabled_ = true;
   int wait_fd_ = -1;
   bool source_known_ = false;
+  std::unique_ptr<LocalDoorbell> doorbell_;
 };
 
 }  // namespace rpcie
