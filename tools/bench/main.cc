@@ -51,6 +51,9 @@ std::optional<int> options_parse(int argc, char** argv, Options& options) {
   app.add_flag("-v,--verbose", options.verbose, "print every round to stderr");
   app.add_flag("--target-no-wait-fd", options.target_no_wait_fd,
                "the rpcie RMA target's CQ gets no wait fd (backs off with sleeps when idle)");
+  app.add_flag("--target-progress-thread", options.target_progress_thread,
+               "the rpcie RMA target is a ProgressThread that sleeps when idle, as in a device server "
+               "(default: it busy-polls, as the raw target does)");
   app.add_flag("--delivery-complete", options.delivery_complete,
                "rpcie writes complete only when delivered at the target");
   app.add_option("--sizes", sizes, "comma-separated RMA sizes (K/M suffixes)");
@@ -62,7 +65,7 @@ std::optional<int> options_parse(int argc, char** argv, Options& options) {
       ->check(CLI::IsMember({"sealed", "open", "auto"}));
   app.add_flag("--frontend", options.frontend,
                "file front end (rpcie-hostd started here) vs the client API: reg_read, bar_write, bar_read, "
-               "dma_write, dma_read");
+               "and the mapped-BAR rows");
   app.add_option("--hostd", options.hostd, "rpcie-hostd to start for --frontend (default: next to this program)");
   app.add_option("--psk-file", options.psk_file,
                  "--frontend -r HOST: the running exporter's key (it exports edu-a, edu-b, mem-a, mem-b)");
@@ -152,7 +155,8 @@ int main(int argc, char** argv) {
   }
   if (options.frontend) return frontend_run(options, *choice);
   if (options.cpu >= 0) tools::cpu_pin(options.cpu);
-  const LinkOptions link_options{*choice, options.delivery_complete, options.target_no_wait_fd};
+  const LinkOptions link_options{*choice, options.delivery_complete, options.target_no_wait_fd,
+                                 options.target_progress_thread};
   if (!options.remote.empty()) {
     auto address = address_parse(options.remote, kDefaultPort);
     if (!address) return die(address.error().describe());

@@ -20,6 +20,7 @@ struct Options {
   bool delivery_complete = false;
   bool verbose = false;
   bool target_no_wait_fd = false;
+  bool target_progress_thread = false;  // the rpcie RMA target: a ProgressThread, not busy-polling
   std::vector<std::size_t> sizes{8, 4096, 65536, 1u << 20, 4u << 20};  // of the RMA rows
   bool device = false;
   std::string exportd;             // programs to start (default: found next to rpcie-bench)
