@@ -31,6 +31,8 @@ Result<void> raw_open(Link& link, bool server) {
   std::string why;
   link.raw = raw::RawPeer::open(config, link.raw_socket.fd(), server, &why);
   if (!link.raw) return fail(EIO, "raw loop: " + why);
+  // The same completion rule as the rpcie channel's writes (delivery-complete without SAW).
+  link.raw->write_delivery_complete_set(link.rma->channel().delivery_complete());
   return {};
 }
 

@@ -173,13 +173,30 @@ double RawPeer::Impl::messages_run(Call& c, std::size_t len, std::size_t iterati
   return std::chrono::duration<double>(t1 - t0).count();
 }
 
+ssize_t RawPeer::Impl::rma_post(bool is_write, std::size_t size, OpCtx* op) {
+  void* local = rma_buf.get();
+  if (!is_write) return fi_read(ep, local, size, rma_desc, peer, peer_base, peer_key, op);
+  if (!write_delivery_complete) return fi_write(ep, local, size, rma_desc, peer, peer_base, peer_key, op);
+  iovec iov{local, size};
+  void* desc = rma_desc;
+  fi_rma_iov rma_iov{peer_base, size, peer_key};
+  fi_msg_rma msg{};
+  msg.msg_iov = &iov;
+  msg.desc = &desc;
+  msg.iov_count = 1;
+  msg.addr = peer;
+  msg.rma_iov = &rma_iov;
+  msg.rma_iov_count = 1;
+  msg.context = op;
+  return fi_writemsg(ep, &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE);
+}
+
 double RawPeer::Impl::rma_run(Call& c, bool is_write, std::size_t size, std::size_t iterations, std::size_t window,
                               std::vector<double>* samples) {
   if (size == 0 || size > cfg.max_size || size > peer_len) {
     *c.err = "rma: size must be in [1, max_size]";
     return -1.0;
   }
-  void* local = rma_buf.get();
   const std::uint64_t tx_base = tx_done;
   std::size_t posted = 0;
   const auto t0 = Clock::now();
@@ -190,8 +207,7 @@ double RawPeer::Impl::rma_run(Call& c, bool is_write, std::size_t size, std::siz
     // through to polling (which frees resources) and retry.
     while (posted < iterations && !tx_free.empty() && (window == 0 || posted - (tx_done - tx_base) < window)) {
       OpCtx* op = tx_free.back();
-      ssize_t ret = is_write ? fi_write(ep, local, size, rma_desc, peer, peer_base, peer_key, op)
-                             : fi_read(ep, local, size, rma_desc, peer, peer_base, peer_key, op);
+      ssize_t ret = rma_post(is_write, size, op);
       if (ret == -FI_EAGAIN) break;
       if (ret) {
         *c.err = fi_error(is_write ? "fi_write" : "fi_read", ret);
@@ -234,6 +250,10 @@ double RawPeer::run(Workload w, std::size_t size, std::size_t iterations, std::s
   char b = kEndByte;
   if (!write_all(m.fd, &b, 1, c.wait.deadline, c.err)) return -1.0;
   return seconds;
+}
+
+void RawPeer::write_delivery_complete_set(bool delivery_complete) {
+  impl_->write_delivery_complete = delivery_complete;
 }
 
 bool RawPeer::Impl::read_once(Call& c, std::size_t len) {

@@ -62,6 +62,11 @@ class RawPeer {
   // and answer `iterations` messages, busy-polling. false + *err on error.
   bool serve(Workload w, std::size_t size, std::size_t iterations, std::string* err);
 
+  // RMA writes complete only once delivered at the target (FI_DELIVERY_COMPLETE, through
+  // fi_writemsg), as the rpcie channel's do where the provider lacks send-after-write
+  // ordering; default off (fi_write, the provider's default completion).
+  void write_delivery_complete_set(bool delivery_complete);
+
   // One-line summary of what the provider handed back (for bench logs).
   std::string describe() const;
 

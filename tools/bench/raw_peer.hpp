@@ -64,6 +64,7 @@ struct RawPeer::Impl {
   RawConfig cfg;
   int fd = -1;
   bool server = false;
+  bool write_delivery_complete = false;  // RawPeer::write_delivery_complete_set
 
   fi_info* info = nullptr;
   fid_fabric* fabric = nullptr;
@@ -173,6 +174,8 @@ struct RawPeer::Impl {
   // Answers each message with `reply_len` bytes, after reading `read_len` bytes of the
   // initiator's buffer (none when 0).
   bool messages_serve(Call& c, std::size_t reply_len, std::size_t read_len, std::size_t iterations);
+  // Posts one RMA write or read of `size` bytes of rma_buf to the peer's buffer.
+  ssize_t rma_post(bool is_write, std::size_t size, OpCtx* op);
   // One fi_read of `len` bytes of the peer's buffer, waited for.
   bool read_once(Call& c, std::size_t len);
   bool rma_serve(Call& c);
