@@ -189,6 +189,7 @@ int device_bench(Link& link, const Options& options) {
                              .columns = device_columns(),
                              .text = !options.json(),
                              .verbose = options.verbose,
+                             .progress_fd = options.progress_fd,
                              .stop = &stop_requested()};
   auto rows = workloads_run(workloads, driver);
   if (!rows) return die(rows.error().describe());

@@ -168,7 +168,7 @@ Result<Row> workload_run(const Workload& workload, const DriverOptions& options)
 Result<std::vector<Row>> workloads_run(std::span<const Workload> workloads, const DriverOptions& options) {
   std::vector<Row> rows;
   std::optional<Progress> progress;
-  if (options.progress) progress.emplace(workloads.size() * options.rounds);
+  if (options.progress_fd >= 0) progress.emplace(workloads.size() * options.rounds, options.progress_fd);
   for (const Workload& workload : workloads) {
     auto row = workload_rounds_run(workload, options, progress ? &*progress : nullptr);
     if (!row) return tl::unexpected(row.error());

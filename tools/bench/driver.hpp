@@ -107,9 +107,9 @@ struct DriverOptions {
   Side first = Side::baseline;  // the side that goes first in round 0
   Sizing sizing{};
   Columns columns{};
-  bool text = true;                         // print each row to stdout as it is done
-  bool verbose = false;                     // print every round to stderr
-  bool progress = true;                     // workloads_run(): a progress line on a terminal (progress.hpp)
+  bool text = true;      // print each row to stdout as it is done
+  bool verbose = false;  // print every round to stderr
+  int progress_fd = 2;   // workloads_run(): a progress line there if it is a terminal (progress.hpp); -1: none
   const std::atomic<bool>* stop = nullptr;  // checked before each round: error "interrupted"
 };
 

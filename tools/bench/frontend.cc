@@ -252,6 +252,7 @@ int frontend_bench(const FrontendOptions& options) {
       .columns = {.baseline = "baseline", .subject = "frontend", .name_width = 10, .labelled = true},
       .text = !options.json,
       .verbose = options.verbose,
+      .progress_fd = options.progress_fd,
       .stop = &stop_requested()};
   if (driver.text) std::fputs(table_header(driver.columns).c_str(), stdout);
   auto rows = workloads_run(workloads, driver);

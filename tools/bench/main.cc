@@ -49,6 +49,9 @@ std::optional<int> options_parse(int argc, char** argv, Options& options) {
   app.add_option("-r,--remote", options.remote, "HOST[:PORT] of a --serve peer");
   app.add_option("--cpu", options.cpu, "pin this process to a CPU");
   app.add_flag("-v,--verbose", options.verbose, "print every round to stderr");
+  app.add_option("--progress-fd", options.progress_fd,
+                 "draw the progress line on this descriptor when it is a terminal (default 2, stderr)")
+      ->check(CLI::Range(0, 1023));
   app.add_flag("--target-no-wait-fd", options.target_no_wait_fd,
                "the rpcie RMA target's CQ gets no wait fd (backs off with sleeps when idle)");
   app.add_flag("--target-progress-thread", options.target_progress_thread,
@@ -97,6 +100,7 @@ int frontend_run(const Options& options, const providers::ProviderChoice& choice
   frontend.rounds = options.rounds;
   frontend.json = options.json();
   frontend.verbose = options.verbose;
+  frontend.progress_fd = options.progress_fd;
   frontend.exportd = options.exportd;
   frontend.hostd = options.hostd;
   if (!options.remote.empty()) {

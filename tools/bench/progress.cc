@@ -7,24 +7,29 @@
 
 namespace rpcie::bench {
 
-Progress::Progress(std::size_t rounds, bool force)
-    : shown_(force || isatty(STDERR_FILENO) == 1), total_(rounds), start_(std::chrono::steady_clock::now()) {}
+Progress::Progress(std::size_t rounds, int fd)
+    : fd_(fd), shown_(isatty(fd) == 1), total_(rounds), start_(std::chrono::steady_clock::now()) {}
 
 Progress::~Progress() { erase(); }
 
 void Progress::erase() {
   if (!drawn_) return;
-  std::fputs("\r\033[K", stderr);
-  std::fflush(stderr);
+  draw("");
   drawn_ = false;
+}
+
+void Progress::draw(const std::string& text) {
+  const std::string line = "\r\033[K" + text;                      // to the line's start, erase it, write
+  const ssize_t written = ::write(fd_, line.data(), line.size());  // a lost frame is redrawn next round
+  (void)written;
 }
 
 void Progress::round_done(const std::string& row) {
   ++done_;
   if (!shown_) return;
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  std::fprintf(stderr, "\r\033[K%s", line(done_, total_, row, elapsed).c_str());
-  std::fflush(stderr);
+  std::fflush(stderr);  // whatever else went to the terminal first
+  draw(line(done_, total_, row, elapsed));
   drawn_ = true;
 }
 

@@ -1,6 +1,7 @@
 // rpcie-bench's progress line: rounds done, the row being measured and the time left, on
-// stderr, only when stderr is a terminal (redrawn in place; erased when the run ends).
-// Nothing at all otherwise, so `-o json >FILE 2>LOG` and CI logs stay clean.
+// stderr (or another descriptor, --progress-fd), only when that is a terminal (redrawn in
+// place; erased when the run ends). Nothing at all otherwise, so `-o json >FILE 2>LOG` and
+// CI logs stay clean.
 #pragma once
 
 #include <chrono>
@@ -11,8 +12,8 @@ namespace rpcie::bench {
 
 class Progress {
  public:
-  // `rounds` in the whole run. Shows nothing unless stderr is a terminal (or `force`).
-  explicit Progress(std::size_t rounds, bool force = false);
+  // `rounds` in the whole run, drawn on `fd`. Shows nothing unless `fd` is a terminal.
+  explicit Progress(std::size_t rounds, int fd = 2);
   ~Progress();  // erases the line
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
@@ -28,6 +29,8 @@ class Progress {
   static std::string line(std::size_t done, std::size_t total, const std::string& row, double elapsed_seconds);
 
  private:
+  void draw(const std::string& text);
+  int fd_;
   bool shown_;
   bool drawn_ = false;
   std::size_t done_ = 0, total_;

@@ -226,7 +226,8 @@ int transport_bench(Link& link, const Options& options) {
                              .sizing = {.slice_seconds = 0.025, .min_operations = 2, .max_operations = 250000},
                              .columns = transport_columns(),
                              .text = !options.json(),
-                             .verbose = options.verbose};
+                             .verbose = options.verbose,
+                             .progress_fd = options.progress_fd};
   auto rows = workloads_run(workloads, driver);
   if (!rows) return die(rows.error().describe());
   quit_send(link.control);
