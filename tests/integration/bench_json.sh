@@ -35,6 +35,7 @@ PYTHONPATH=$TMP python3 - "$TMP/transport.json" <<'PY' || die "transport JSON: $
 import json, sys, common
 d = json.load(open(sys.argv[1]))
 assert d["provider"] == "tcp;ofi_rxm" and d["rounds"] == 1 and d["rpcie_target"] == "busy-poll", d
+assert isinstance(d["commit"], str) and d["commit"], d  # git describe of the build, or "unknown"
 rows = {(r["workload"], r["size"]): r for r in d["results"]}
 assert set(rows) == {("rma_write", 4096), ("rma_read", 4096), ("round_trip", 8)}, rows.keys()
 for (w, _), r in rows.items():
@@ -51,7 +52,7 @@ timeout 120 "$BENCH" --device --exportd "$B/devexport/rpcie-exportd" --provider 
 PYTHONPATH=$TMP python3 - "$TMP/device.json" <<'PY' || die "device JSON: $(cat "$TMP/device.json")"
 import json, sys, common
 d = json.load(open(sys.argv[1]))
-assert d["provider"] == "tcp;ofi_rxm" and d["rounds"] == 1 and d["data_path"] == "sealed", d
+assert d["provider"] == "tcp;ofi_rxm" and d["rounds"] == 1 and d["data_path"] == "sealed" and d["commit"], d
 assert d["aead"]["seal_mbps"] > 0 and d["aead"]["open_mbps"] > 0 and d["aead"]["cipher"], d["aead"]
 rows = {r["workload"]: r for r in d["results"]}
 assert set(rows) == {"mmio_read", "bar_write", "bar_read", "edu_dma", "edu_dma_push"}, rows.keys()

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "aead.hpp"
+#include "commit.hpp"
 #include "rpcie/auth.hpp"
 #include "rpcie/client.hpp"
 #include "rpcie/edu_registers.hpp"
@@ -201,7 +202,7 @@ int device_bench(Link& link, const Options& options) {
     document["data_path"] = data_path_name(mode);
     document["aead"] = {
         {"cipher", auth::aead_name(aead.aead)}, {"seal_mbps", aead.seal_mbps}, {"open_mbps", aead.open_mbps}};
-    std::printf("%s\n", document.dump(1).c_str());
+    document_print(std::move(document), kBenchCommit);
   }
   return 0;
 }

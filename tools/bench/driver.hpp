@@ -151,7 +151,7 @@ std::string table_row(const Columns& columns, const Row& row);
 // sides, "percentiles_of" ("operation" or "slice"), and the optional keys above}, ...]}
 nlohmann::json results_document(const std::string& provider, unsigned rounds, std::span<const Row> rows,
                                 const Columns& columns);
-// results_document() on stdout, one key per line.
-void results_print(const std::string& provider, unsigned rounds, std::span<const Row> rows, const Columns& columns);
+// `document` with "commit" (the build's `git describe`) on stdout, one key per line.
+void document_print(nlohmann::json document, const char* commit);
 
 }  // namespace rpcie::bench

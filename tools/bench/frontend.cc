@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "../common.hpp"
+#include "commit.hpp"
 #include "driver.hpp"
 #include "mmio_rows.hpp"
 #include "rpcie/auth.hpp"
@@ -254,12 +255,12 @@ int frontend_bench(const FrontendOptions& options) {
       .verbose = options.verbose,
       .progress_fd = options.progress_fd,
       .stop = &stop_requested()};
-  if (driver.text) std::fputs(table_header(driver.columns).c_str(), stdout);
+  if (driver.text) std::printf("# commit: %s\n%s", kBenchCommit, table_header(driver.columns).c_str());
   auto rows = workloads_run(workloads, driver);
   if (!rows) return die(rows.error().describe());
   (void)(*setup)->edu->detach(call_deadline());
   (void)(*setup)->mem->detach(call_deadline());
-  if (options.json) results_print(provider, options.rounds, *rows, driver.columns);
+  if (options.json) document_print(results_document(provider, options.rounds, *rows, driver.columns), kBenchCommit);
   return 0;
 }
 

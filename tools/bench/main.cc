@@ -20,6 +20,7 @@
 #include <CLI/CLI.hpp>
 
 #include "../common.hpp"
+#include "commit.hpp"
 #include "device.hpp"
 #include "frontend.hpp"
 #include "link.hpp"
@@ -124,7 +125,8 @@ int initiator_run(const std::string& host, std::uint16_t port, const LinkOptions
 // Both ends here: the target in a child pinned to CPU 1, the initiator on CPU 0.
 int both_ends_run(Listener& listener, const LinkOptions& link_options, const Options& options) {
   if (!options.json())
-    std::fputs(table_header(options.device ? device_columns() : transport_columns()).c_str(), stdout);
+    std::printf("# commit: %s\n%s", kBenchCommit,
+                table_header(options.device ? device_columns() : transport_columns()).c_str());
   std::fflush(stdout);
   pid_t child = fork();
   if (child < 0) return die("fork");

@@ -81,8 +81,9 @@ nlohmann::json results_document(const std::string& provider, unsigned rounds, st
   return {{"provider", provider}, {"rounds", rounds}, {"results", std::move(results)}};
 }
 
-void results_print(const std::string& provider, unsigned rounds, std::span<const Row> rows, const Columns& columns) {
-  std::printf("%s\n", results_document(provider, rounds, rows, columns).dump(1).c_str());
+void document_print(nlohmann::json document, const char* commit) {
+  document["commit"] = commit;
+  std::printf("%s\n", document.dump(1).c_str());
 }
 
 }  // namespace rpcie::bench

@@ -11,6 +11,7 @@
 #include <variant>
 #include <vector>
 
+#include "commit.hpp"
 #include "rpcie/channel.hpp"
 #include "rpcie/log.hpp"
 #include "rpcie/protocol.hpp"
@@ -234,7 +235,7 @@ int transport_bench(Link& link, const Options& options) {
   if (options.json()) {
     auto document = results_document(link.provider(), options.rounds, *rows, driver.columns);
     document["rpcie_target"] = options.target_progress_thread ? "progress-thread" : "busy-poll";
-    std::printf("%s\n", document.dump(1).c_str());
+    document_print(std::move(document), kBenchCommit);
   }
   return 0;
 }
