@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "aead.hpp"
+#include "commit.hpp"
 #include "rpcie/auth.hpp"
 #include "rpcie/client.hpp"
 #include "rpcie/edu_registers.hpp"
@@ -85,49 +86,40 @@ Result<void> edu_dma_program(client::Attachment& attachment) {
   return {};
 }
 
-// One DMA, then the acknowledge of its interrupt. `push`: streaming DMA. Adds the time from
-// the start of the command (the push included) to the interrupt seen to `measured`: what
-// the row reports; the acknowledge is outside it (the slice's whole loop has it).
-Result<void> edu_dma_once(client::Attachment& attachment, bool push, double& measured) {
+// One DMA, then the acknowledge of its interrupt. `push`: streaming DMA. Returns the seconds
+// from the start of the command (the push included) to the interrupt seen: what the row
+// reports; the acknowledge is outside it (the slice's whole loop has it).
+Result<double> edu_dma_once(client::Attachment& attachment, bool push) {
   const auto seen = attachment.interrupt_count(0);
   const auto start = Clock::now();
-  Result<void> done{};
-  if (push) done = attachment.window_push(0, kDmaBytes, call_deadline());
-  if (done) done = attachment.mmio_write(0, edu::kRegDmaCmd, 8, edu::kDmaCmdStart | edu::kDmaCmdIrq, call_deadline());
-  if (done) {
-    auto interrupt = attachment.interrupt_wait(0, seen, call_deadline());
-    if (!interrupt) done = tl::unexpected(interrupt.error());
-  }
-  measured += std::chrono::duration<double>(Clock::now() - start).count();
-  if (done) done = attachment.mmio_write(0, edu::kRegIrqAck, 4, edu::kIrqDma, call_deadline());
-  return done;
+  if (push) RPCIE_TRY(attachment.window_push(0, kDmaBytes, call_deadline()));
+  RPCIE_TRY(attachment.mmio_write(0, edu::kRegDmaCmd, 8, edu::kDmaCmdStart | edu::kDmaCmdIrq, call_deadline()));
+  RPCIE_TRY(attachment.interrupt_wait(0, seen, call_deadline()));
+  const double measured = std::chrono::duration<double>(Clock::now() - start).count();
+  RPCIE_TRY(attachment.mmio_write(0, edu::kRegIrqAck, 4, edu::kIrqDma, call_deadline()));
+  return measured;
 }
 
 SliceRun edu_dma_run(client::Attachment& attachment, bool push) {
   return [&attachment, push](std::size_t operations) -> Result<SliceSeconds> {
     SliceSeconds took;
+    took.operations.reserve(operations);
     const auto start = Clock::now();
-    for (std::size_t i = 0; i < operations; ++i) RPCIE_TRY(edu_dma_once(attachment, push, took.measured));
+    for (std::size_t i = 0; i < operations; ++i) {
+      RPCIE_TRY_ASSIGN(const double measured, edu_dma_once(attachment, push));
+      took.measured += measured;
+      took.operations.push_back(measured);
+    }
     took.whole = std::chrono::duration<double>(Clock::now() - start).count();
     return took;
   };
 }
 
-// The raw loop's `workload` of `size` bytes on the link, as a baseline.
-SliceRun raw_run(Link& link, raw::Workload workload, std::size_t size) {
-  return slice_run_timed([&link, workload, size](std::size_t operations) {
-    return round_run(link, Action::raw, workload, size, operations);
-  });
-}
-
-// What an edu DMA does on the fabric, raw: the exporter reads kDmaBytes from the window (one
-// fi_read round trip, window 1), and the interrupt comes back (half a round trip).
-SliceRun raw_dma_run(Link& link) {
-  return slice_run_timed([&link](std::size_t operations) -> Result<double> {
-    RPCIE_TRY_ASSIGN(const double read,
-                     round_run(link, Action::raw, raw::Workload::rma_read, kDmaBytes, operations, 1));
-    RPCIE_TRY_ASSIGN(const double round_trip, round_run(link, Action::raw, raw::Workload::round_trip, 8, operations));
-    return read + round_trip / 2;
+// The raw loop's `workload` of `size` bytes on the link, as a baseline, with `window`
+// operations in flight (RMA; 0: the raw loop's 64). Timed one by one where one at a time.
+SliceRun raw_run(Link& link, raw::Workload workload, std::size_t size, std::uint16_t window = 0) {
+  return slice_run_sampled([&link, workload, size, window](std::size_t operations, std::vector<double>& samples) {
+    return round_run(link, Action::raw, workload, size, operations, window, &samples);
   });
 }
 
@@ -143,26 +135,30 @@ std::vector<Workload> device_workloads(Link& link, Devices& devices) {
                          RPCIE_TRY(devices.edu->mmio_read(0, edu::kRegLiveness, 4, call_deadline()));
                          return {};
                        })});
-  // membar's BAR moved through the window, each way, against raw RMA of the same size.
+  // membar's BAR moved through the window, each way, one call at a time, against raw RMA of
+  // the same size, one at a time.
   for (const bool write : {true, false})
     workloads.push_back({.name = write ? "bar_write" : "bar_read",
                          .size = kMiB,
                          .unit = Unit::megabytes_per_second,
                          .warmup_operations = 64,
-                         .baseline = raw_run(link, write ? raw::Workload::rma_write : raw::Workload::rma_read, kMiB),
+                         .baseline = raw_run(link, write ? raw::Workload::rma_write : raw::Workload::rma_read, kMiB, 1),
                          .subject = slice_run_each([&membar, write] {
                            return write ? membar.bar_write_from_window(0, 0, 0, kMiB, call_deadline())
                                         : membar.bar_read_into_window(0, 0, 0, kMiB, call_deadline());
                          })});
-  // edu's DMA, its completion seen by polling and by interrupt push.
+  // edu's DMA, on demand (doorbell, the exporter reads the window, interrupt: raw 8 B message,
+  // the target's fi_read of 4 KiB, 8 B reply) and pushed (data with the doorbell, interrupt:
+  // raw 4 KiB message, 8 B reply).
   for (const bool push : {false, true})
-    workloads.push_back({.name = push ? "edu_dma_push" : "edu_dma",
-                         .size = kDmaBytes,
-                         .unit = Unit::microseconds,
-                         .warmup_operations = 64,
-                         .baseline = raw_dma_run(link),
-                         .subject = edu_dma_run(push ? *devices.edu_push : *devices.edu, push),
-                         .whole_reported = true});
+    workloads.push_back(
+        {.name = push ? "edu_dma_push" : "edu_dma",
+         .size = kDmaBytes,
+         .unit = Unit::microseconds,
+         .warmup_operations = 64,
+         .baseline = raw_run(link, push ? raw::Workload::send_reply : raw::Workload::read_reply, kDmaBytes),
+         .subject = edu_dma_run(push ? *devices.edu_push : *devices.edu, push),
+         .whole_reported = true});
   return workloads;
 }
 
@@ -194,6 +190,7 @@ int device_bench(Link& link, const Options& options) {
                              .columns = device_columns(),
                              .text = !options.json(),
                              .verbose = options.verbose,
+                             .progress_fd = options.progress_fd,
                              .stop = &stop_requested()};
   auto rows = workloads_run(workloads, driver);
   if (!rows) return die(rows.error().describe());
@@ -205,7 +202,7 @@ int device_bench(Link& link, const Options& options) {
     document["data_path"] = data_path_name(mode);
     document["aead"] = {
         {"cipher", auth::aead_name(aead.aead)}, {"seal_mbps", aead.seal_mbps}, {"open_mbps", aead.open_mbps}};
-    std::printf("%s\n", document.dump(1).c_str());
+    document_print(std::move(document), kBenchCommit);
   }
   return 0;
 }

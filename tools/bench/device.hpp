@@ -2,13 +2,17 @@
 // here on the target's CPU with an edu and a membar export; the raw baselines run on the link
 // to the usual target, in the same rounds.
 //   mmio_read     4 B MMIO read (edu liveness register)      vs raw round_trip 8 B       (us)
-//   bar_write     1 MiB to the membar BAR from the window     vs raw rma_write 1 MiB      (MB/s)
-//   bar_read      1 MiB from the membar BAR into the window   vs raw rma_read 1 MiB       (MB/s)
+//   bar_write     1 MiB to the membar BAR from the window, one call at a time
+//                                                             vs raw rma_write 1 MiB, window 1 (MB/s)
+//   bar_read      1 MiB from the membar BAR into the window   vs raw rma_read 1 MiB, window 1  (MB/s)
 //   edu_dma       4 KiB host->device DMA, command to interrupt seen (on-demand: the exporter
 //                 reads the window)
-//                 vs raw 4 KiB fi_read round trip (window 1) + half a raw 8 B round trip (us)
+//                 vs raw read_reply: an 8 B message, the target's fi_read of 4 KiB from the
+//                 initiator, an 8 B reply, one at a time (us)
 //   edu_dma_push  the same on a mirror-mode edu with streaming DMA: window_push of the 4 KiB,
-//                 then the command (same baseline)
+//                 then the command; vs raw send_reply: a 4 KiB message and an 8 B reply (us)
+// The raw target busy-polls; the exporter's attachment thread spins after activity and then
+// sleeps on its CQ wait fd (docs/rpcie-bench.md, "What each raw row does").
 #pragma once
 
 #include "driver.hpp"

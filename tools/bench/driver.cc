@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
+#include <optional>
+#include <string>
 #include <utility>
 
+#include "progress.hpp"
 #include "support.hpp"
 
 namespace rpcie::bench {
@@ -15,21 +17,34 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
 // One round's values of both sides.
 struct RoundValues {
   double baseline = 0, subject = 0, ratio = 0;
   double subject_whole = 0;  // µs per operation
 };
 
+// A side's latency samples over the rounds, µs per operation: of each operation while every
+// slice so far timed each one, and of each slice always.
+struct SideSamples {
+  std::vector<double> operations, slices;
+  bool per_operation = true;
+
+  void add(const SliceSeconds& took, std::size_t operations_run) {
+    slices.push_back(took.measured / static_cast<double>(operations_run) * 1e6);
+    if (took.operations.size() != operations_run) per_operation = false;
+    if (!per_operation) return;
+    for (const double seconds : took.operations) operations.push_back(seconds * 1e6);
+  }
+};
+
 // 2 * slices slices of `operations` operations, alternating sides.
 Result<RoundValues> round_run(const Workload& workload, const DriverOptions& options, unsigned round,
-                              std::size_t operations) {
+                              std::size_t operations, SideSamples& baseline_samples, SideSamples& subject_samples) {
   SliceSeconds baseline, subject;
   for (unsigned slice = 0; slice < 2 * options.slices; ++slice) {
     const bool is_baseline = slice_side(options.first, round, slice) == Side::baseline;
     RPCIE_TRY_ASSIGN(const SliceSeconds took, (is_baseline ? workload.baseline : workload.subject)(operations));
+    (is_baseline ? baseline_samples : subject_samples).add(took, operations);
     SliceSeconds& sum = is_baseline ? baseline : subject;
     sum.measured += took.measured;
     sum.whole += took.whole;
@@ -43,9 +58,58 @@ Result<RoundValues> round_run(const Workload& workload, const DriverOptions& opt
   return values;
 }
 
+// The percentiles of both sides: of operations when both timed each one, else of slices.
+void row_percentiles_set(Row& row, const SideSamples& baseline, const SideSamples& subject) {
+  const bool per_operation =
+      baseline.per_operation && subject.per_operation && !baseline.operations.empty() && !subject.operations.empty();
+  row.samples = per_operation ? Samples::operation : Samples::slice;
+  row.baseline_percentiles = percentiles_of(per_operation ? baseline.operations : baseline.slices);
+  row.subject_percentiles = percentiles_of(per_operation ? subject.operations : subject.slices);
+}
+
+Result<Row> workload_rounds_run(const Workload& workload, const DriverOptions& options, Progress* progress) {
+  auto warmup = workload.baseline(workload.warmup_operations);
+  if (!warmup) return error_in(warmup.error(), workload.name + " warm-up (" + options.columns.baseline + ")");
+  if (auto warmup_subject = workload.subject(workload.warmup_operations); !warmup_subject)
+    return error_in(warmup_subject.error(), workload.name + " warm-up (" + options.columns.subject + ")");
+  const std::size_t operations = slice_operations(options.sizing, workload.warmup_operations, warmup->measured);
+  std::vector<double> baseline, subject, ratios, subject_whole;
+  SideSamples baseline_samples, subject_samples;
+  for (unsigned round = 0; round < options.rounds; ++round) {
+    if (options.stop && options.stop->load()) return fail(EINTR, "interrupted");
+    auto values = round_run(workload, options, round, operations, baseline_samples, subject_samples);
+    if (!values) return error_in(values.error(), workload.name);
+    if (options.verbose && progress) progress->erase();
+    if (options.verbose)
+      std::fprintf(stderr, "  %s %zu round %u: %s %.2f %s %.2f ratio %.3f\n", workload.name.c_str(), workload.size,
+                   round, options.columns.baseline.c_str(), values->baseline, options.columns.subject.c_str(),
+                   values->subject, values->ratio);
+    baseline.push_back(values->baseline);
+    subject.push_back(values->subject);
+    ratios.push_back(values->ratio);
+    subject_whole.push_back(values->subject_whole);
+    if (progress) progress->round_done(workload.name + " " + std::to_string(workload.size));
+  }
+  Row row{.workload = workload.name,
+          .size = workload.size,
+          .unit = workload.unit,
+          .baseline = median(baseline),
+          .subject = median(subject),
+          .ratio = median(ratios),
+          .baseline_is = workload.baseline_is,
+          .subject_is = workload.subject_is,
+          .baseline_spread = spread_of(baseline),
+          .subject_spread = spread_of(subject)};
+  if (workload.whole_reported) row.subject_whole = median(subject_whole);
+  row_percentiles_set(row, baseline_samples, subject_samples);
+  return row;
+}
+
 }  // namespace
 
 const char* unit_name(Unit unit) noexcept { return unit == Unit::microseconds ? "us" : "MB/s"; }
+
+const char* samples_name(Samples samples) noexcept { return samples == Samples::operation ? "operation" : "slice"; }
 
 SliceRun slice_run_timed(std::function<Result<double>(std::size_t operations)> seconds) {
   return [seconds = std::move(seconds)](std::size_t operations) -> Result<SliceSeconds> {
@@ -54,12 +118,30 @@ SliceRun slice_run_timed(std::function<Result<double>(std::size_t operations)> s
   };
 }
 
+SliceRun slice_run_sampled(
+    std::function<Result<double>(std::size_t operations, std::vector<double>& operation_seconds)> seconds) {
+  return [seconds = std::move(seconds)](std::size_t operations) -> Result<SliceSeconds> {
+    SliceSeconds took;
+    RPCIE_TRY_ASSIGN(took.measured, seconds(operations, took.operations));
+    took.whole = took.measured;
+    return took;
+  };
+}
+
 SliceRun slice_run_each(std::function<Result<void>()> operation) {
   return [operation = std::move(operation)](std::size_t operations) -> Result<SliceSeconds> {
+    SliceSeconds took;
+    took.operations.reserve(operations);
     const auto start = Clock::now();
-    for (std::size_t i = 0; i < operations; ++i) RPCIE_TRY(operation());
-    const double took = seconds_since(start);
-    return SliceSeconds{took, took};
+    auto last = start;
+    for (std::size_t i = 0; i < operations; ++i) {
+      RPCIE_TRY(operation());
+      const auto now = Clock::now();
+      took.operations.push_back(std::chrono::duration<double>(now - last).count());
+      last = now;
+    }
+    took.measured = took.whole = std::chrono::duration<double>(last - start).count();
+    return took;
   };
 }
 
@@ -74,108 +156,30 @@ Side slice_side(Side first, unsigned round, unsigned slice) noexcept {
   return first == Side::baseline ? Side::subject : Side::baseline;
 }
 
-double percentile(std::vector<double> values, double fraction) {
-  std::sort(values.begin(), values.end());
-  const double rank = fraction * static_cast<double>(values.size() - 1);
-  const auto below = static_cast<std::size_t>(std::floor(rank));
-  const std::size_t above = std::min(below + 1, values.size() - 1);
-  const double weight = rank - static_cast<double>(below);
-  return values[below] * (1 - weight) + values[above] * weight;
-}
-
-double median(std::vector<double> values) { return percentile(std::move(values), 0.5); }
-
 double unit_value(Unit unit, std::size_t size, double operations, double seconds) noexcept {
   if (unit == Unit::microseconds) return seconds / operations * 1e6;
   return static_cast<double>(size) * operations / seconds / 1e6;
 }
 
 Result<Row> workload_run(const Workload& workload, const DriverOptions& options) {
-  auto warmup = workload.baseline(workload.warmup_operations);
-  if (!warmup) return error_in(warmup.error(), workload.name + " warm-up (" + options.columns.baseline + ")");
-  if (auto warmup_subject = workload.subject(workload.warmup_operations); !warmup_subject)
-    return error_in(warmup_subject.error(), workload.name + " warm-up (" + options.columns.subject + ")");
-  const std::size_t operations = slice_operations(options.sizing, workload.warmup_operations, warmup->measured);
-  std::vector<double> baseline, subject, ratios, subject_whole;
-  for (unsigned round = 0; round < options.rounds; ++round) {
-    if (options.stop && options.stop->load()) return fail(EINTR, "interrupted");
-    auto values = round_run(workload, options, round, operations);
-    if (!values) return error_in(values.error(), workload.name);
-    if (options.verbose)
-      std::fprintf(stderr, "  %s %zu round %u: %s %.2f %s %.2f ratio %.3f\n", workload.name.c_str(), workload.size,
-                   round, options.columns.baseline.c_str(), values->baseline, options.columns.subject.c_str(),
-                   values->subject, values->ratio);
-    baseline.push_back(values->baseline);
-    subject.push_back(values->subject);
-    ratios.push_back(values->ratio);
-    subject_whole.push_back(values->subject_whole);
-  }
-  Row row{.workload = workload.name,
-          .size = workload.size,
-          .unit = workload.unit,
-          .baseline = median(baseline),
-          .subject = median(subject),
-          .ratio = median(ratios),
-          .baseline_is = workload.baseline_is,
-          .subject_is = workload.subject_is};
-  if (workload.whole_reported) row.subject_whole = median(subject_whole);
-  return row;
+  return workload_rounds_run(workload, options, nullptr);
 }
 
 Result<std::vector<Row>> workloads_run(std::span<const Workload> workloads, const DriverOptions& options) {
   std::vector<Row> rows;
+  std::optional<Progress> progress;
+  if (options.progress_fd >= 0) progress.emplace(workloads.size() * options.rounds, options.progress_fd);
   for (const Workload& workload : workloads) {
-    RPCIE_TRY_ASSIGN(Row row, workload_run(workload, options));
+    auto row = workload_rounds_run(workload, options, progress ? &*progress : nullptr);
+    if (!row) return tl::unexpected(row.error());
     if (options.text) {
-      std::fputs(table_row(options.columns, row).c_str(), stdout);
+      if (progress) progress->erase();
+      std::fputs(table_row(options.columns, *row).c_str(), stdout);
       std::fflush(stdout);
     }
-    rows.push_back(std::move(row));
+    rows.push_back(std::move(*row));
   }
   return rows;
-}
-
-std::string table_header(const Columns& columns) {
-  char line[256];
-  int length = std::snprintf(line, sizeof line, "%-*s %8s %12s %12s %-5s %6s", columns.name_width, "workload", "size",
-                             columns.baseline.c_str(), columns.subject.c_str(), "unit", "ratio");
-  std::string text(line, static_cast<std::size_t>(std::clamp<int>(length, 0, sizeof line - 1)));
-  if (columns.labelled) text += " (" + columns.baseline + " vs " + columns.subject + ")";
-  return text + "\n";
-}
-
-std::string table_row(const Columns& columns, const Row& row) {
-  char line[256];
-  int length = std::snprintf(line, sizeof line, "%-*s %8zu %12.2f %12.2f %-5s %6.3f", columns.name_width,
-                             row.workload.c_str(), row.size, row.baseline, row.subject, unit_name(row.unit), row.ratio);
-  std::string text(line, static_cast<std::size_t>(std::clamp<int>(length, 0, sizeof line - 1)));
-  if (columns.labelled) text += " (" + row.baseline_is + " vs " + row.subject_is + ")";
-  if (row.subject_whole) {
-    length = std::snprintf(line, sizeof line, "   (%.2f us with the acknowledge)", *row.subject_whole);
-    text.append(line, static_cast<std::size_t>(std::clamp<int>(length, 0, sizeof line - 1)));
-  }
-  return text + "\n";
-}
-
-nlohmann::json results_document(const std::string& provider, unsigned rounds, std::span<const Row> rows,
-                                const Columns& columns) {
-  nlohmann::json results = nlohmann::json::array();
-  for (const Row& row : rows) {
-    nlohmann::json result = {{"workload", row.workload},       {"size", row.size},
-                             {columns.baseline, row.baseline}, {columns.subject, row.subject},
-                             {"unit", unit_name(row.unit)},    {"ratio", row.ratio}};
-    if (columns.labelled) {
-      result[columns.baseline + "_is"] = row.baseline_is;
-      result[columns.subject + "_is"] = row.subject_is;
-    }
-    if (row.subject_whole) result[columns.subject + "_with_ack"] = *row.subject_whole;
-    results.push_back(std::move(result));
-  }
-  return {{"provider", provider}, {"rounds", rounds}, {"results", std::move(results)}};
-}
-
-void results_print(const std::string& provider, unsigned rounds, std::span<const Row> rows, const Columns& columns) {
-  std::printf("%s\n", results_document(provider, rounds, rows, columns).dump(1).c_str());
 }
 
 }  // namespace rpcie::bench

@@ -8,7 +8,10 @@
 // goes first alternates from round to round: loopback tcp switches between fast and slow phases
 // lasting a good part of a second, and fine interleaving makes both sides see the same phases.
 // Per round: each side's value (µs per operation or MB/s) and the ratio subject/baseline; the
-// row reports the median of each over the rounds.
+// row reports the median of each over the rounds, the lowest and highest round value of each
+// side (the spread), and percentiles of each side's latency in µs per operation: of every
+// operation when both sides time each one alone (SliceSeconds::operations), else of every
+// slice (its mean time per operation).
 //
 // Not thread-safe; runners are called one at a time on the calling thread.
 #pragma once
@@ -24,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "rpcie/result.hpp"
+#include "stats.hpp"
 
 namespace rpcie::bench {
 
@@ -36,10 +40,12 @@ const char* unit_name(Unit unit) noexcept;
 
 // How long one slice took. `measured` is what the row reports; `whole` is the whole loop,
 // which is longer when part of every operation lies outside the measured interval (the edu
-// rows' interrupt acknowledge), else equal.
+// rows' interrupt acknowledge), else equal. `operations`: the measured seconds of each
+// operation, when the side times each one alone (one at a time); else empty.
 struct SliceSeconds {
   double measured = 0;
   double whole = 0;
+  std::vector<double> operations{};
 };
 
 // Runs `operations` operations of one side and says how long they took.
@@ -47,7 +53,12 @@ using SliceRun = std::function<Result<SliceSeconds>(std::size_t operations)>;
 
 // A SliceRun whose whole slice is measured, from a function returning seconds.
 SliceRun slice_run_timed(std::function<Result<double>(std::size_t operations)> seconds);
-// A SliceRun that times `operations` calls of `operation`, stopping at the first error.
+// A SliceRun from a function returning seconds that may also append the seconds of each
+// operation (when it times each one alone; else it leaves them empty).
+SliceRun slice_run_sampled(
+    std::function<Result<double>(std::size_t operations, std::vector<double>& operation_seconds)> seconds);
+// A SliceRun that times `operations` calls of `operation`, each one alone (one clock read
+// per call), stopping at the first error.
 SliceRun slice_run_each(std::function<Result<void>()> operation);
 
 // One row of the table.
@@ -96,12 +107,18 @@ struct DriverOptions {
   Side first = Side::baseline;  // the side that goes first in round 0
   Sizing sizing{};
   Columns columns{};
-  bool text = true;                         // print each row to stdout as it is done
-  bool verbose = false;                     // print every round to stderr
+  bool text = true;      // print each row to stdout as it is done
+  bool verbose = false;  // print every round to stderr
+  int progress_fd = 2;   // workloads_run(): a progress line there if it is a terminal (progress.hpp); -1: none
   const std::atomic<bool>* stop = nullptr;  // checked before each round: error "interrupted"
 };
 
-// One reported row: medians over the rounds.
+// What the percentiles of a row are of.
+enum class Samples { operation, slice };
+// "operation" or "slice", as in JSON.
+const char* samples_name(Samples samples) noexcept;
+
+// One reported row: medians over the rounds, spreads, percentiles.
 struct Row {
   std::string workload{};
   std::size_t size = 0;
@@ -109,13 +126,10 @@ struct Row {
   double baseline = 0, subject = 0, ratio = 0;  // ratio: median of the per-round subject/baseline
   std::optional<double> subject_whole{};        // µs per operation (Workload::whole_reported)
   std::string baseline_is{}, subject_is{};
+  Spread baseline_spread{}, subject_spread{};                 // of the round values, in the row's unit
+  Percentiles baseline_percentiles{}, subject_percentiles{};  // µs per operation
+  Samples samples = Samples::slice;
 };
-
-// The p-th fraction (0..1) of `values` with linear interpolation between the closest ranks
-// (numpy's default); of a copy: the caller's order is kept. `values` must not be empty.
-double percentile(std::vector<double> values, double fraction);
-// percentile(values, 0.5): the middle value, or the mean of the two middle values.
-double median(std::vector<double> values);
 
 // What a side did in a round: µs per operation, or MB/s.
 double unit_value(Unit unit, std::size_t size, double operations, double seconds) noexcept;
@@ -126,15 +140,18 @@ Result<Row> workload_run(const Workload& workload, const DriverOptions& options)
 // the first error.
 Result<std::vector<Row>> workloads_run(std::span<const Workload> workloads, const DriverOptions& options);
 
-// The text table's header line and one row line, each with its newline.
+// The text table's header line and one row: a line with the medians and ratio, then a line
+// with each side's spread (min-max of the round values) and percentiles (µs per operation),
+// each with its newline.
 std::string table_header(const Columns& columns);
 std::string table_row(const Columns& columns, const Row& row);
 
 // {"provider": .., "rounds": .., "results": [{"workload", "size", <baseline>, <subject>,
-// "unit", "ratio", and the optional keys above}, ...]}
+// "unit", "ratio", <side>_min, <side>_max, <side>_p50, <side>_p99, <side>_p999 for both
+// sides, "percentiles_of" ("operation" or "slice"), and the optional keys above}, ...]}
 nlohmann::json results_document(const std::string& provider, unsigned rounds, std::span<const Row> rows,
                                 const Columns& columns);
-// results_document() on stdout, one key per line.
-void results_print(const std::string& provider, unsigned rounds, std::span<const Row> rows, const Columns& columns);
+// `document` with "commit" (the build's `git describe`) on stdout, one key per line.
+void document_print(nlohmann::json document, const char* commit);
 
 }  // namespace rpcie::bench

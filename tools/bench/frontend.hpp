@@ -12,6 +12,7 @@ struct FrontendOptions {
   unsigned rounds = 5;
   bool json = false;
   bool verbose = false;
+  int progress_fd = 2;  // DriverOptions::progress_fd
   std::string exportd;  // programs to start (default: found next to rpcie-bench)
   std::string hostd;
   std::string rpcie;         // the CLI, for `rpcie run` of rpcie-bench-mmio

@@ -31,6 +31,8 @@ Result<void> raw_open(Link& link, bool server) {
   std::string why;
   link.raw = raw::RawPeer::open(config, link.raw_socket.fd(), server, &why);
   if (!link.raw) return fail(EIO, "raw loop: " + why);
+  // The same completion rule as the rpcie channel's writes (delivery-complete without SAW).
+  link.raw->write_delivery_complete_set(link.rma->channel().delivery_complete());
   return {};
 }
 
@@ -71,12 +73,14 @@ Result<std::unique_ptr<Link>> Link::accept(Listener& listener, const LinkOptions
   RPCIE_TRY_ASSIGN(const LocalRegion region, memory_open(*link));
   auto bootstrap = listener.accept(Deadline::after(30s));
   if (!bootstrap) return error_in(bootstrap.error(), "bootstrap connection");
-  // For RMA rounds the target is only an RMA target, driven by a ProgressThread as a
-  // device-side attachment would be; it sleeps on the CQ wait fd when idle (unless
-  // target_no_wait_fd). Round trips are request/response, latency-bound, and use a
-  // session of their own without a wait fd (FabricOptions::cq_wait_fd explains the cost).
+  // For RMA rounds the target is only an RMA target. By default it busy-polls its CQ, as
+  // the raw target does, and its CQ has no wait fd (the raw one has none). With
+  // target_progress_thread it is driven by a ProgressThread as a device-side attachment
+  // would be, sleeping on the CQ wait fd when idle (unless target_no_wait_fd). Round trips
+  // are request/response, latency-bound, and use a session of their own without a wait fd
+  // (FabricOptions::cq_wait_fd explains the cost).
   SessionOptions rma_options = session_options(options);
-  rma_options.cq_wait_fd = !options.target_no_wait_fd;
+  rma_options.cq_wait_fd = options.target_progress_thread && !options.target_no_wait_fd;
   auto rma = Session::accept(std::move(*bootstrap), rma_options, std::span(&region, 1), Deadline::after(30s));
   if (!rma) return error_in(rma.error(), "rpcie handshake");
   link->rma = std::move(*rma);

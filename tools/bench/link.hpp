@@ -35,6 +35,9 @@ struct LinkOptions {
   providers::ProviderChoice provider;
   bool delivery_complete = false;  // rpcie writes complete only once delivered at the target
   bool target_no_wait_fd = false;  // the target's RMA CQ gets no wait fd (it sleeps to back off)
+  // The rpcie RMA target is a ProgressThread (spins while data moves, then sleeps), as in a
+  // device server; otherwise it busy-polls like the raw target.
+  bool target_progress_thread = false;
 };
 
 // What the initiator asks of the target for one round (or quit).

@@ -20,6 +20,7 @@
 #include <CLI/CLI.hpp>
 
 #include "../common.hpp"
+#include "commit.hpp"
 #include "device.hpp"
 #include "frontend.hpp"
 #include "link.hpp"
@@ -49,8 +50,14 @@ std::optional<int> options_parse(int argc, char** argv, Options& options) {
   app.add_option("-r,--remote", options.remote, "HOST[:PORT] of a --serve peer");
   app.add_option("--cpu", options.cpu, "pin this process to a CPU");
   app.add_flag("-v,--verbose", options.verbose, "print every round to stderr");
+  app.add_option("--progress-fd", options.progress_fd,
+                 "draw the progress line on this descriptor when it is a terminal (default 2, stderr)")
+      ->check(CLI::Range(0, 1023));
   app.add_flag("--target-no-wait-fd", options.target_no_wait_fd,
                "the rpcie RMA target's CQ gets no wait fd (backs off with sleeps when idle)");
+  app.add_flag("--target-progress-thread", options.target_progress_thread,
+               "the rpcie RMA target is a ProgressThread that sleeps when idle, as in a device server "
+               "(default: it busy-polls, as the raw target does)");
   app.add_flag("--delivery-complete", options.delivery_complete,
                "rpcie writes complete only when delivered at the target");
   app.add_option("--sizes", sizes, "comma-separated RMA sizes (K/M suffixes)");
@@ -62,7 +69,7 @@ std::optional<int> options_parse(int argc, char** argv, Options& options) {
       ->check(CLI::IsMember({"sealed", "open", "auto"}));
   app.add_flag("--frontend", options.frontend,
                "file front end (rpcie-hostd started here) vs the client API: reg_read, bar_write, bar_read, "
-               "dma_write, dma_read");
+               "and the mapped-BAR rows");
   app.add_option("--hostd", options.hostd, "rpcie-hostd to start for --frontend (default: next to this program)");
   app.add_option("--psk-file", options.psk_file,
                  "--frontend -r HOST: the running exporter's key (it exports edu-a, edu-b, mem-a, mem-b)");
@@ -94,6 +101,7 @@ int frontend_run(const Options& options, const providers::ProviderChoice& choice
   frontend.rounds = options.rounds;
   frontend.json = options.json();
   frontend.verbose = options.verbose;
+  frontend.progress_fd = options.progress_fd;
   frontend.exportd = options.exportd;
   frontend.hostd = options.hostd;
   if (!options.remote.empty()) {
@@ -117,7 +125,8 @@ int initiator_run(const std::string& host, std::uint16_t port, const LinkOptions
 // Both ends here: the target in a child pinned to CPU 1, the initiator on CPU 0.
 int both_ends_run(Listener& listener, const LinkOptions& link_options, const Options& options) {
   if (!options.json())
-    std::fputs(table_header(options.device ? device_columns() : transport_columns()).c_str(), stdout);
+    std::printf("# commit: %s\n%s", kBenchCommit,
+                table_header(options.device ? device_columns() : transport_columns()).c_str());
   std::fflush(stdout);
   pid_t child = fork();
   if (child < 0) return die("fork");
@@ -152,7 +161,8 @@ int main(int argc, char** argv) {
   }
   if (options.frontend) return frontend_run(options, *choice);
   if (options.cpu >= 0) tools::cpu_pin(options.cpu);
-  const LinkOptions link_options{*choice, options.delivery_complete, options.target_no_wait_fd};
+  const LinkOptions link_options{*choice, options.delivery_complete, options.target_no_wait_fd,
+                                 options.target_progress_thread};
   if (!options.remote.empty()) {
     auto address = address_parse(options.remote, kDefaultPort);
     if (!address) return die(address.error().describe());

@@ -1,7 +1,8 @@
 // rpcie-bench-mmio: the program rpcie-bench --frontend drives for its mapped-BAR rows. It runs
 // under `rpcie run` (and, for the `plain` row's baseline, without), reads commands
 // "WORKLOAD OPERATIONS" on stdin and answers the seconds they took ("error TEXT" if one
-// failed), one line each, until end of input.
+// failed), one line each, until end of input. After a line of seconds come the seconds of
+// each operation, OPERATIONS native `float`s (binary: one clock read per operation).
 //   rpcie-bench-mmio
 // The first command is "open EDU_DEVICE_DIR" (answered "0"): the bench starts this program
 // before it opens its own fabric endpoints, so that no fork copies them. "scratch
@@ -35,6 +36,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -193,14 +195,24 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
       continue;
     }
+    std::vector<float> each;
+    each.reserve(operations);
     const auto t0 = std::chrono::steady_clock::now();
+    auto last = t0;
     bool ok = true;
-    for (unsigned long i = 0; i < operations && ok; ++i) ok = operation(name, static_cast<std::uint32_t>(i));
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (ok)
+    for (unsigned long i = 0; i < operations && ok; ++i) {
+      ok = operation(name, static_cast<std::uint32_t>(i));
+      const auto now = std::chrono::steady_clock::now();
+      each.push_back(std::chrono::duration<float>(now - last).count());
+      last = now;
+    }
+    const double seconds = std::chrono::duration<double>(last - t0).count();
+    if (ok) {
       std::printf("%.9f\n", seconds);
-    else
+      std::fwrite(each.data(), sizeof(float), each.size(), stdout);
+    } else {
       std::printf("error %s failed\n", workload);
+    }
     std::fflush(stdout);
   }
   return 0;

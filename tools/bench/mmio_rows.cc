@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -69,9 +70,35 @@ Result<void> CommandChild::scratch_open(const std::string& device_dir) {
   return {};
 }
 
-Result<double> CommandChild::run(const std::string& workload, std::size_t operations) {
+Result<double> CommandChild::run(const std::string& workload, std::size_t operations,
+                                 std::vector<double>& operation_seconds) {
   RPCIE_TRY_ASSIGN(const std::string line, answer(workload + " " + std::to_string(operations) + "\n"));
+  RPCIE_TRY_ASSIGN(const std::string each, bytes_read(operations * sizeof(float), workload));
+  for (std::size_t i = 0; i < operations; ++i) {
+    float seconds = 0;
+    std::memcpy(&seconds, each.data() + i * sizeof(float), sizeof(float));
+    operation_seconds.push_back(seconds);
+  }
   return std::strtod(line.c_str(), nullptr);
+}
+
+Result<std::string> CommandChild::bytes_read(std::size_t length, const std::string& workload) {
+  std::string bytes = std::move(rest_);
+  rest_.clear();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (bytes.size() < length) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    pollfd p{from_, POLLIN, 0};
+    if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0)
+      return fail(ETIMEDOUT, "rpcie-bench-mmio: no samples for " + workload);
+    char buffer[65536];
+    const ssize_t n = ::read(from_, buffer, std::min(sizeof buffer, length - bytes.size()));
+    if (n <= 0) return fail(EIO, "rpcie-bench-mmio ended during " + workload);
+    bytes.append(buffer, static_cast<std::size_t>(n));
+  }
+  if (bytes.size() > length) return fail(EPROTO, "rpcie-bench-mmio: more samples than operations");
+  return bytes;
 }
 
 // Sends one command line and returns the answer line; EIO for "error ...", ETIMEDOUT after 60 s.
@@ -81,7 +108,7 @@ Result<std::string> CommandChild::answer(const std::string& command) {
     return fail(errno, "rpcie-bench-mmio: send command");
   std::string line;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (line.empty() || line.back() != '\n') {
+  while (line.find('\n') == std::string::npos) {
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     pollfd p{from_, POLLIN, 0};
@@ -92,14 +119,17 @@ Result<std::string> CommandChild::answer(const std::string& command) {
     if (n <= 0) return fail(EIO, "rpcie-bench-mmio ended during " + workload);
     line.append(buffer, static_cast<std::size_t>(n));
   }
-  line.pop_back();
+  rest_ = line.substr(line.find('\n') + 1);  // what came after the line: samples
+  line.resize(line.find('\n'));
   if (line.rfind("error ", 0) == 0) return fail(EIO, "rpcie-bench-mmio: " + line.substr(6));
   return line;
 }
 
 std::vector<Workload> mmio_workloads(CommandChild& mapped, CommandChild& plain) {
   auto in = [](CommandChild& child, const char* workload) {
-    return slice_run_timed([&child, workload](std::size_t operations) { return child.run(workload, operations); });
+    return slice_run_sampled([&child, workload](std::size_t operations, std::vector<double>& samples) {
+      return child.run(workload, operations, samples);
+    });
   };
   std::vector<Workload> rows;
   rows.push_back({.name = "map_load",

@@ -6,6 +6,7 @@
 //   map_memcpy  memcpy of 4 KiB into membar's scratch BAR4 and one load (mapping)
 //                                                              vs 512 8 B pwrites+pread (us)
 //   plain       open/fstat/close + mmap/munmap, under rpcie run vs without it         (us)
+// The program times each operation too (percentiles of single operations).
 #pragma once
 
 #include <sys/types.h>
@@ -33,12 +34,16 @@ class CommandChild {
   Result<void> open(const std::string& device_dir);
   // Has the program open and map MEMBAR_DEVICE_DIR's resource4 (a membar,scratch=on).
   Result<void> scratch_open(const std::string& device_dir);
-  // Seconds `operations` of `workload` took; EIO with the child's message if it failed,
-  // ETIMEDOUT after 60 s.
-  Result<double> run(const std::string& workload, std::size_t operations);
+  // Seconds `operations` of `workload` took, and the seconds of each appended to
+  // `operation_seconds`; EIO with the child's message if it failed, ETIMEDOUT after 60 s.
+  Result<double> run(const std::string& workload, std::size_t operations, std::vector<double>& operation_seconds);
 
  private:
+  // Sends `command`; returns the answer line. Bytes read past its newline stay in `rest_`.
   Result<std::string> answer(const std::string& command);
+  // `length` bytes of what follows the answer line (rest_ first), within 60 s.
+  Result<std::string> bytes_read(std::size_t length, const std::string& workload);
+  std::string rest_;
   pid_t pid_ = -1;
   int to_ = -1, from_ = -1;
 };

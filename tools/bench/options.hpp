@@ -19,7 +19,9 @@ struct Options {
   int cpu = -1;
   bool delivery_complete = false;
   bool verbose = false;
+  int progress_fd = 2;  // the progress line goes there when it is a terminal
   bool target_no_wait_fd = false;
+  bool target_progress_thread = false;  // the rpcie RMA target: a ProgressThread, not busy-polling
   std::vector<std::size_t> sizes{8, 4096, 65536, 1u << 20, 4u << 20};  // of the RMA rows
   bool device = false;
   std::string exportd;             // programs to start (default: found next to rpcie-bench)

@@ -42,6 +42,7 @@ long RawPeer::Impl::poll_cq(std::string* err) {
         rx_pending.push_back(c);
       } else {
         ++tx_done;
+        c->done = true;
         tx_free.push_back(c);
       }
     }
@@ -146,43 +147,67 @@ bool RawPeer::Impl::drain_tx(Wait* w, bool* peer_failed, std::string* err) {
     if (step(w, false, peer_failed, err) == Step::fail) return false;
   return true;
 }
-double RawPeer::Impl::round_trip_run(Call& c, std::size_t len, std::size_t iterations) {
+double RawPeer::Impl::messages_run(Call& c, std::size_t len, std::size_t iterations, std::vector<double>* samples) {
   if (len > slot_size) {
-    *c.err = "round_trip: size exceeds max_size";
+    *c.err = "messages: size exceeds max_size";
     return -1.0;
   }
   const auto t0 = Clock::now();
+  auto last = t0;
   for (std::size_t i = 0; i < iterations; ++i) {
     if (!post_send(len, &c.wait, &c.peer_failed, c.err)) return -1.0;
     while (rx_ready == 0)
       if (step(&c.wait, false, &c.peer_failed, c.err) == Step::fail) {
-        *c.err +=
-            " (round_trip: waiting for reply " + std::to_string(i + 1) + " of " + std::to_string(iterations) + ")";
+        *c.err += " (messages: waiting for reply " + std::to_string(i + 1) + " of " + std::to_string(iterations) + ")";
         return -1.0;
       }
     --rx_ready;
+    if (samples) {
+      const auto now = Clock::now();
+      samples->push_back(std::chrono::duration<double>(now - last).count());
+      last = now;
+    }
   }
   const auto t1 = Clock::now();
   if (!drain_tx(&c.wait, &c.peer_failed, c.err)) return -1.0;
   return std::chrono::duration<double>(t1 - t0).count();
 }
 
-double RawPeer::Impl::rma_run(Call& c, bool is_write, std::size_t size, std::size_t iterations, std::size_t window) {
+ssize_t RawPeer::Impl::rma_post(bool is_write, std::size_t size, OpCtx* op) {
+  void* local = rma_buf.get();
+  if (!is_write) return fi_read(ep, local, size, rma_desc, peer, peer_base, peer_key, op);
+  if (!write_delivery_complete) return fi_write(ep, local, size, rma_desc, peer, peer_base, peer_key, op);
+  iovec iov{local, size};
+  void* desc = rma_desc;
+  fi_rma_iov rma_iov{peer_base, size, peer_key};
+  fi_msg_rma msg{};
+  msg.msg_iov = &iov;
+  msg.desc = &desc;
+  msg.iov_count = 1;
+  msg.addr = peer;
+  msg.rma_iov = &rma_iov;
+  msg.rma_iov_count = 1;
+  msg.context = op;
+  return fi_writemsg(ep, &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE);
+}
+
+double RawPeer::Impl::rma_run(Call& c, bool is_write, std::size_t size, std::size_t iterations, std::size_t window,
+                              std::vector<double>* samples) {
   if (size == 0 || size > cfg.max_size || size > peer_len) {
     *c.err = "rma: size must be in [1, max_size]";
     return -1.0;
   }
-  void* local = rma_buf.get();
   const std::uint64_t tx_base = tx_done;
   std::size_t posted = 0;
   const auto t0 = Clock::now();
+  auto last = t0;
+  std::uint64_t sampled = tx_base;
   while (tx_done - tx_base < iterations) {
     // Top the window up; -FI_EAGAIN means the provider queue is full, so fall
     // through to polling (which frees resources) and retry.
     while (posted < iterations && !tx_free.empty() && (window == 0 || posted - (tx_done - tx_base) < window)) {
       OpCtx* op = tx_free.back();
-      ssize_t ret = is_write ? fi_write(ep, local, size, rma_desc, peer, peer_base, peer_key, op)
-                             : fi_read(ep, local, size, rma_desc, peer, peer_base, peer_key, op);
+      ssize_t ret = rma_post(is_write, size, op);
       if (ret == -FI_EAGAIN) break;
       if (ret) {
         *c.err = fi_error(is_write ? "fi_write" : "fi_read", ret);
@@ -196,19 +221,27 @@ double RawPeer::Impl::rma_run(Call& c, bool is_write, std::size_t size, std::siz
                 std::to_string(posted) + " posted)";
       return -1.0;
     }
+    if (samples && window == 1 && tx_done != sampled) {  // one in flight: each completion ends one operation
+      const auto now = Clock::now();
+      samples->push_back(std::chrono::duration<double>(now - last).count());
+      last = now;
+      sampled = tx_done;
+    }
   }
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-double RawPeer::run(Workload w, std::size_t size, std::size_t iterations, std::string* err, std::size_t window) {
+double RawPeer::run(Workload w, std::size_t size, std::size_t iterations, std::string* err, std::size_t window,
+                    std::vector<double>* operation_seconds) {
   Impl& m = *impl_;
   Impl::Call c(m, err);
-  if (w == Workload::round_trip) {
-    const double seconds = m.round_trip_run(c, size ? size : 8, iterations);
+  if (w != Workload::rma_write && w != Workload::rma_read) {
+    const std::size_t len = w == Workload::read_reply ? 8 : (size ? size : 8);
+    const double seconds = m.messages_run(c, len, iterations, operation_seconds);
     if (seconds < 0) m.call_abort(c);
     return seconds;
   }
-  const double seconds = m.rma_run(c, w == Workload::rma_write, size, iterations, window);
+  const double seconds = m.rma_run(c, w == Workload::rma_write, size, iterations, window, operation_seconds);
   if (seconds < 0) {
     m.call_abort(c);
     return -1.0;
@@ -219,20 +252,50 @@ double RawPeer::run(Workload w, std::size_t size, std::size_t iterations, std::s
   return seconds;
 }
 
-bool RawPeer::Impl::round_trip_serve(Call& c, std::size_t len, std::size_t iterations) {
-  if (len > slot_size) {
-    *c.err = "round_trip: size exceeds max_size";
+void RawPeer::write_delivery_complete_set(bool delivery_complete) {
+  impl_->write_delivery_complete = delivery_complete;
+}
+
+bool RawPeer::Impl::read_once(Call& c, std::size_t len) {
+  if (len > cfg.max_size || len > peer_len) {
+    *c.err = "read: size exceeds the peer's buffer";
+    return false;
+  }
+  for (;;) {  // a free context and a post the provider takes
+    if (!tx_free.empty()) {
+      OpCtx* op = tx_free.back();
+      op->done = false;
+      const ssize_t ret = fi_read(ep, rma_buf.get(), len, rma_desc, peer, peer_base, peer_key, op);
+      if (ret == 0) {
+        tx_free.pop_back();
+        while (!op->done)
+          if (step(&c.wait, false, &c.peer_failed, c.err) == Step::fail) return false;
+        return true;
+      }
+      if (ret != -FI_EAGAIN) {
+        *c.err = fi_error("fi_read", ret);
+        return false;
+      }
+    }
+    if (step(&c.wait, false, &c.peer_failed, c.err) == Step::fail) return false;
+  }
+}
+
+bool RawPeer::Impl::messages_serve(Call& c, std::size_t reply_len, std::size_t read_len, std::size_t iterations) {
+  if (reply_len > slot_size) {
+    *c.err = "messages: size exceeds max_size";
     return false;
   }
   for (std::size_t i = 0; i < iterations; ++i) {
     while (rx_ready == 0)
       if (step(&c.wait, false, &c.peer_failed, c.err) == Step::fail) {
         *c.err +=
-            " (round_trip: waiting for message " + std::to_string(i + 1) + " of " + std::to_string(iterations) + ")";
+            " (messages: waiting for message " + std::to_string(i + 1) + " of " + std::to_string(iterations) + ")";
         return false;
       }
     --rx_ready;
-    if (!post_send(len, &c.wait, &c.peer_failed, c.err)) return false;
+    if (read_len && !read_once(c, read_len)) return false;
+    if (!post_send(reply_len, &c.wait, &c.peer_failed, c.err)) return false;
   }
   return drain_tx(&c.wait, &c.peer_failed, c.err);
 }
@@ -255,7 +318,23 @@ bool RawPeer::Impl::rma_serve(Call& c) {
 bool RawPeer::serve(Workload w, std::size_t size, std::size_t iterations, std::string* err) {
   Impl& m = *impl_;
   Impl::Call c(m, err);
-  const bool served = w == Workload::round_trip ? m.round_trip_serve(c, size ? size : 8, iterations) : m.rma_serve(c);
+  const std::size_t len = size ? size : 8;
+  bool served = false;
+  switch (w) {
+    case Workload::rma_write:
+    case Workload::rma_read:
+      served = m.rma_serve(c);
+      break;
+    case Workload::round_trip:
+      served = m.messages_serve(c, len, 0, iterations);
+      break;
+    case Workload::send_reply:
+      served = m.messages_serve(c, 8, 0, iterations);
+      break;
+    case Workload::read_reply:
+      served = m.messages_serve(c, 8, len, iterations);
+      break;
+  }
   if (!served) m.call_abort(c);
   return served;
 }

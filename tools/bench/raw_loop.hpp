@@ -9,10 +9,16 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace rpcie::bench::raw {
 
-enum class Workload { rma_write, rma_read, round_trip };
+// round_trip: a message of `size` bytes and an equal reply. send_reply: a message of `size`
+// bytes and an 8 B reply (a pushed DMA: data and doorbell in one message, the interrupt back).
+// read_reply: an 8 B message; the target reads `size` bytes of the initiator's buffer (one
+// fi_read, waited for) and then sends an 8 B reply (an on-demand DMA: doorbell, the device's
+// read of the window, the interrupt).
+enum class Workload { rma_write, rma_read, round_trip, send_reply, read_reply };
 
 struct RawConfig {
   std::string prov_name;            // fi_info prov_name, e.g. "tcp;ofi_rxm" or "shm"
@@ -43,15 +49,23 @@ class RawPeer {
 
   // Initiator (client) side. RMA: `iterations` fi_write/fi_read of `size` bytes
   // with `window` in flight (the config's window when 0; 1 measures one operation's
-  // round trip). round_trip: `iterations` sends of `size` bytes
-  // (0 means 8) each followed by waiting for the peer's equal-sized reply.
-  // Returns seconds from first post to last completion, or < 0 with *err set.
-  double run(Workload w, std::size_t size, std::size_t iterations, std::string* err, std::size_t window = 0);
+  // round trip). round_trip, send_reply, read_reply: `iterations` exchanges (above), one
+  // at a time; size 0 means 8.
+  // Returns seconds from first post to last completion, or < 0 with *err set. With
+  // `operation_seconds` (message workloads, and RMA with window 1), the seconds of each
+  // operation are appended to it (one clock read per operation).
+  double run(Workload w, std::size_t size, std::size_t iterations, std::string* err, std::size_t window = 0,
+             std::vector<double>* operation_seconds = nullptr);
 
   // Target (server) side of the same round. RMA: busy-poll the CQ (manual data
-  // progress) until the client's end-of-round byte arrives. round_trip: receive
-  // and answer `iterations` messages of `size` bytes. false + *err on error.
+  // progress) until the client's end-of-round byte arrives. Message workloads: receive
+  // and answer `iterations` messages, busy-polling. false + *err on error.
   bool serve(Workload w, std::size_t size, std::size_t iterations, std::string* err);
+
+  // RMA writes complete only once delivered at the target (FI_DELIVERY_COMPLETE, through
+  // fi_writemsg), as the rpcie channel's do where the provider lacks send-after-write
+  // ordering; default off (fi_write, the provider's default completion).
+  void write_delivery_complete_set(bool delivery_complete);
 
   // One-line summary of what the provider handed back (for bench logs).
   std::string describe() const;

@@ -56,13 +56,15 @@ using Buffer = std::unique_ptr<void, FreeDeleter>;
 struct OpCtx {
   fi_context fi;
   bool is_rx;
-  std::size_t slot;  // rx: index of the receive slot in msg_buf
+  std::size_t slot;   // rx: index of the receive slot in msg_buf
+  bool done = false;  // tx: its completion was reaped (set by poll_cq)
 };
 
 struct RawPeer::Impl {
   RawConfig cfg;
   int fd = -1;
   bool server = false;
+  bool write_delivery_complete = false;  // RawPeer::write_delivery_complete_set
 
   fi_info* info = nullptr;
   fid_fabric* fabric = nullptr;
@@ -165,9 +167,17 @@ struct RawPeer::Impl {
     if (!c.peer_failed) send_abort();
   }
   // The workloads' two halves: seconds (< 0 on failure) for the initiator, success for the target.
-  double round_trip_run(Call& c, std::size_t len, std::size_t iterations);
-  double rma_run(Call& c, bool is_write, std::size_t size, std::size_t iterations, std::size_t window);
-  bool round_trip_serve(Call& c, std::size_t len, std::size_t iterations);
+  // Messages: `len` bytes out, then wait for the reply (samples: seconds of each, or null).
+  double messages_run(Call& c, std::size_t len, std::size_t iterations, std::vector<double>* samples);
+  double rma_run(Call& c, bool is_write, std::size_t size, std::size_t iterations, std::size_t window,
+                 std::vector<double>* samples);
+  // Answers each message with `reply_len` bytes, after reading `read_len` bytes of the
+  // initiator's buffer (none when 0).
+  bool messages_serve(Call& c, std::size_t reply_len, std::size_t read_len, std::size_t iterations);
+  // Posts one RMA write or read of `size` bytes of rma_buf to the peer's buffer.
+  ssize_t rma_post(bool is_write, std::size_t size, OpCtx* op);
+  // One fi_read of `len` bytes of the peer's buffer, waited for.
+  bool read_once(Call& c, std::size_t len);
   bool rma_serve(Call& c);
 };
 

@@ -2,10 +2,13 @@
 //   rma_write, rma_read  at each size: one-sided transfers into the target's buffer, a window
 //                        of 64 operations in flight                                    (MB/s)
 //   round_trip           an 8 B message and its reply, one at a time (rpcie: ping/pong) (us)
+// Both targets busy-poll (the rpcie RMA target: Channel::progress() in a loop) unless
+// LinkOptions::target_progress_thread (then rpcie's is a ProgressThread that may sleep).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "driver.hpp"
 #include "link.hpp"
@@ -17,9 +20,10 @@
 namespace rpcie::bench {
 
 // The initiator's side of one round (action raw or rpcie) of `iterations` operations; returns
-// the seconds they took. `window`: raw RMA only (0: the raw loop's default).
+// the seconds they took. `window`: raw RMA only (0: the raw loop's default). `samples`: the
+// seconds of each operation are appended (round trips; raw RMA with window 1).
 Result<double> round_run(Link& link, Action action, raw::Workload workload, std::size_t size, std::size_t iterations,
-                         std::uint16_t window = 0);
+                         std::uint16_t window = 0, std::vector<double>* samples = nullptr);
 
 // The target's end: accepts one initiator and serves its rounds until it quits; returns the
 // exit status.

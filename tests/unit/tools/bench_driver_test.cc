@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "driver.hpp"
+#include "progress.hpp"
 
 namespace {
 
@@ -205,7 +206,7 @@ TEST_CASE("a stop request ends the run before the next round") {
 TEST_CASE("the JSON document has the fields of the transport, device and front-end rows") {
   Row plain{"rma_write", 1048576, Unit::megabytes_per_second, 1000, 900, 0.9, std::nullopt, "", ""};
   Row acked{"edu_dma", 4096, Unit::microseconds, 20, 30, 1.5, 35.0, "", ""};
-  Row labelled{"dma_read", 1048576, Unit::megabytes_per_second, 5000, 4000, 0.8, std::nullopt, "local", "mmap"};
+  Row labelled{"bar_read", 1048576, Unit::megabytes_per_second, 5000, 4000, 0.8, std::nullopt, "api", "file"};
 
   const std::vector<Row> device_rows{plain, acked};
   const nlohmann::json document = results_document("tcp", 3, device_rows, Columns{});
@@ -214,23 +215,32 @@ TEST_CASE("the JSON document has the fields of the transport, device and front-e
   CHECK(document["rounds"] == 3);
   REQUIRE(document["results"].size() == 2);
   const nlohmann::json& first = document["results"][0];
-  CHECK(keys_of(first) == std::set<std::string>{"workload", "size", "raw", "rpcie", "unit", "ratio"});
+  const std::set<std::string> spread_keys{"raw_min",   "raw_max",       "raw_p50",   "raw_p99",   "raw_p999",
+                                          "rpcie_min", "rpcie_max",     "rpcie_p50", "rpcie_p99", "rpcie_p999",
+                                          "workload",  "size",          "raw",       "rpcie",     "unit",
+                                          "ratio",     "percentiles_of"};
+  CHECK(keys_of(first) == spread_keys);
   CHECK(first["workload"] == "rma_write");
   CHECK(first["size"] == 1048576);
   CHECK(first["raw"] == 1000.0);
   CHECK(first["rpcie"] == 900.0);
   CHECK(first["unit"] == "MB/s");
   CHECK(first["ratio"] == 0.9);
-  CHECK(keys_of(document["results"][1]) ==
-        std::set<std::string>{"workload", "size", "raw", "rpcie", "unit", "ratio", "rpcie_with_ack"});
+  std::set<std::string> acked_keys = spread_keys;
+  acked_keys.insert("rpcie_with_ack");
+  CHECK(keys_of(document["results"][1]) == acked_keys);
+  CHECK(first["percentiles_of"] == "slice");
   CHECK(document["results"][1]["rpcie_with_ack"] == 35.0);
 
   const std::vector<Row> frontend_rows{labelled};
   const nlohmann::json frontend = results_document("tcp", 5, frontend_rows, Columns{"baseline", "frontend", 10, true});
-  CHECK(keys_of(frontend["results"][0]) == std::set<std::string>{"workload", "size", "baseline", "baseline_is",
-                                                                 "frontend", "frontend_is", "unit", "ratio"});
-  CHECK(frontend["results"][0]["baseline_is"] == "local");
-  CHECK(frontend["results"][0]["frontend_is"] == "mmap");
+  CHECK(keys_of(frontend["results"][0]) ==
+        std::set<std::string>{"workload", "size", "baseline", "baseline_is", "frontend", "frontend_is", "unit", "ratio",
+                              "baseline_min", "baseline_max", "baseline_p50", "baseline_p99", "baseline_p999",
+                              "frontend_min", "frontend_max", "frontend_p50", "frontend_p99", "frontend_p999",
+                              "percentiles_of"});
+  CHECK(frontend["results"][0]["baseline_is"] == "api");
+  CHECK(frontend["results"][0]["frontend_is"] == "file");
 }
 
 TEST_CASE("the text table keeps its columns") {
@@ -240,11 +250,96 @@ TEST_CASE("the text table keeps its columns") {
   CHECK(table_header(Columns{"baseline", "frontend", 10, true}) ==
         "workload       size     baseline     frontend unit   ratio (baseline vs frontend)\n");
   Row plain{"round_trip", 8, Unit::microseconds, 20.5, 25.25, 1.2317, std::nullopt, "", ""};
-  CHECK(table_row(Columns{}, plain) == "round_trip        8        20.50        25.25 us     1.232\n");
+  plain.baseline_spread = {19.5, 21.25};
+  plain.subject_spread = {24, 26};
+  plain.baseline_percentiles = {20, 30, 40};
+  plain.subject_percentiles = {25, 35, 45.5};
+  plain.samples = Samples::operation;
+  CHECK(table_row(Columns{}, plain) ==
+        "round_trip        8        20.50        25.25 us     1.232\n"
+        "  min-max raw 19.50-21.25 rpcie 24.00-26.00 us | p50/p99/p99.9 us per operation: raw 20.00/30.00/40.00 "
+        "rpcie 25.00/35.00/45.50\n");
   Row acked{"edu_dma", 4096, Unit::microseconds, 20, 30, 1.5, 35.25, "", ""};
-  CHECK(table_row(Columns{"raw", "rpcie", 12, false}, acked) ==
-        "edu_dma          4096        20.00        30.00 us     1.500   (35.25 us with the acknowledge)\n");
+  CHECK(table_row(Columns{"raw", "rpcie", 12, false}, acked)
+            .starts_with("edu_dma          4096        20.00        30.00 us     1.500   (35.25 us with the "
+                         "acknowledge)\n  min-max raw "));
+  CHECK(table_row(Columns{}, acked).find("us per operation (slice means): raw") != std::string::npos);
   Row labelled{"reg_read", 4, Unit::microseconds, 10, 12, 1.2, std::nullopt, "api", "file"};
-  CHECK(table_row(Columns{"baseline", "frontend", 10, true}, labelled) ==
-        "reg_read          4        10.00        12.00 us     1.200 (api vs file)\n");
+  CHECK(table_row(Columns{"baseline", "frontend", 10, true}, labelled)
+            .starts_with(
+                "reg_read          4        10.00        12.00 us     1.200 (api vs file)\n  min-max baseline "));
+}
+
+TEST_CASE("a row reports each side's spread over the rounds and percentiles of its slices") {
+  std::vector<char> log;
+  std::vector<std::size_t> operations;
+  FakeSide baseline{'b', {1, 2, 3}, &log, &operations};
+  FakeSide subject{'s', {2, 8, 5}, &log, &operations};
+  Workload workload{.name = "fake", .size = 8, .unit = Unit::microseconds, .warmup_operations = 64};
+  workload.baseline = baseline.run();
+  workload.subject = subject.run();
+  auto row = workload_run(workload, quiet_options(3));
+  REQUIRE(row);
+  CHECK(row->baseline_spread.min == doctest::Approx(1));
+  CHECK(row->baseline_spread.max == doctest::Approx(3));
+  CHECK(row->subject_spread.min == doctest::Approx(2));
+  CHECK(row->subject_spread.max == doctest::Approx(8));
+  // The fake times no operation alone: percentiles of the 24 slices (8 per round) of each side.
+  CHECK(row->samples == Samples::slice);
+  CHECK(row->baseline_percentiles.p50 == doctest::Approx(2));
+  CHECK(row->subject_percentiles.p50 == doctest::Approx(5));
+  CHECK(row->subject_percentiles.p99 == doctest::Approx(8));
+  CHECK(row->subject_percentiles.p50 <= row->subject_percentiles.p99);
+  CHECK(row->subject_percentiles.p99 <= row->subject_percentiles.p999);
+}
+
+TEST_CASE("percentiles are of each operation when both sides time each one alone") {
+  // Each slice of 10 operations: nine of 1 µs and one of 101 µs (baseline), or 2 and 202 (subject).
+  auto side = [](double fast_us) {
+    return [fast_us](std::size_t n) -> Result<SliceSeconds> {
+      SliceSeconds took;
+      for (std::size_t i = 0; i < n; ++i) took.operations.push_back((i + 1 == n ? 101 * fast_us : fast_us) * 1e-6);
+      for (const double seconds : took.operations) took.measured += seconds;
+      took.whole = took.measured;
+      return took;
+    };
+  };
+  Workload workload{.name = "mmio_read", .size = 4, .unit = Unit::microseconds, .warmup_operations = 10};
+  workload.baseline = side(1);
+  workload.subject = side(2);
+  auto row = workload_run(workload, quiet_options(2));
+  REQUIRE(row);
+  CHECK(row->samples == Samples::operation);
+  CHECK(row->baseline == doctest::Approx(11));  // (9 + 101) / 10 µs per operation
+  CHECK(row->baseline_percentiles.p50 == doctest::Approx(1));
+  CHECK(row->subject_percentiles.p50 == doctest::Approx(2));
+  CHECK(row->subject_percentiles.p999 == doctest::Approx(202));
+  CHECK(row->ratio == doctest::Approx(2));
+
+  workload.subject = slice_run_timed([](std::size_t n) -> Result<double> { return static_cast<double>(n) * 1e-6; });
+  auto mixed = workload_run(workload, quiet_options(1));
+  REQUIRE(mixed);
+  CHECK(mixed->samples == Samples::slice);  // one side timed only whole slices: both by slice
+  CHECK(mixed->baseline_percentiles.p50 == doctest::Approx(11));
+}
+
+TEST_CASE("slice_run_each times every operation, and the slice is their sum") {
+  unsigned calls = 0;
+  SliceRun run = slice_run_each([&calls]() -> Result<void> {
+    ++calls;
+    return {};
+  });
+  auto took = run(5);
+  REQUIRE(took);
+  CHECK(calls == 5);
+  REQUIRE(took->operations.size() == 5);
+  double sum = 0;
+  for (const double seconds : took->operations) sum += seconds;
+  CHECK(sum == doctest::Approx(took->measured));
+}
+
+TEST_CASE("the progress line counts rounds and estimates the time left from the mean round") {
+  CHECK(Progress::line(3, 12, "rma_write 4096", 6.0) == "rpcie-bench: rounds 3/12, rma_write 4096, 0:18 left");
+  CHECK(Progress::line(1, 100, "edu_dma 4096", 2.0) == "rpcie-bench: rounds 1/100, edu_dma 4096, 3:18 left");
+  CHECK(Progress::line(5, 5, "round_trip 8", 9.0) == "rpcie-bench: rounds 5/5, round_trip 8, 0:00 left");
 }
