@@ -36,7 +36,7 @@ CLEANUPS+=("ip netns pids $CMP | xargs -r kill -9")
 # die with Slurm's and munged's logs too (stack_start's die shows the rpcie daemons').
 die() {
   echo "FAIL: $*" >&2
-  for l in "$SL/slurmctld.log" "$SL/slurmd.log" "$TMP/munge/log"; do
+  for l in "$TMP/rpcie-slurm.log" "$SL/slurmctld.log" "$SL/slurmd.log" "$TMP/munge/log"; do
     [ -f "$l" ] && { echo "--- $(basename "$l")" >&2; tail -n 20 "$l" >&2; }
   done
   stack_report
@@ -50,7 +50,7 @@ dd if=/dev/urandom of="$TMP/munge/key" bs=1024 count=1 status=none
 chmod 0600 "$TMP/munge/key"
 # --force: as root, and with its files under /tmp (munged checks the directories above them).
 start_bg "${ON_CMP[@]}" munged --foreground --force --socket="$TMP/munge/sock" --key-file="$TMP/munge/key" \
-  --pid-file="$TMP/munge/pid" --log-file="$TMP/munge/log" --seed-file="$TMP/munge/seed"
+  --pid-file="$TMP/munge/pid" --log-file="$TMP/munge/log" --seed-file="$TMP/munge/seed" >/dev/null 2>&1
 wait_file "$TMP/munge/pid" 10 && [ -S "$TMP/munge/sock" ] || die "munged did not start"
 
 # --- Slurm: one node with two rpcie GRES (index 0: edu0, index 1: edu1) ---------------------
@@ -75,6 +75,7 @@ JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 SelectType=select/cons_tres
 MpiDefault=none
+MailProg=/bin/true
 ReturnToService=2
 GresTypes=rpcie
 PrologFlags=Alloc
@@ -92,12 +93,15 @@ control = $SOCK
 state-dir = $STATE
 rpcie = $RPCIE
 timeout = 20
+log = $TMP/rpcie-slurm.log
 device 0 $HOST edu0
 device 1 $HOST:7385 edu1
 EOF
+cp "$SL/rpcie.conf" "$TMP/rpcie.conf.good"
 chmod 0644 "$SL/rpcie.conf"
-start_bg "${ON_CMP[@]}" slurmctld -D
-start_bg "${ON_CMP[@]}" slurmd -D -N "$NODE"
+# Both log to their files (-D also copies the log to stderr).
+start_bg "${ON_CMP[@]}" slurmctld -D 2>/dev/null
+start_bg "${ON_CMP[@]}" slurmd -D -N "$NODE" 2>/dev/null
 on_cmp() { "${ON_CMP[@]}" "$@"; }
 deadline=$((SECONDS + 30))
 until [ "$(on_cmp sinfo -h -n "$NODE" -o %T 2>/dev/null)" = idle ]; do
@@ -148,6 +152,40 @@ grep -qx 'RPCIE_DEVICE=unset' "$TMP/nogres.out" || die "a job without the GRES g
 [ "$(tail -n 1 "$TMP/nogres.out" | jq '.attachments | length')" = 0 ] ||
   die "a job without the GRES had an attachment while it ran: $(cat "$TMP/nogres.out")"
 pass "srun without --gres: RPCIE_DEVICE unset in the task (the submitter's too), nothing attached"
+
+# --- a Prolog that cannot attach: the node drains, the job is held, nothing stays attached ---
+# Index 1 names an export the exporter does not have: index 0's attach is undone.
+sed -i 's/^device 1 .*/device 1 '"$HOST"' no-such-export/' "$SL/rpcie.conf"
+printf '#!/bin/bash\necho "RPCIE_DEVICES=$RPCIE_DEVICES"\n' >"$TMP/jobs/short.sh"
+job=$(on_cmp sbatch --parsable --gres=rpcie:2 -o "$TMP/jobs/%j.out" "$TMP/jobs/short.sh" 2>"$TMP/err") ||
+  die "sbatch: $(cat "$TMP/err")"
+node_state() { on_cmp scontrol show node "$NODE" | sed -n 's/.* State=\([^ ]*\).*/\1/p'; }
+job_state() { on_cmp scontrol show job "$job" | sed -n 's/.* JobState=\([^ ]*\).*/\1/p'; }
+deadline=$((SECONDS + 30))
+until [[ $(node_state) == *DRAIN* ]]; do
+  [ $SECONDS -ge $deadline ] && die "a failing Prolog did not drain the node within 30 s: $(on_cmp scontrol show node "$NODE")"
+  sleep 0.1
+done
+grep -q "prolog: job $job: error: GRES rpcie index 1: rpcie attach -r $HOST -e no-such-export: " "$TMP/rpcie-slurm.log" ||
+  die "the Prolog's error is not in rpcie.conf's log: $(cat "$TMP/rpcie-slurm.log")"
+all_free "after the failed Prolog"
+on_cmp scontrol show job "$job" | grep -q 'Reason=launch_failed_requeued_held' ||
+  die "job $job after a failed Prolog: $(on_cmp scontrol show job "$job")"
+pass "a Prolog that cannot attach (index 1: no-such-export) drains the node, holds job $job, detaches index 0 again; error in the log"
+cp "$TMP/rpcie.conf.good" "$SL/rpcie.conf"
+on_cmp scontrol update NodeName="$NODE" State=RESUME || die "scontrol update State=RESUME"
+on_cmp scontrol release "$job" || die "scontrol release $job"
+# A requeued job waits 2 minutes (its BeginTime) unless told otherwise.
+on_cmp scontrol update JobId="$job" StartTime=now || die "scontrol update JobId=$job StartTime=now"
+deadline=$((SECONDS + 30))
+until [ "$(job_state)" = COMPLETED ]; do
+  [ $SECONDS -ge $deadline ] && die "job $job not completed 30 s after the node's resume: $(on_cmp scontrol show job "$job")"
+  sleep 0.1
+done
+grep -qx "RPCIE_DEVICES=$DEVDIR/rpcie[01],$DEVDIR/rpcie[01]" "$TMP/jobs/$job.out" ||
+  die "job $job after its release: $(cat "$TMP/jobs/$job.out")"
+all_free "after job $job"
+pass "configuration fixed, node resumed, job released: it ran with both devices, all free after it"
 
 # --- sbatch --gres=rpcie:2, cancelled while it runs -----------------------------------------
 # The batch script runs the driver on each device with srun, as a user's would, then sleeps
