@@ -171,7 +171,8 @@ grep -q "prolog: job $job: error: GRES rpcie index 1: rpcie attach -r $HOST -e n
 all_free "after the failed Prolog"
 on_cmp scontrol show job "$job" | grep -q 'Reason=launch_failed_requeued_held' ||
   die "job $job after a failed Prolog: $(on_cmp scontrol show job "$job")"
-pass "a Prolog that cannot attach (index 1: no-such-export) drains the node, holds job $job, detaches index 0 again; error in the log"
+reason=$(on_cmp scontrol show node "$NODE" | sed -n 's/^ *Reason=//p')
+pass "a Prolog that cannot attach (index 1: no-such-export) drains the node (Reason=$reason), holds job $job, detaches index 0 again; error in the log"
 cp "$TMP/rpcie.conf.good" "$SL/rpcie.conf"
 on_cmp scontrol update NodeName="$NODE" State=RESUME || die "scontrol update State=RESUME"
 on_cmp scontrol release "$job" || die "scontrol release $job"
