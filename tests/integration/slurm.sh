@@ -221,3 +221,15 @@ until [ -z "$(on_cmp squeue -h -j "$job" -t PD,R,CG -o %T 2>/dev/null)" ]; do
 done
 all_free "after scancel of batch job $job"
 pass "scancel of the running job: no attachment in rpcie status, edu0 and edu1 free at the exporter"
+
+# --- an Epilog that did not finish: the next Prolog for the index detaches the leftover ------
+# As if job 999's Epilog never ran: edu0 attached, its record in the state directory.
+"${ON_CMP[@]}" "$RPCIE" attach -r "$HOST" -e edu0 >"$TMP/out" 2>"$TMP/err" || die "attach edu0 by hand: $(cat "$TMP/err")"
+read -r dev path _ <"$TMP/out"
+mkdir -p "$STATE" && echo "0 $dev $path edu0" >"$STATE/job-999"
+on_cmp timeout 60 srun --gres=rpcie:1 sh -c 'exec "$0" "$RPCIE_DEVICE"' "$DRIVER" >"$TMP/srun.out" 2>&1 ||
+  die "srun --gres=rpcie:1 over job 999's leftover: exit $?: $(cat "$TMP/srun.out")"
+grep -q "GRES index 0: $dev of job-999 is still attached; detaching it" "$TMP/rpcie-slurm.log" ||
+  die "the Prolog did not say it detached job 999's leftover: $(cat "$TMP/rpcie-slurm.log")"
+all_free "after the job that found job 999's leftover"
+pass "a leftover of a job whose Epilog did not finish ($dev, edu0) is detached by the next Prolog for its index; the job runs"
