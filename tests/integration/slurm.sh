@@ -175,12 +175,18 @@ reason=$(on_cmp scontrol show node "$NODE" | sed -n 's/^ *Reason=//p')
 pass "a Prolog that cannot attach (index 1: no-such-export) drains the node (Reason=$reason), holds job $job, detaches index 0 again; error in the log"
 cp "$TMP/rpcie.conf.good" "$SL/rpcie.conf"
 on_cmp scontrol update NodeName="$NODE" State=RESUME || die "scontrol update State=RESUME"
-on_cmp scontrol release "$job" || die "scontrol release $job"
-# A requeued job waits 2 minutes (its BeginTime) unless told otherwise.
-on_cmp scontrol update JobId="$job" StartTime=now || die "scontrol update JobId=$job StartTime=now"
-deadline=$((SECONDS + 30))
+# Release the held job; a requeued job also waits 2 minutes (its BeginTime) unless told
+# otherwise. Both again while it is pending: slurmctld may finish the requeue (and its hold)
+# after the first release.
+deadline=$((SECONDS + 30)) nudged=0
 until [ "$(job_state)" = COMPLETED ]; do
-  [ $SECONDS -ge $deadline ] && die "job $job not completed 30 s after the node's resume: $(on_cmp scontrol show job "$job")"
+  [ $SECONDS -ge $deadline ] && die "job $job not completed 30 s after the node's resume: $(on_cmp scontrol show job "$job"; on_cmp scontrol show node "$NODE")"
+  [[ $(node_state) == *DRAIN* ]] && die "the node drained again: $(on_cmp scontrol show node "$NODE")"
+  if [ "$(job_state)" = PENDING ] && [ $SECONDS -ge $nudged ]; then
+    on_cmp scontrol release "$job" 2>/dev/null
+    on_cmp scontrol update JobId="$job" StartTime=now || die "scontrol update JobId=$job StartTime=now"
+    nudged=$((SECONDS + 2))
+  fi
   sleep 0.1
 done
 grep -qx "RPCIE_DEVICES=$DEVDIR/rpcie[01],$DEVDIR/rpcie[01]" "$TMP/jobs/$job.out" ||
