@@ -152,6 +152,24 @@ grep -qx 'RPCIE_DEVICE=unset' "$TMP/nogres.out" || die "a job without the GRES g
 [ "$(tail -n 1 "$TMP/nogres.out" | jq '.attachments | length')" = 0 ] ||
   die "a job without the GRES had an attachment while it ran: $(cat "$TMP/nogres.out")"
 pass "srun without --gres: RPCIE_DEVICE unset in the task (the submitter's too), nothing attached"
+# A broken rpcie.conf fails no job without the GRES; the TaskProlog says what is wrong.
+echo "frobnicate = 1" >>"$SL/rpcie.conf"
+bad_line=$(wc -l <"$SL/rpcie.conf")
+on_cmp timeout 60 srun sh -c 'echo "RPCIE_DEVICE=${RPCIE_DEVICE-unset}"' >"$TMP/nogres.out" 2>&1 ||
+  die "srun without --gres, rpcie.conf broken: exit $?: $(cat "$TMP/nogres.out")"
+grep -qx 'RPCIE_DEVICE=unset' "$TMP/nogres.out" &&
+  grep -qx "rpcie-slurm: error: $SL/rpcie.conf:$bad_line: unknown key 'frobnicate'" "$TMP/nogres.out" ||
+  die "srun without --gres, rpcie.conf broken: $(cat "$TMP/nogres.out")"
+# Its Epilog too reads the broken file: the job must end (COMPLETING over) on a node not drained.
+deadline=$((SECONDS + 15))
+while [ -n "$(on_cmp squeue -h -t R,CG -o %i)" ]; do
+  [ $SECONDS -ge $deadline ] && die "a job is still running or completing 15 s after srun: $(on_cmp squeue -t R,CG)"
+  sleep 0.1
+done
+[[ $(on_cmp scontrol show node "$NODE") != *DRAIN* ]] ||
+  die "a job without --gres drained the node with rpcie.conf broken: $(on_cmp scontrol show node "$NODE")"
+cp "$TMP/rpcie.conf.good" "$SL/rpcie.conf"
+pass "rpcie.conf broken: a job without --gres still runs and ends, the node stays up; the TaskProlog prints 'rpcie.conf:$bad_line: unknown key' to it"
 
 # --- a Prolog that cannot attach: the node drains, the job is held, nothing stays attached ---
 # Index 1 names an export the exporter does not have: index 0's attach is undone.
