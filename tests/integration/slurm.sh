@@ -103,6 +103,7 @@ chmod 0644 "$SL/rpcie.conf"
 start_bg "${ON_CMP[@]}" slurmctld -D 2>/dev/null
 start_bg "${ON_CMP[@]}" slurmd -D -N "$NODE" 2>/dev/null
 on_cmp() { "${ON_CMP[@]}" "$@"; }
+node_state() { on_cmp scontrol show node "$NODE" | sed -n 's/.* State=\([^ ]*\).*/\1/p'; }
 deadline=$((SECONDS + 30))
 until [ "$(on_cmp sinfo -h -n "$NODE" -o %T 2>/dev/null)" = idle ]; do
   [ $SECONDS -ge $deadline ] && die "the node is not idle 30 s after start: $(on_cmp sinfo -N 2>&1)"
@@ -152,7 +153,17 @@ grep -qx 'RPCIE_DEVICE=unset' "$TMP/nogres.out" || die "a job without the GRES g
 [ "$(tail -n 1 "$TMP/nogres.out" | jq '.attachments | length')" = 0 ] ||
   die "a job without the GRES had an attachment while it ran: $(cat "$TMP/nogres.out")"
 pass "srun without --gres: RPCIE_DEVICE unset in the task (the submitter's too), nothing attached"
+# node_idle: within 15 s, the node is IDLE: no job on it, and no Epilog running (a job's
+# end leaves it IDLE+COMPLETING until then; srun may return before the job ends).
+node_idle() {
+  local deadline=$((SECONDS + 15))
+  until [ "$(node_state)" = IDLE ]; do
+    [ $SECONDS -ge $deadline ] && die "the node is not idle 15 s later: $(on_cmp scontrol show node "$NODE")"
+    sleep 0.1
+  done
+}
 # A broken rpcie.conf fails no job without the GRES; the TaskProlog says what is wrong.
+node_idle
 echo "frobnicate = 1" >>"$SL/rpcie.conf"
 bad_line=$(wc -l <"$SL/rpcie.conf")
 on_cmp timeout 60 srun sh -c 'echo "RPCIE_DEVICE=${RPCIE_DEVICE-unset}"' >"$TMP/nogres.out" 2>&1 ||
@@ -160,14 +171,14 @@ on_cmp timeout 60 srun sh -c 'echo "RPCIE_DEVICE=${RPCIE_DEVICE-unset}"' >"$TMP/
 grep -qx 'RPCIE_DEVICE=unset' "$TMP/nogres.out" &&
   grep -qx "rpcie-slurm: error: $SL/rpcie.conf:$bad_line: unknown key 'frobnicate'" "$TMP/nogres.out" ||
   die "srun without --gres, rpcie.conf broken: $(cat "$TMP/nogres.out")"
-# Its Epilog too reads the broken file: the job must end (COMPLETING over) on a node not drained.
+# Its Epilog too reads the broken file: the job must end, its Epilog over, the node not drained.
 deadline=$((SECONDS + 15))
-while [ -n "$(on_cmp squeue -h -t R,CG -o %i)" ]; do
-  [ $SECONDS -ge $deadline ] && die "a job is still running or completing 15 s after srun: $(on_cmp squeue -t R,CG)"
+until [ "$(node_state)" = IDLE ]; do
+  [[ $(node_state) == *DRAIN* ]] &&
+    die "a job without --gres drained the node with rpcie.conf broken: $(on_cmp scontrol show node "$NODE")"
+  [ $SECONDS -ge $deadline ] && die "the node is not idle 15 s after srun: $(on_cmp scontrol show node "$NODE")"
   sleep 0.1
 done
-[[ $(on_cmp scontrol show node "$NODE") != *DRAIN* ]] ||
-  die "a job without --gres drained the node with rpcie.conf broken: $(on_cmp scontrol show node "$NODE")"
 cp "$TMP/rpcie.conf.good" "$SL/rpcie.conf"
 pass "rpcie.conf broken: a job without --gres still runs and ends, the node stays up; the TaskProlog prints 'rpcie.conf:$bad_line: unknown key' to it"
 
@@ -177,7 +188,6 @@ sed -i 's/^device 1 .*/device 1 '"$HOST"' no-such-export/' "$SL/rpcie.conf"
 printf '#!/bin/bash\necho "RPCIE_DEVICES=$RPCIE_DEVICES"\n' >"$TMP/jobs/short.sh"
 job=$(on_cmp sbatch --parsable --gres=rpcie:2 -o "$TMP/jobs/%j.out" "$TMP/jobs/short.sh" 2>"$TMP/err") ||
   die "sbatch: $(cat "$TMP/err")"
-node_state() { on_cmp scontrol show node "$NODE" | sed -n 's/.* State=\([^ ]*\).*/\1/p'; }
 job_state() { on_cmp scontrol show job "$job" | sed -n 's/.* JobState=\([^ ]*\).*/\1/p'; }
 deadline=$((SECONDS + 30))
 until [[ $(node_state) == *DRAIN* ]]; do
