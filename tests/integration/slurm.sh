@@ -211,8 +211,9 @@ until [ "$(job_state)" = COMPLETED ]; do
   [ $SECONDS -ge $deadline ] && die "job $job not completed 30 s after the node's resume: $(on_cmp scontrol show job "$job"; on_cmp scontrol show node "$NODE")"
   [[ $(node_state) == *DRAIN* ]] && die "the node drained again: $(on_cmp scontrol show node "$NODE")"
   if [ "$(job_state)" = PENDING ] && [ $SECONDS -ge $nudged ]; then
+    # Either may find the job started already: not an error.
     on_cmp scontrol release "$job" 2>/dev/null
-    on_cmp scontrol update JobId="$job" StartTime=now || die "scontrol update JobId=$job StartTime=now"
+    on_cmp scontrol update JobId="$job" StartTime=now 2>/dev/null
     nudged=$((SECONDS + 2))
   fi
   sleep 0.1
