@@ -264,7 +264,8 @@ read -r dev path _ <"$TMP/out"
 mkdir -p "$STATE" && echo "0 $dev $path edu0" >"$STATE/job-999"
 on_cmp timeout 60 srun --gres=rpcie:1 sh -c 'exec "$0" "$RPCIE_DEVICE"' "$DRIVER" >"$TMP/srun.out" 2>&1 ||
   die "srun --gres=rpcie:1 over job 999's leftover: exit $?: $(cat "$TMP/srun.out")"
-grep -q "GRES index 0: $dev of job-999 is still attached; detaching it" "$TMP/rpcie-slurm.log" ||
+grep -q "GRES rpcie index 0: job-999 still holds it ($dev; its Epilog did not finish): detaching it" "$TMP/rpcie-slurm.log" &&
+  grep -q "prolog: job [0-9]*: detached $dev (edu0)" "$TMP/rpcie-slurm.log" ||
   die "the Prolog did not say it detached job 999's leftover: $(cat "$TMP/rpcie-slurm.log")"
 all_free "after the job that found job 999's leftover"
 pass "a leftover of a job whose Epilog did not finish ($dev, edu0) is detached by the next Prolog for its index; the job runs"
