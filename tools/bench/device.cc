@@ -101,18 +101,7 @@ Result<double> edu_dma_once(client::Attachment& attachment, bool push) {
 }
 
 SliceRun edu_dma_run(client::Attachment& attachment, bool push) {
-  return [&attachment, push](std::size_t operations) -> Result<SliceSeconds> {
-    SliceSeconds took;
-    took.operations.reserve(operations);
-    const auto start = Clock::now();
-    for (std::size_t i = 0; i < operations; ++i) {
-      RPCIE_TRY_ASSIGN(const double measured, edu_dma_once(attachment, push));
-      took.measured += measured;
-      took.operations.push_back(measured);
-    }
-    took.whole = std::chrono::duration<double>(Clock::now() - start).count();
-    return took;
-  };
+  return slice_run_each_part([&attachment, push] { return edu_dma_once(attachment, push); });
 }
 
 // The raw loop's `workload` of `size` bytes on the link, as a baseline, with `window`

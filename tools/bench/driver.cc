@@ -145,6 +145,21 @@ SliceRun slice_run_each(std::function<Result<void>()> operation) {
   };
 }
 
+SliceRun slice_run_each_part(std::function<Result<double>()> operation) {
+  return [operation = std::move(operation)](std::size_t operations) -> Result<SliceSeconds> {
+    SliceSeconds took;
+    took.operations.reserve(operations);
+    const auto start = Clock::now();
+    for (std::size_t i = 0; i < operations; ++i) {
+      RPCIE_TRY_ASSIGN(const double measured, operation());
+      took.measured += measured;
+      took.operations.push_back(measured);
+    }
+    took.whole = std::chrono::duration<double>(Clock::now() - start).count();
+    return took;
+  };
+}
+
 std::size_t slice_operations(const Sizing& sizing, std::size_t warmup_operations, double warmup_seconds) noexcept {
   const double operations = static_cast<double>(warmup_operations) * sizing.slice_seconds /
                             std::max(warmup_seconds, sizing.warmup_floor_seconds);

@@ -60,6 +60,10 @@ SliceRun slice_run_sampled(
 // A SliceRun that times `operations` calls of `operation`, each one alone (one clock read
 // per call), stopping at the first error.
 SliceRun slice_run_each(std::function<Result<void>()> operation);
+// The same for operations that time a part of themselves: each call returns the seconds of
+// its measured part (what the row reports); the whole loop, the rest included, is the
+// slice's `whole`.
+SliceRun slice_run_each_part(std::function<Result<double>()> operation);
 
 // One row of the table.
 struct Workload {

@@ -5,12 +5,16 @@
 //   reg_read   4 B pread of edu's resource0            vs Attachment::mmio_read      (us)
 //   bar_write  1 MiB pwrite to membar's resource0      vs Attachment::bar_write      (MB/s)
 //   bar_read   1 MiB pread (page cache dropped first)  vs Attachment::bar_read       (MB/s)
+//   irq        edu's factorial, interrupt when done: the pwrite that starts it until poll()
+//              on `events` returns (the read of the count follows, not measured)
+//                                                      vs mmio_write until interrupt_wait (us)
 //   map_load, map_burst, map_memcpy, plain: mapped register BARs under `rpcie run` (mmio_rows.hpp)
 // The exporter runs pinned to CPU 1, this process (the application) to CPU 0, hostd where
 // the scheduler puts it (on a compute server it shares the application's cores).
 #include "frontend.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -41,6 +45,7 @@ namespace rpcie::bench {
 namespace {
 
 using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
 constexpr std::size_t kMiB = 1u << 20;
 
 Deadline call_deadline() { return Deadline::after(30s); }
@@ -79,6 +84,7 @@ struct Setup {
   std::optional<HostBuffer> window;              // the client API's DMA windows, 1 MiB each
   std::unique_ptr<client::Attachment> edu, mem;  // edu-a, mem-a through the client API
   OpenFile reg, bar;                             // through hostd: edu-b's resource0, mem-b's resource0
+  OpenFile events;                               // through hostd: edu-b's events
   std::optional<HostBuffer> user;                // kMiB: the user's buffer
   std::string edu_dir;                           // edu-b's directory through hostd
   CommandChild mapped, plain;                    // rpcie-bench-mmio under rpcie run, and without it
@@ -141,6 +147,7 @@ Result<void> client_attach(Setup& setup, const std::string& provider) {
 Result<void> files_open(Setup& setup, const std::string& edu_dir, const std::string& mem_dir) {
   RPCIE_TRY(setup.reg.open(edu_dir + "/resource0"));
   RPCIE_TRY(setup.bar.open(mem_dir + "/resource0"));
+  RPCIE_TRY(setup.events.open(edu_dir + "/events"));
   RPCIE_TRY_ASSIGN(setup.user, HostBuffer::create(kMiB));
   std::memset(setup.user->data(), 0x5a, kMiB);
   return {};
@@ -159,6 +166,46 @@ Result<void> mmio_children_start(Setup& setup, const FrontendOptions& options) {
   return {};
 }
 
+// `done` as a Result: errno's error when it failed.
+Result<void> system_call(bool done, const char* what) {
+  if (!done) return fail(errno, what);
+  return {};
+}
+
+// edu's "interrupt when the factorial is done", on both sides' devices.
+Result<void> irq_enable(Setup& setup) {
+  RPCIE_TRY(setup.edu->mmio_write(0, edu::kRegStatus, 4, edu::kStatusIrqOnFactorial, call_deadline()));
+  const std::uint32_t status = edu::kStatusIrqOnFactorial;
+  return system_call(pwrite(setup.reg.fd(), &status, 4, edu::kRegStatus) == 4, "pwrite resource0");
+}
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// One factorial through the client API: the write that starts it until interrupt_wait returns.
+Result<double> irq_api_once(client::Attachment& device) {
+  const auto seen = device.interrupt_count(0);
+  const auto start = Clock::now();
+  RPCIE_TRY(device.mmio_write(0, edu::kRegFactorial, 4, 5, call_deadline()));
+  RPCIE_TRY(device.interrupt_wait(0, seen, call_deadline()));
+  return seconds_since(start);
+}
+
+// The same through hostd's files: the pwrite until poll() on `events` returns; the read of
+// the count (which the next poll needs) follows, outside the measured part.
+Result<double> irq_file_once(int reg, int events) {
+  const auto start = Clock::now();
+  const std::uint32_t n = 5;
+  RPCIE_TRY(system_call(pwrite(reg, &n, 4, edu::kRegFactorial) == 4, "pwrite resource0"));
+  pollfd p{events, POLLIN, 0};
+  const int ready = ::poll(&p, 1, 30000);
+  if (ready == 0) return fail(ETIMEDOUT, "no interrupt on events within 30 s");
+  RPCIE_TRY(system_call(ready > 0, "poll events"));
+  const double measured = seconds_since(start);
+  std::uint32_t count = 0;
+  RPCIE_TRY(system_call(read(events, &count, 4) == 4, "read events"));
+  return measured;
+}
+
 Result<std::unique_ptr<Setup>> setup_open(const FrontendOptions& options, const std::string& provider) {
   auto setup = std::make_unique<Setup>();
   RPCIE_TRY_ASSIGN(auto dir, TempDir::make("/tmp/rpcie-bench-fe."));
@@ -173,18 +220,13 @@ Result<std::unique_ptr<Setup>> setup_open(const FrontendOptions& options, const 
     return error_in(attached.error(), "attach through the client API");
   if (auto opened = files_open(*setup, *edu_dir, *mem_dir); !opened)
     return error_in(opened.error(), "open the device files");
+  if (auto enabled = irq_enable(*setup); !enabled) return error_in(enabled.error(), "edu's factorial interrupt");
   setup->edu_dir = *edu_dir;
   for (CommandChild* child : {&setup->mapped, &setup->plain})
     if (auto opened = child->open(*edu_dir); !opened) return error_in(opened.error(), "rpcie-bench-mmio");
   if (auto opened = setup->mapped.scratch_open(*mem_dir); !opened)
     return error_in(opened.error(), "rpcie-bench-mmio (mem-b needs scratch=on)");
   return setup;
-}
-
-// `done` as a Result: errno's error when it failed.
-Result<void> system_call(bool done, const char* what) {
-  if (!done) return fail(errno, what);
-  return {};
 }
 
 std::vector<Workload> frontend_workloads(Setup& setup) {
@@ -231,6 +273,16 @@ std::vector<Workload> frontend_workloads(Setup& setup) {
         return system_call(pread(bar, user, kMiB, 0) == static_cast<ssize_t>(kMiB), "pread resource0");
       },
       "api", "file"));
+  workloads.push_back(Workload{.name = "irq",
+                               .size = 4,
+                               .unit = Unit::microseconds,
+                               .warmup_operations = 16,
+                               .baseline = slice_run_each_part([&setup] { return irq_api_once(*setup.edu); }),
+                               .subject = slice_run_each_part([reg, events = setup.events.fd()] {
+                                 return irq_file_once(reg, events);
+                               }),
+                               .baseline_is = "api",
+                               .subject_is = "file"});
   return workloads;
 }
 

@@ -68,7 +68,7 @@ std::optional<int> options_parse(int argc, char** argv, Options& options) {
   app.add_option("--data-path", options.data_path, "--device: sealed, open or auto (the client's choice; default auto)")
       ->check(CLI::IsMember({"sealed", "open", "auto"}));
   app.add_flag("--frontend", options.frontend,
-               "file front end (rpcie-hostd started here) vs the client API: reg_read, bar_write, bar_read, "
+               "file front end (rpcie-hostd started here) vs the client API: reg_read, bar_write, bar_read, irq, "
                "and the mapped-BAR rows");
   app.add_option("--hostd", options.hostd, "rpcie-hostd to start for --frontend (default: next to this program)");
   app.add_option("--psk-file", options.psk_file,
