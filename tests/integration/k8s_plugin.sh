@@ -149,6 +149,7 @@ echo edu0 >"$KDIR/in-use"
 [ "$(attached_count edu0)" = 1 ] || die "a second Allocate of edu0 left $(attached_count edu0) attachments"
 health_wait 10 edu0 Healthy
 kill -9 "$EXPORTD_PID"
+wait "$EXPORTD_PID" 2>/dev/null  # reaped here: no "Killed" line from bash
 health_wait 15 edu0 Unhealthy
 health_wait 10 edu1-b Unhealthy
 pass "a second Allocate replaces the attachment (one left); the exporter killed: edu0 and edu1-b Unhealthy"
