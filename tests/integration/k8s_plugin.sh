@@ -60,9 +60,21 @@ port = 7385
 export = "edu1"
 id = "edu1-b"
 EOF2
-start_bg "${ON_CMP[@]}" "$PLUGIN" --config "$TMP/plugin.toml" --kubelet-dir "$KDIR" \
-  --pod-resources "$KDIR/pod-resources.sock" 2>>"$TMP/plugin.log"
-PLUGIN_PID=$LAST_PID
+# plugin_start: the plugin, in the compute namespace (it asks the exporter who holds what).
+plugin_start() {
+  start_bg "${ON_CMP[@]}" "$PLUGIN" --config "$TMP/plugin.toml" --kubelet-dir "$KDIR" \
+    --pod-resources "$KDIR/pod-resources.sock" 2>>"$TMP/plugin.log"
+  PLUGIN_PID=$LAST_PID
+}
+# registrations_wait N: until the stub kubelet has had N Register requests.
+registrations_wait() {
+  local deadline=$((SECONDS + 10))
+  until [ "$(wc -l <"$KDIR/register.jsonl" 2>/dev/null || echo 0)" -ge "$1" ]; do
+    [ $SECONDS -ge $deadline ] && die "no registration number $1"
+    sleep 0.05
+  done
+}
+plugin_start
 
 # --- registration and the first list ------------------------------------------------------
 wait_file "$KDIR/register.jsonl" 15 || die "the plugin never registered"
@@ -79,7 +91,7 @@ jq -e '.pre_start_required == false and .get_preferred_allocation_available' "$K
 # health_wait SECONDS ID HEALTH: until the stream's latest list shows ID as HEALTH.
 health_wait() {
   local deadline=$((SECONDS + $1))
-  until tail -n 1 "$KDIR/devices.jsonl" | jq -e --arg id "$2" --arg h "$3" \
+  until grep '"devices"' "$KDIR/devices.jsonl" | tail -n 1 | jq -e --arg id "$2" --arg h "$3" \
     '.devices | map(select(.id == $id))[0].health == $h' >/dev/null 2>&1; do
     [ $SECONDS -ge $deadline ] && die "ListAndWatch never showed $2 $3 within $1 s: $(tail -n 1 "$KDIR/devices.jsonl")"
     sleep 0.05
@@ -135,6 +147,14 @@ id=$(od -An -tx1 -N4 "$P/config" | tr -d ' \n')
   and .state == "connected")] | length == 1' >/dev/null || die "hostd status: $("$RPCIE" status)"
 pass "Allocate edu0: mount and RPCIE_DEVICE=$P, a directory whose config is edu's (1234:11e8), connected in hostd"
 
+# A restarted plugin adopts hostd's attachment of a pool device (and releases it by the same rule).
+kill -TERM "$PLUGIN_PID"
+wait "$PLUGIN_PID" || die "the plugin's exit status on SIGTERM"
+[ "$(attached_count edu0)" = 1 ] || die "stopping the plugin detached edu0: $("$RPCIE" status)"
+plugin_start
+registrations_wait 2
+grep -q "edu0: adopted hostd's" "$TMP/plugin.log" || die "the restarted plugin did not adopt edu0"
+pass "the plugin stopped and started again: edu0 stays attached and is adopted"
 # Kept while the pod resources list it (a quiet interval: three checks and the grace).
 sleep 2.5
 [ "$(attached_count edu0)" = 1 ] || die "edu0 detached while in use: $("$RPCIE" status)"
@@ -159,6 +179,21 @@ stack_exportd_start
 health_wait 15 edu0 Healthy
 health_wait 15 edu1-b Healthy
 pass "unlisted edu0 detached with its exporter down; the exporter back: both Healthy again"
+
+# --- the kubelet restarts: it removes the plugins' sockets; the plugin serves anew, registers again
+lists=$(grep -c '"devices"' "$KDIR/devices.jsonl")
+regs=$(wc -l <"$KDIR/register.jsonl")
+rm "$KDIR/rpcie-edu.sock"
+registrations_wait $((regs + 1))
+deadline=$((SECONDS + 10))
+until [ "$(grep -c '"devices"' "$KDIR/devices.jsonl")" -gt "$lists" ]; do
+  [ $SECONDS -ge $deadline ] && die "no new ListAndWatch list after the socket was removed"
+  sleep 0.05
+done
+[ -S "$KDIR/rpcie-edu.sock" ] || die "no new socket $KDIR/rpcie-edu.sock"
+tail -n 1 "$KDIR/register.jsonl" | jq -e '.endpoint == "rpcie-edu.sock"' >/dev/null || die "second Register: $(tail -n 1 "$KDIR/register.jsonl")"
+health_wait 10 edu0 Healthy
+pass "socket removed (a kubelet restart): served anew, registered again, a new ListAndWatch with edu0 Healthy"
 
 # --- stop ----------------------------------------------------------------------------------
 kill -TERM "$PLUGIN_PID"

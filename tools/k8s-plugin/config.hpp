@@ -23,8 +23,9 @@ struct PoolDevice {
   std::string id;  // the device ID the kubelet sees: 1-63 of A-Z a-z 0-9 _ . - (default: export)
   std::string host;
   std::uint16_t port = 7385;
-  std::string exporter() const { return host + ":" + std::to_string(port); }
   std::string export_name;
+
+  std::string exporter() const { return host + ":" + std::to_string(port); }  // as hostd's status spells it
 };
 
 struct PluginConfig {
