@@ -19,7 +19,8 @@ bool attachment_of(const HostdAttachment& a, const PoolDevice& d) {
 }  // namespace
 
 void Allocator::holding_drop(const std::string& id, const Holding& h, const char* why) {
-  auto r = hostd_detach(o_.control, h.hostd_device, Deadline::after(o_.call_timeout));
+  // As long as an attach may take: hostd waits for the exporter's answer (its --timeout).
+  auto r = hostd_detach(o_.control, h.hostd_device, Deadline::after(o_.attach_timeout));
   if (!r && r.error().code != ENOENT) {
     log(LogLevel::error, kLog, "{}: detach of {} ({}) failed: {}", id, h.hostd_device, why, r.error().describe());
     return;  // still ours: the next check tries again

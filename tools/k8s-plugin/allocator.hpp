@@ -31,7 +31,7 @@ struct AllocatorOptions {
   std::string control;                              // hostd's control socket
   std::string pod_resources;                        // the kubelet's pod resources socket ("": never release)
   std::string resource_name;                        // rpcie.io/<name>
-  std::chrono::milliseconds attach_timeout{30000};  // one attach through hostd
+  std::chrono::milliseconds attach_timeout{30000};  // one attach or detach through hostd
   std::chrono::milliseconds call_timeout{5000};     // status, detach, pod resources, probes
   std::chrono::milliseconds release_grace{30000};
   client::ClientOptions probe;  // to ask exporters (key, client name)
