@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
 # rpcie-k8s-plugin against a stub kubelet built from the plugin's own .proto files
 # (k8s_kubelet_stub.cc): registration, the ListAndWatch stream, Allocate attaching through a
-# real rpcie-hostd, a device another node holds reported unhealthy and not allocated, release
-# when the pod resources no longer list a device, and health following the attachment when
-# the exporter dies and comes back.
+# real rpcie-hostd, a device another node holds reported unhealthy and not allocated, a
+# restarted plugin adopting its attachment, release when the pod resources no longer list a
+# device, health following the attachment when the exporter dies and comes back, and serving
+# anew when the kubelet removes the plugin's socket.
 #   k8s_plugin.sh BUILDDIR KUBELET_STUB
 #
-#   namespace rpciek-dev-PID               namespace rpciek-cmp-PID
-#   ┌─────────────────────────┐   veth   ┌──────────────────────────────────────────────┐
-#   │ rpcie-exportd edu0 edu1 │<-------->│ rpcie-hostd (FUSE $TMP/mnt)  <── control ──┐  │
-#   │ 169.254.98.1            │          │ rpcie-hostd --name othernode (holds edu1)  │  │
-#   └─────────────────────────┘          │ rpcie-k8s-plugin --kubelet-dir $TMP/kubelet ┘  │
-#                                        └───────────────── ▲ gRPC (unix sockets) ──────┘
-#                           k8s-kubelet-stub serve $TMP/kubelet: kubelet.sock, pod-resources.sock
+#   namespace rpciek-dev-PID           namespace rpciek-cmp-PID
+#   ┌─────────────────────────┐  veth  ┌──────────────────────────────────────────────┐
+#   │ rpcie-exportd edu0 edu1 │<------>│ rpcie-hostd (FUSE $TMP/mnt) <─ control ─┐    │
+#   │ 169.254.99.1            │        │ rpcie-hostd --name othernode (edu1)     │    │
+#   └─────────────────────────┘        │ rpcie-k8s-plugin ───────────────────────┘    │
+#                                      └──────────────▲───────────────────────────────┘
+#                                                     │ gRPC over UNIX sockets in $TMP/kubelet
+#                         k8s-kubelet-stub serve $TMP/kubelet (kubelet.sock, pod-resources.sock)
 # Nothing is written under /var/lib/kubelet or /etc/rpcie.
 . "$(dirname "$0")/lib.sh"
 B=$(realpath "$1")
@@ -25,7 +27,7 @@ KDIR=$TMP/kubelet
 mkdir -p "$KDIR"
 : >"$KDIR/in-use"
 
-stack_start "$B" rpciek 169.254.98 edu0=edu edu1=edu
+stack_start "$B" rpciek 169.254.99 edu0=edu edu1=edu
 die() {
   echo "FAIL: $*" >&2
   for f in "$TMP/plugin.log" "$TMP/stub.log" "$KDIR/register.jsonl" "$KDIR/devices.jsonl"; do
