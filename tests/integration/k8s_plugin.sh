@@ -27,6 +27,15 @@ KDIR=$TMP/kubelet
 mkdir -p "$KDIR"
 : >"$KDIR/in-use"
 
+# A bad configuration: FILE:LINE and exit 1 before anything is served; a bad option: exit 2.
+printf 'resource = "edu"\n[[device]]\nhost = "h"\nexport = "e"\nport = 0\n' >"$TMP/bad.toml"
+expect_rc 1 "bad configuration" "$PLUGIN" --config "$TMP/bad.toml" --kubelet-dir "$KDIR"
+[ "$(cat "$TMP/err")" = "rpcie-k8s-plugin: error: $TMP/bad.toml:5: device: port: expected 1-65535" ] ||
+  die "bad configuration message: $(cat "$TMP/err")"
+[ ! -e "$KDIR/rpcie-edu.sock" ] || die "a bad configuration served a socket"
+expect_rc 2 "unknown option" "$PLUGIN" --no-such-option
+pass "a bad configuration file: exit 1 with FILE:LINE, nothing served; an unknown option: exit 2"
+
 stack_start "$B" rpciek 169.254.99 edu0=edu edu1=edu
 die() {
   echo "FAIL: $*" >&2

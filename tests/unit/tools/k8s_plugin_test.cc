@@ -47,6 +47,13 @@ TEST_CASE("config_parse_reads_a_pool_with_defaults_and_ids") {
   CHECK(c->devices[1].exporter() == "10.0.0.2:7400");
 }
 
+TEST_CASE("config_load_reads_the_installed_example") {
+  auto c = config_load(RPCIE_K8S_EXAMPLE);
+  REQUIRE_MESSAGE(c, c.error().message);
+  CHECK(c->resource_name() == "rpcie.io/edu");
+  CHECK(c->devices.size() == 2);
+}
+
 TEST_CASE("config_parse_names_the_line_of_what_is_wrong") {
   CHECK(error_of("resource = \"edu\"\nbogus = 1\n[[device]]\nhost = \"h\"\nexport = \"e\"\n") ==
         "k.toml:2: unknown key 'bogus'");
