@@ -39,9 +39,15 @@ grpc::Status DevicePluginService::ListAndWatch(grpc::ServerContext* ctx, const v
   if (!writer->Write(device_list_of(views))) return grpc::Status::OK;
   while (!ctx->IsCancelled() && !pool_.stopped()) {
     if (!pool_.changed_wait(generation, Deadline::after(kStreamPoll))) continue;
-    views = pool_.snapshot(&generation);
-    for (const auto& v : views)
-      if (!v.healthy) log(LogLevel::info, kLog, "ListAndWatch: {} unhealthy: {}", v.id, v.why);
+    auto now = pool_.snapshot(&generation);
+    for (std::size_t i = 0; i < now.size() && i < views.size(); ++i) {  // same devices, same order
+      if (now[i].healthy == views[i].healthy) continue;
+      if (now[i].healthy)
+        log(LogLevel::info, kLog, "ListAndWatch: {} healthy", now[i].id);
+      else
+        log(LogLevel::info, kLog, "ListAndWatch: {} unhealthy: {}", now[i].id, now[i].why);
+    }
+    views = std::move(now);
     if (!writer->Write(device_list_of(views))) break;
   }
   return grpc::Status::OK;
