@@ -23,13 +23,20 @@ for u in rpcie-exportd rpcie-exportd-unprivileged rpcie-hostd; do
   [ -f "$STAGE/usr/local/lib/systemd/system/$u.service" ] || die "not installed: $u.service"
 done
 pass "6 programs and 3 systemd units installed"
+# rpcie-k8s-plugin, where gRPC was found (tools/k8s-plugin/meson.build), and its page.
+PAGES="rpcie:1 rpcie-run:1 rpcie-bench:1 rpcie-selftest:1 rpcie-edu-driver:1 rpcie-exportd:8 rpcie-hostd:8"
+if [ -x "$B/tools/k8s-plugin/rpcie-k8s-plugin" ]; then
+  [ -x "$STAGE/usr/local/bin/rpcie-k8s-plugin" ] || die "not installed: rpcie-k8s-plugin"
+  PAGES="$PAGES rpcie-k8s-plugin:8"
+  pass "rpcie-k8s-plugin installed"
+fi
 
 # Manual pages: one per program, each found and shown by man(1) from the staged tree.
 MANDIR=$(find "$STAGE" -type d -path '*/share/man' | head -1)
 if [ -z "$MANDIR" ]; then
   skip_check "no manual pages were built (go-md2man is not installed: scripts/deps)"
 else
-  for page in rpcie:1 rpcie-run:1 rpcie-bench:1 rpcie-selftest:1 rpcie-edu-driver:1 rpcie-exportd:8 rpcie-hostd:8; do
+  for page in $PAGES; do
     name=${page%:*} section=${page#*:}
     [ -f "$MANDIR/man$section/$name.$section" ] || die "no $name.$section under $MANDIR/man$section"
     text=$(MANWIDTH=100 man -M "$MANDIR" "$section" "$name" 2>/dev/null) || die "man $section $name failed"
@@ -38,7 +45,7 @@ else
     echo "$text" | grep -q "^NAME" && echo "$text" | grep -q "^SYNOPSIS" || die "man $name: no NAME or SYNOPSIS section"
     echo "$text" | grep -A1 "^NAME" | tail -1 | grep -q "^ *$name " || die "man $name: NAME does not name $name"
   done
-  pass "7 manual pages installed under $MANDIR and shown by man (title, NAME, SYNOPSIS)"
+  pass "$(echo $PAGES | wc -w) manual pages installed under $MANDIR and shown by man (title, NAME, SYNOPSIS)"
 fi
 
 # Shell completion: installed where bash-completion looks, and in step with the tool: for
