@@ -77,7 +77,7 @@ class Events {
 
   std::mutex lock_;
   std::list<Parked> parked_;
-  std::set<OpenFile*> open_;         // for their poll handles
+  std::set<OpenFile*> open_;           // for their poll handles
   std::map<Node*, unsigned> waiting_;  // parked reads + armed polls, per device
 };
 

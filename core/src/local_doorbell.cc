@@ -45,8 +45,8 @@ std::string LocalDoorbell::name_for(std::span<const std::uint8_t> address) {
   constexpr std::string_view kScheme = "fi_shm://";
   if (text.starts_with(kScheme)) {
     const auto region = text.substr(kScheme.size());
-    if (!region.empty() && region.size() <= 64 &&
-        region.find_first_not_of("0123456789:") == std::string_view::npos && region.front() != ':')
+    if (!region.empty() && region.size() <= 64 && region.find_first_not_of("0123456789:") == std::string_view::npos &&
+        region.front() != ':')
       return "/" + std::string(region) + ".rpcie-db";
   }
   std::uint64_t h = 14695981039346656037ull;  // FNV-1a

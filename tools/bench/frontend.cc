@@ -273,16 +273,15 @@ std::vector<Workload> frontend_workloads(Setup& setup) {
         return system_call(pread(bar, user, kMiB, 0) == static_cast<ssize_t>(kMiB), "pread resource0");
       },
       "api", "file"));
-  workloads.push_back(Workload{.name = "irq",
-                               .size = 4,
-                               .unit = Unit::microseconds,
-                               .warmup_operations = 16,
-                               .baseline = slice_run_each_part([&setup] { return irq_api_once(*setup.edu); }),
-                               .subject = slice_run_each_part([reg, events = setup.events.fd()] {
-                                 return irq_file_once(reg, events);
-                               }),
-                               .baseline_is = "api",
-                               .subject_is = "file"});
+  workloads.push_back(
+      Workload{.name = "irq",
+               .size = 4,
+               .unit = Unit::microseconds,
+               .warmup_operations = 16,
+               .baseline = slice_run_each_part([&setup] { return irq_api_once(*setup.edu); }),
+               .subject = slice_run_each_part([reg, events = setup.events.fd()] { return irq_file_once(reg, events); }),
+               .baseline_is = "api",
+               .subject_is = "file"});
   return workloads;
 }
 

@@ -180,7 +180,7 @@ TEST_CASE("dispatcher: while interrupts are watched, it receives as soon as call
     CHECK(router.interrupt_count(0) == 1);
   }
   CHECK(eventually([&] { return router.interrupt_count(0) == 2; }, 2s));  // and receives once it ends
-  d.watch(true);  // counted: two watches need two ends
+  d.watch(true);                                                          // counted: two watches need two ends
   d.watch(false);
   call_made();
   inbox.push(proto::Interrupt{0, 3}, 0);
