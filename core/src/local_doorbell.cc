@@ -1,5 +1,8 @@
 #include "local_doorbell.hpp"
 
+#include "rpcie/fd.hpp"
+#include "rpcie/protocol.hpp"
+
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <sys/mman.h>
@@ -28,12 +31,6 @@ constexpr std::size_t kFileSize = 4096;
 
 std::atomic_ref<std::uint32_t> atomic_of(std::uint32_t& v) { return std::atomic_ref<std::uint32_t>(v); }
 
-Result<void*> map(int fd, const std::string& name) {
-  void* p = ::mmap(nullptr, kFileSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (p == MAP_FAILED) return fail(errno, "mmap of doorbell " + name);
-  return p;
-}
-
 }  // namespace
 
 std::string LocalDoorbell::name_for(std::span<const std::uint8_t> address) {
@@ -49,85 +46,72 @@ std::string LocalDoorbell::name_for(std::span<const std::uint8_t> address) {
         region.front() != ':')
       return "/" + std::string(region) + ".rpcie-db";
   }
-  std::uint64_t h = 14695981039346656037ull;  // FNV-1a
-  for (auto b : address) h = (h ^ b) * 1099511628211ull;
   char buf[32];
-  std::snprintf(buf, sizeof buf, "/rpcie-db-%016llx", static_cast<unsigned long long>(h));
+  std::snprintf(buf, sizeof buf, "/rpcie-db-%016llx", static_cast<unsigned long long>(proto::checksum_fnv1a(address)));
   return buf;
 }
 
 Result<LocalDoorbell> LocalDoorbell::create(std::span<const std::uint8_t> address) {
-  const auto name = name_for(address);
+  auto name = name_for(address);
   // A file of that name is a leftover of a process that died with this address (shm's
   // addresses hold the pid): take the name over.
   (void)::shm_unlink(name.c_str());
-  const int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-  if (fd < 0) return fail(errno, "create doorbell " + name);
+  Fd fd(::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666));
+  if (!fd) return fail(errno, "create doorbell " + name);
   // Whatever the umask: the peer may run as another user.
-  if (::fchmod(fd, 0666) != 0 || ::ftruncate(fd, kFileSize) != 0) {
-    const int e = errno;
-    ::close(fd);
+  Result<Mapping> mapped = fail(EINVAL, "not sized");
+  if (::fchmod(fd.get(), 0666) != 0 || ::ftruncate(fd.get(), kFileSize) != 0)
+    mapped = fail(errno, "size");
+  else
+    mapped = Mapping::shared(fd.get(), kFileSize);
+  if (!mapped) {
     (void)::shm_unlink(name.c_str());
-    return fail(e, "size doorbell " + name);
+    return fail(mapped.error().code, "doorbell " + name + ": " + mapped.error().message);
   }
-  auto p = map(fd, name);
-  ::close(fd);
-  if (!p) {
-    (void)::shm_unlink(name.c_str());
-    return tl::unexpected(p.error());
-  }
-  return LocalDoorbell(static_cast<Shared*>(*p), name, true);
+  return LocalDoorbell(std::move(*mapped), std::move(name), true);
 }
 
 Result<LocalDoorbell> LocalDoorbell::open(std::span<const std::uint8_t> address) {
-  const auto name = name_for(address);
-  const int fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
-  if (fd < 0) return fail(errno, "open doorbell " + name);
+  auto name = name_for(address);
+  Fd fd(::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0));
+  if (!fd) return fail(errno, "open doorbell " + name);
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || static_cast<std::size_t>(st.st_size) < kFileSize) {
-    ::close(fd);
+  if (::fstat(fd.get(), &st) != 0 || static_cast<std::size_t>(st.st_size) < kFileSize)
     return fail(EINVAL, "doorbell " + name + " is not one");
-  }
-  auto p = map(fd, name);
-  ::close(fd);
-  if (!p) return tl::unexpected(p.error());
-  return LocalDoorbell(static_cast<Shared*>(*p), name, false);
-}
-
-LocalDoorbell::LocalDoorbell(LocalDoorbell&& other) noexcept
-    : shared_(other.shared_), name_(std::move(other.name_)), owner_(other.owner_) {
-  other.shared_ = nullptr;
+  auto mapped = Mapping::shared(fd.get(), kFileSize);
+  if (!mapped) return fail(mapped.error().code, "doorbell " + name + ": " + mapped.error().message);
+  return LocalDoorbell(std::move(*mapped), std::move(name), false);
 }
 
 LocalDoorbell::~LocalDoorbell() {
-  if (!shared_) return;
-  ::munmap(shared_, kFileSize);
-  if (owner_) (void)::shm_unlink(name_.c_str());
+  if (owner_ && mapping_) (void)::shm_unlink(name_.c_str());
 }
+
+LocalDoorbell::Shared& LocalDoorbell::shared() const noexcept { return *reinterpret_cast<Shared*>(mapping_.data()); }
 
 void LocalDoorbell::ring() noexcept {
   // Pairs with the fence in sleep_announce(): the post before this is visible to a sleeper's
   // last poll, or its announcement is visible here.
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (atomic_of(shared_->sleepers).load(std::memory_order_relaxed) == 0) return;
-  atomic_of(shared_->word).fetch_add(1, std::memory_order_seq_cst);
-  ::syscall(SYS_futex, &shared_->word, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+  if (atomic_of(shared().sleepers).load(std::memory_order_relaxed) == 0) return;
+  atomic_of(shared().word).fetch_add(1, std::memory_order_seq_cst);
+  ::syscall(SYS_futex, &shared().word, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
 
 std::uint32_t LocalDoorbell::sleep_announce() noexcept {
-  atomic_of(shared_->sleepers).fetch_add(1, std::memory_order_relaxed);
+  atomic_of(shared().sleepers).fetch_add(1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  return atomic_of(shared_->word).load(std::memory_order_relaxed);
+  return atomic_of(shared().word).load(std::memory_order_relaxed);
 }
 
 bool LocalDoorbell::sleep(std::uint32_t word, std::chrono::microseconds most) noexcept {
   const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(most).count();
   timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
   // Shared (not FUTEX_PRIVATE): the ringer is another process.
-  ::syscall(SYS_futex, &shared_->word, FUTEX_WAIT, word, &ts, nullptr, 0);
-  return atomic_of(shared_->word).load(std::memory_order_relaxed) != word;
+  ::syscall(SYS_futex, &shared().word, FUTEX_WAIT, word, &ts, nullptr, 0);
+  return atomic_of(shared().word).load(std::memory_order_relaxed) != word;
 }
 
-void LocalDoorbell::sleep_end() noexcept { atomic_of(shared_->sleepers).fetch_sub(1, std::memory_order_relaxed); }
+void LocalDoorbell::sleep_end() noexcept { atomic_of(shared().sleepers).fetch_sub(1, std::memory_order_relaxed); }
 
 }  // namespace rpcie

@@ -27,7 +27,9 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 
+#include "rpcie/mapping.hpp"
 #include "rpcie/result.hpp"
 
 namespace rpcie {
@@ -42,7 +44,7 @@ class LocalDoorbell {
   // else "/rpcie-db-" and 16 hex digits.
   static std::string name_for(std::span<const std::uint8_t> address);
 
-  LocalDoorbell(LocalDoorbell&& other) noexcept;
+  LocalDoorbell(LocalDoorbell&&) noexcept = default;  // the moved-from one unlinks nothing
   LocalDoorbell& operator=(LocalDoorbell&&) = delete;
   LocalDoorbell(const LocalDoorbell&) = delete;
   ~LocalDoorbell();
@@ -58,9 +60,10 @@ class LocalDoorbell {
 
  private:
   struct Shared;
-  LocalDoorbell(Shared* shared, std::string name, bool owner) noexcept
-      : shared_(shared), name_(std::move(name)), owner_(owner) {}
-  Shared* shared_;
+  LocalDoorbell(Mapping mapping, std::string name, bool owner) noexcept
+      : mapping_(std::move(mapping)), name_(std::move(name)), owner_(owner) {}
+  Shared& shared() const noexcept;
+  Mapping mapping_;
   std::string name_;
   bool owner_;
 };
