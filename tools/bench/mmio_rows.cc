@@ -82,21 +82,24 @@ Result<double> CommandChild::run(const std::string& workload, std::size_t operat
   return std::strtod(line.c_str(), nullptr);
 }
 
+Result<void> CommandChild::more_read(std::string& into, std::size_t most, Clock::time_point deadline,
+                                     const std::string& waiting_for) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  pollfd p{from_, POLLIN, 0};
+  if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0)
+    return fail(ETIMEDOUT, "rpcie-bench-mmio: no " + waiting_for);
+  char buffer[65536];
+  const ssize_t n = ::read(from_, buffer, std::min(sizeof buffer, most));
+  if (n <= 0) return fail(EIO, "rpcie-bench-mmio ended while waiting for " + waiting_for);
+  into.append(buffer, static_cast<std::size_t>(n));
+  return {};
+}
+
 Result<std::string> CommandChild::bytes_read(std::size_t length, const std::string& workload) {
   std::string bytes = std::move(rest_);
   rest_.clear();
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (bytes.size() < length) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    pollfd p{from_, POLLIN, 0};
-    if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0)
-      return fail(ETIMEDOUT, "rpcie-bench-mmio: no samples for " + workload);
-    char buffer[65536];
-    const ssize_t n = ::read(from_, buffer, std::min(sizeof buffer, length - bytes.size()));
-    if (n <= 0) return fail(EIO, "rpcie-bench-mmio ended during " + workload);
-    bytes.append(buffer, static_cast<std::size_t>(n));
-  }
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (bytes.size() < length) RPCIE_TRY(more_read(bytes, length - bytes.size(), deadline, "samples for " + workload));
   if (bytes.size() > length) return fail(EPROTO, "rpcie-bench-mmio: more samples than operations");
   return bytes;
 }
@@ -107,18 +110,8 @@ Result<std::string> CommandChild::answer(const std::string& command) {
   if (::write(to_, command.data(), command.size()) != static_cast<ssize_t>(command.size()))
     return fail(errno, "rpcie-bench-mmio: send command");
   std::string line;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (line.find('\n') == std::string::npos) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    pollfd p{from_, POLLIN, 0};
-    if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0)
-      return fail(ETIMEDOUT, "rpcie-bench-mmio: no answer to " + workload);
-    char buffer[256];
-    const ssize_t n = ::read(from_, buffer, sizeof buffer);
-    if (n <= 0) return fail(EIO, "rpcie-bench-mmio ended during " + workload);
-    line.append(buffer, static_cast<std::size_t>(n));
-  }
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (line.find('\n') == std::string::npos) RPCIE_TRY(more_read(line, 256, deadline, "answer to " + workload));
   rest_ = line.substr(line.find('\n') + 1);  // what came after the line: samples
   line.resize(line.find('\n'));
   if (line.rfind("error ", 0) == 0) return fail(EIO, "rpcie-bench-mmio: " + line.substr(6));

@@ -11,6 +11,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -43,6 +44,11 @@ class CommandChild {
   Result<std::string> answer(const std::string& command);
   // `length` bytes of what follows the answer line (rest_ first), within 60 s.
   Result<std::string> bytes_read(std::size_t length, const std::string& workload);
+  // Appends what the child wrote (at most `most` bytes), waiting until `deadline`
+  // (ETIMEDOUT, naming `waiting_for`); EIO once the child is gone.
+  using Clock = std::chrono::steady_clock;
+  Result<void> more_read(std::string& into, std::size_t most, Clock::time_point deadline,
+                         const std::string& waiting_for);
   std::string rest_;
   pid_t pid_ = -1;
   int to_ = -1, from_ = -1;
