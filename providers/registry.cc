@@ -90,6 +90,7 @@ const ProviderAdapter* provider_auto_select(const std::function<bool(const Provi
 }
 
 bool provider_available(const ProviderAdapter& adapter) {
+  environment_defaults_apply();
   fi_info* hints = fi_allocinfo();
   if (hints == nullptr) return false;
   adapter.hints_fill(*hints);

@@ -24,6 +24,7 @@ namespace {
 
 // The adapter's hints through fi_getinfo, and the first info the adapter accepts.
 Result<InfoPtr> info_choose(const providers::ProviderAdapter& adapter, const FabricOptions& options) {
+  providers::environment_defaults_apply();
   InfoPtr hints(fi_allocinfo());
   if (!hints) return fail(ENOMEM, "fi_allocinfo");
   adapter.hints_fill(*hints);

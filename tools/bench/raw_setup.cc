@@ -148,6 +148,8 @@ bool RawPeer::Impl::setup(std::string* err) {
 
 // fi_getinfo for the configured provider and node, the fabric and the domain.
 bool RawPeer::Impl::fabric_open(std::string* err) {
+  // The same libfabric settings as rpcie's own endpoints, so both sides measure alike.
+  rpcie::providers::environment_defaults_apply();
   fi_info* hints = fi_allocinfo();
   if (!hints) {
     *err = "fi_allocinfo failed";

@@ -112,6 +112,7 @@ Row row_make(const fi_info& info) {
 
 // fi_getinfo; FI_ENODATA (nothing matches) is an empty list, not an error.
 int infos_get(fi_info* hints, InfoPtr& infos) {
+  prov::environment_defaults_apply();
   fi_info* raw = nullptr;
   const int rc = fi_getinfo(prov::kFabricApiVersion, nullptr, nullptr, 0, hints, &raw);
   infos.reset(raw);
