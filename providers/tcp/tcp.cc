@@ -19,6 +19,7 @@ constexpr EnvVar kTcpEnvVars[] = {
     {"FI_OFI_RXM_USE_SRX", "1: one shared receive context for all peers (less memory)"},
     {"FI_OFI_RXM_TX_SIZE", "rxm transmit context size (default 2048)"},
     {"FI_OFI_RXM_RX_SIZE", "rxm receive context size (default 2048)"},
+    {"FI_OFI_RXM_MSG_RX_SIZE", "bounce buffers rxm posts per endpoint (rpcie default 256)"},
     {"FI_OFI_RXM_DATA_AUTO_PROGRESS", "1: rxm progresses data in a thread even with manual progress"},
     {"FI_OFI_RXM_DEF_TCP_WAIT_OBJ", "wait object rxm uses over tcp (fd or pollfd)"},
 };
