@@ -462,3 +462,24 @@ TEST_CASE(
   }
   for (const auto& v : saved) env_put(v.name, v.value ? v.value->c_str() : nullptr);
 }
+
+TEST_CASE("environment_defaults_apply sets FI_OFI_RXM_MSG_RX_SIZE=256 where unset and keeps an operator's value") {
+  constexpr const char* kName = "FI_OFI_RXM_MSG_RX_SIZE";
+  std::optional<std::string> saved;
+  if (const char* e = std::getenv(kName)) saved = e;
+  ::unsetenv(kName);
+  rpcie::providers::environment_defaults_apply();
+  const char* set = std::getenv(kName);
+  REQUIRE(set != nullptr);
+  CHECK(std::string(set) == "256");
+  ::setenv(kName, "512", 1);
+  rpcie::providers::environment_defaults_apply();
+  CHECK(std::string(std::getenv(kName)) == "512");
+  ::setenv(kName, "", 1);  // set though empty: still the operator's, left alone
+  rpcie::providers::environment_defaults_apply();
+  CHECK(std::string(std::getenv(kName)).empty());
+  if (saved)
+    ::setenv(kName, saved->c_str(), 1);
+  else
+    ::unsetenv(kName);
+}

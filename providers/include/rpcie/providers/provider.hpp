@@ -34,9 +34,10 @@ inline constexpr std::uint32_t kFabricApiVersion = FI_VERSION(1, 17);
 // operator set them: FI_OFI_RXM_MSG_RX_SIZE=256 (rxm's bounce buffers posted per endpoint;
 // its default of 4096 costs 64 MiB per attachment on each side). libfabric reads its
 // environment once, at its first fi_getinfo in the process, so every rpcie fi_getinfo calls
-// this first (later calls do nothing). Thread-safety: once per process (std::call_once);
-// setenv itself races with a getenv in another thread, so the first call should come
-// before other threads read the environment (in the daemons: their first fabric use).
+// this first. Idempotent: a set variable is left alone, so only a call that finds one unset
+// changes the environment. Thread-safety: setenv races with a getenv in another thread, so
+// the first call should come before other threads read the environment (in the daemons:
+// their first fabric use); later calls change nothing and are safe anywhere.
 void environment_defaults_apply() noexcept;
 
 // Native one-sided RMA as opposed to emulation (by libfabric, e.g. EFA's emulated read,
