@@ -11,6 +11,7 @@
 #include <string>
 
 #include "rpcie/channel.hpp"
+#include "spin_budget.hpp"
 
 namespace rpcie {
 
@@ -45,6 +46,9 @@ Result<bool> Channel::poll_until(Ready&& ready, Deadline deadline, Deadline::Clo
   // One clock read per poll: a poll's start is the previous poll's end (a spinning thread
   // that read the clock twice per poll spent a fifth of its time there, seen with perf on shm).
   auto t0 = Deadline::Clock::now();
+  // Spinning takes one of the process's spin slots; a thread that finds none free sleeps as
+  // an idle one does, and is woken by the wait fd or its peer's doorbell (spin_budget.hpp).
+  SpinSlot slot;
   for (bool first = true;; first = false) {
     std::uint64_t completions;
     {
@@ -73,7 +77,8 @@ Result<bool> Channel::poll_until(Ready&& ready, Deadline deadline, Deadline::Clo
     }
     if (now >= deadline.when()) break;
     t0 = now;
-    if (now < spin_end) continue;
+    if (now < spin_end && slot.take()) continue;
+    slot.release();
     if (idle_sleep(deadline, idle_round)) spin_end = Deadline::Clock::now() + spin;
     t0 = Deadline::Clock::now();
   }

@@ -14,6 +14,10 @@
 // `backoff_warm` only while the channel is warm (a message within `warm`), because a driver's
 // bursts come tens of milliseconds apart and each would otherwise find its peer asleep for
 // up to backoff_max (1 ms: a hundred shm round trips) before the first message is seen.
+// Spinning is budgeted per process, across all Channels: at most the process's CPUs less one
+// threads spin at once (RPCIE_SPIN_THREADS=N sets another number; 0: none); a waiter that
+// finds the budget spent sleeps as an idle one does. So a daemon with many attachments does
+// not have a spinning thread per busy attachment taking the CPUs its work needs.
 //
 // Ordering:
 //  - Messages are delivered in send order (FI_ORDER_SAS, which every adapter requires).
