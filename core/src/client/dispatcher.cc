@@ -19,7 +19,10 @@ void Dispatcher::start() {
   worker_.start([this] { run(); });
 }
 
-void Dispatcher::stop() { worker_.stop(); }
+void Dispatcher::stop() {
+  // Asleep on the wait fd, the dispatcher sees stopping() only when woken (its slices are long).
+  worker_.stop([this] { inbox_.wake(); });
+}
 
 Dispatcher::Call::Call(Dispatcher& d, bool posted) : d_(d), posted_(posted) {
   d_.busy_.fetch_add(1, std::memory_order_relaxed);
@@ -28,7 +31,10 @@ Dispatcher::Call::Call(Dispatcher& d, bool posted) : d_(d), posted_(posted) {
   // take this thread's CPU each time): move it to its condition variable now. Not for a
   // posted call: it completes nothing the dispatcher would wake for, and a woken dispatcher
   // spins (the wake-up counts as activity) on the CPU the caller needs.
-  if (!posted_ && d_.on_fd_.load(std::memory_order_relaxed)) d_.inbox_.wake();
+  if (posted_) return;
+  // Pairs with the fence in run(): either its cancel check sees busy_, or this sees on_fd_.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (d_.on_fd_.load(std::memory_order_relaxed)) d_.inbox_.wake();
 }
 
 Dispatcher::Call::~Call() {
@@ -119,10 +125,14 @@ void Dispatcher::run() {
       continue;
     }
     on_fd_.store(true, std::memory_order_relaxed);
-    auto ready = app_active(Clock::now()) ? Result<bool>(false)
-                                          : inbox_.message_wait(Deadline::after(std::chrono::milliseconds(20)), [this] {
-                                              return busy_.load(std::memory_order_relaxed) > 0 || batch_.pending();
-                                            });
+    // Pairs with the fences of Call and batch_waiting(): either the cancel check below sees
+    // their call or batch, or they see on_fd_ and wake the wait fd. stop() wakes it too, so
+    // the slice can be long: an idle attachment costs a wake-up a second, not fifty.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    auto ready =
+        app_active(Clock::now()) ? Result<bool>(false) : inbox_.message_wait(Deadline::after(kIdleSlice), [this] {
+          return busy_.load(std::memory_order_relaxed) > 0 || batch_.pending() || worker_.stopping();
+        });
     on_fd_.store(false, std::memory_order_relaxed);
     if (!ready) {
       router_.fail(link_lost(ready.error()));
