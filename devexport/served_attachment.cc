@@ -2,6 +2,9 @@
 // section 1 for the ordering rules (numbered below) this file enforces.
 #include "served_attachment.hpp"
 
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -44,7 +47,8 @@ ServedAttachment::ServedAttachment(ExportSlot& slot, std::uint64_t id, std::uint
       mirror_(slot.config.dma == DmaMode::mirror && window_size > 0),
       pushed_(mirror_ && pushed),
       requests_(slot, *this, access_log),
-      irq_counts_(slot.backend->vector_count(), 0) {}
+      irq_counts_(slot.backend->vector_count(), 0),
+      failed_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
 
 ServedAttachment::~ServedAttachment() { teardown(false); }
 
@@ -190,7 +194,7 @@ void ServedAttachment::irq_raise(std::uint16_t vector) {
       pushed ? session_->channel().message_send_after_writes(proto::Interrupt{vector, count}, 0, deadline) : pushed;
   if (!sent) {
     RPCIE_LOG_WARN("exportd", "attachment {}: interrupt {} not delivered: {}", id_, vector, sent.error().describe());
-    failed_.store(true);
+    failed_mark();
   }
 }
 
@@ -284,7 +288,7 @@ void ServedAttachment::request_handle(const proto::Decoded& d) {
   auto sent = requests_.handle(d);
   if (!sent) {
     RPCIE_LOG_WARN("exportd", "attachment {}: reply failed: {}", id_, sent.error().describe());
-    failed_.store(true);
+    failed_mark();
   }
 }
 
@@ -294,6 +298,14 @@ Result<void> ServedAttachment::doorbell_prepare() {
   auto pulled = window_pull_locked();
   if (!pulled) return fail(EIO, "window pull before a doorbell failed: " + pulled.error().describe());
   return {};
+}
+
+void ServedAttachment::failed_mark() {
+  failed_.store(true);
+  if (failed_fd_) {
+    const std::uint64_t one = 1;
+    (void)!::write(failed_fd_.get(), &one, sizeof one);  // full (2^64-2) only after as many marks
+  }
 }
 
 void ServedAttachment::data_run() {
@@ -309,10 +321,11 @@ void ServedAttachment::data_loop() {
   // request would only wait out its deadline on a dead link.
   while (!stop_.load() && !failed_.load()) {
     data_doing_.store("waiting for a request", std::memory_order_relaxed);
-    auto ready = ch.message_wait(Deadline::after(100ms), [this] { return stop_.load(std::memory_order_relaxed); });
+    // Long slices: teardown sets stop_ and wakes the wait fd, and requests wake it.
+    auto ready = ch.message_wait(Deadline::after(1s), [this] { return stop_.load(std::memory_order_relaxed); });
     if (!ready) {
       RPCIE_LOG_WARN("exportd", "attachment {}: fabric failed: {}", id_, ready.error().describe());
-      failed_.store(true);
+      failed_mark();
       return;
     }
     if (!*ready) continue;
@@ -320,7 +333,7 @@ void ServedAttachment::data_loop() {
     if (!m) {
       if (m.error().code == EPROTO) continue;  // malformed: dropped and counted by the channel
       if (m.error().code == ETIMEDOUT) continue;
-      failed_.store(true);
+      failed_mark();
       return;
     }
     data_doing_.store("performing a request", std::memory_order_relaxed);
