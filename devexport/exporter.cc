@@ -4,6 +4,7 @@
 
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -449,6 +450,7 @@ void Exporter::run(const std::atomic<bool>& stop, const std::function<void()>& t
     try {
       im.connections.push_back({std::thread([&im, done, deadline, peer, sock = std::move(*s),
                                              ticket = std::move(*admission.ticket)]() mutable {
+                                  ::prctl(PR_SET_NAME, "exportd-conn");
                                   im.connection_serve(std::move(sock), std::move(ticket), peer, deadline);
                                   done->store(true);
                                 }),

@@ -3,6 +3,7 @@
 #include "served_attachment.hpp"
 
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -309,6 +310,7 @@ void ServedAttachment::failed_mark() {
 }
 
 void ServedAttachment::data_run() {
+  ::prctl(PR_SET_NAME, "exportd-data");
   data_loop();
   std::lock_guard g(data_end_lock_);
   data_done_ = true;

@@ -1,5 +1,7 @@
 #include "remote_device.hpp"
 
+#include <sys/prctl.h>
+
 #include <algorithm>
 #include <atomic>
 
@@ -153,6 +155,7 @@ void RemoteDevice::install(std::shared_ptr<client::Attachment> a) {
 }
 
 void RemoteDevice::supervise() {
+  ::prctl(PR_SET_NAME, "rpcie-supervise");
   auto backoff = std::chrono::milliseconds(kBackoffFirst);
   std::unique_lock g(lock_);
   while (!stop_) {

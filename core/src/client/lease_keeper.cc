@@ -1,5 +1,7 @@
 #include "lease_keeper.hpp"
 
+#include <sys/prctl.h>
+
 #include <algorithm>
 #include <string>
 #include <variant>
@@ -17,6 +19,7 @@ void LeaseKeeper::start() {
 void LeaseKeeper::stop() { worker_.stop(); }
 
 void LeaseKeeper::run() {
+  ::prctl(PR_SET_NAME, "rpcie-lease");
   std::uint64_t seq = 0;
   const auto every = interval(lease_);
   while (!worker_.stopping()) {

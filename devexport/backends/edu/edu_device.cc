@@ -1,5 +1,7 @@
 #include "edu_device.hpp"
 
+#include <sys/prctl.h>
+
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -243,6 +245,7 @@ void Device::work_run() noexcept {
 }
 
 void Device::worker_run() noexcept {
+  ::prctl(PR_SET_NAME, "edu-worker");
   Lock lock(mutex_);
   while (!stopping_) {
     const auto now = Clock::now();

@@ -1,5 +1,7 @@
 #include "doorbell.hpp"
 
+#include <sys/prctl.h>
+
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -144,6 +146,7 @@ void Doorbell::power_on_locked(Lock& lock) noexcept {
 }
 
 void Doorbell::worker_run() noexcept {
+  ::prctl(PR_SET_NAME, "membar-doorbell");
   Lock lock(mutex_);
   while (!stopping_) {
     if (job_)
