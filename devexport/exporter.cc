@@ -40,9 +40,8 @@ constexpr auto kHandshakeTimeout = 5s;
 // the stop flag and the lease.
 constexpr auto kIdleSlice = 200ms;
 // An attachment's control loop waits on eventfds for shutdown and failure (Impl::stop_fd,
-// ServedAttachment::failed_fd) until its lease would lapse; at most this long only in case
-// one of them could not be made.
-constexpr auto kServeSliceWithoutEventfd = 1000ms;
+// ServedAttachment::failed_fd): this long only in case one could not be made.
+constexpr auto kServeSlice = 1000ms;
 
 }  // namespace
 
@@ -105,8 +104,7 @@ struct Exporter::Impl {
       // end. The slice only bounds how late a check is if an eventfd could not be made.
       pollfd wait[3] = {{sock.fd(), POLLIN, 0}, {a.failed_fd(), POLLIN, 0}, {stop_fd.get(), POLLIN, 0}};
       const auto lease_end = std::chrono::ceil<std::chrono::milliseconds>(last_heard + lease - Deadline::Clock::now());
-      const auto slice = std::clamp<std::chrono::milliseconds>(
-          lease_end, 0ms, a.failed_fd() >= 0 && stop_fd ? lease : kServeSliceWithoutEventfd);
+      const auto slice = std::clamp<std::chrono::milliseconds>(lease_end, 0ms, kServeSlice);
       if (::poll(wait, 3, static_cast<int>(slice.count())) <= 0 || !(wait[0].revents & (POLLIN | POLLHUP | POLLERR)))
         continue;
       auto m = sock.message_recv(Deadline::after(lease));

@@ -19,9 +19,8 @@ constexpr std::string_view kLog = "edu";
 constexpr auto kDmaTimeout = std::chrono::seconds(5);
 // A port call ends by its own deadline; this adds scheduling slack on a busy machine.
 constexpr auto kQuiesceTimeout = kDmaTimeout + std::chrono::seconds(1);
-// The idle worker still wakes now and then, so that no wait is without a deadline; rarely,
-// since every exported edu device has this thread (new work and stop notify it).
-constexpr auto kWorkerIdleWake = std::chrono::seconds(10);
+// The idle worker still wakes now and then, so that no wait is without a deadline.
+constexpr auto kWorkerIdleWake = std::chrono::seconds(1);
 
 std::uint64_t width_mask(unsigned width) {
   return width >= 8 ? ~std::uint64_t{0} : (std::uint64_t{1} << (8 * width)) - 1;
