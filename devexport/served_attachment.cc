@@ -305,7 +305,7 @@ void ServedAttachment::failed_mark() {
   failed_.store(true);
   if (failed_fd_) {
     const std::uint64_t one = 1;
-    (void)!::write(failed_fd_.get(), &one, sizeof one);  // readable from the first mark on
+    (void)!::write(failed_fd_.get(), &one, sizeof one);  // full (2^64-2) only after as many marks
   }
 }
 
