@@ -2,13 +2,7 @@
 // See exporter.hpp for the contract; the data path of an attachment is ServedAttachment.
 #include "exporter.hpp"
 
-#include <poll.h>
-#include <sys/eventfd.h>
-#include <sys/prctl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <chrono>
 #include <list>
 #include <optional>
 #include <system_error>
@@ -39,9 +33,6 @@ constexpr auto kHandshakeTimeout = 5s;
 // How often a waiting thread (the accept loop, a connection whose client is silent) looks at
 // the stop flag and the lease.
 constexpr auto kIdleSlice = 200ms;
-// An attachment's control loop waits on eventfds for shutdown and failure (Impl::stop_fd,
-// ServedAttachment::failed_fd): this long only in case one could not be made.
-constexpr auto kServeSlice = 1000ms;
 
 }  // namespace
 
@@ -69,12 +60,6 @@ struct Exporter::Impl {
   std::list<Connection> connections;
 
   bool stopping() const { return stop != nullptr && stop->load(); }
-  // Readable once run() has seen `stop` (an eventfd never drained): wakes attachment_serve.
-  Fd stop_fd{::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)};
-  void stop_signal() {
-    const std::uint64_t one = 1;
-    if (stop_fd) (void)!::write(stop_fd.get(), &one, sizeof one);
-  }
 
   // Serves one attachment until goodbye, lease lapse, connection loss or shutdown. Returns
   // the request id of the client's goodbye (answered once the device is reset), if that
@@ -100,13 +85,7 @@ struct Exporter::Impl {
         return std::nullopt;
       }
       auto& sock = a.bootstrap();
-      // Woken by the client, a failure of the attachment or shutdown; else at the lease's
-      // end. The slice only bounds how late a check is if an eventfd could not be made.
-      pollfd wait[3] = {{sock.fd(), POLLIN, 0}, {a.failed_fd(), POLLIN, 0}, {stop_fd.get(), POLLIN, 0}};
-      const auto lease_end = std::chrono::ceil<std::chrono::milliseconds>(last_heard + lease - Deadline::Clock::now());
-      const auto slice = std::clamp<std::chrono::milliseconds>(lease_end, 0ms, kServeSlice);
-      if (::poll(wait, 3, static_cast<int>(slice.count())) <= 0 || !(wait[0].revents & (POLLIN | POLLHUP | POLLERR)))
-        continue;
+      if (!fd_wait(sock.fd(), POLLIN, Deadline::after(kIdleSlice), "waiting for a heartbeat")) continue;
       auto m = sock.message_recv(Deadline::after(lease));
       if (!m) {
         RPCIE_LOG_INFO("exportd", "attachment {} of {} by {}: connection lost ({})", a.id(), slot.config.spec.name,
@@ -450,7 +429,6 @@ void Exporter::run(const std::atomic<bool>& stop, const std::function<void()>& t
     try {
       im.connections.push_back({std::thread([&im, done, deadline, peer, sock = std::move(*s),
                                              ticket = std::move(*admission.ticket)]() mutable {
-                                  ::prctl(PR_SET_NAME, "exportd-conn");
                                   im.connection_serve(std::move(sock), std::move(ticket), peer, deadline);
                                   done->store(true);
                                 }),
@@ -463,7 +441,6 @@ void Exporter::run(const std::atomic<bool>& stop, const std::function<void()>& t
                         e.what());
     }
   }
-  im.stop_signal();
   im.connections_reap(true);
   const Stats st = stats();
   RPCIE_LOG_INFO("exportd",

@@ -2,10 +2,6 @@
 // section 1 for the ordering rules (numbered below) this file enforces.
 #include "served_attachment.hpp"
 
-#include <sys/eventfd.h>
-#include <sys/prctl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -48,8 +44,7 @@ ServedAttachment::ServedAttachment(ExportSlot& slot, std::uint64_t id, std::uint
       mirror_(slot.config.dma == DmaMode::mirror && window_size > 0),
       pushed_(mirror_ && pushed),
       requests_(slot, *this, access_log),
-      irq_counts_(slot.backend->vector_count(), 0),
-      failed_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+      irq_counts_(slot.backend->vector_count(), 0) {}
 
 ServedAttachment::~ServedAttachment() { teardown(false); }
 
@@ -195,7 +190,7 @@ void ServedAttachment::irq_raise(std::uint16_t vector) {
       pushed ? session_->channel().message_send_after_writes(proto::Interrupt{vector, count}, 0, deadline) : pushed;
   if (!sent) {
     RPCIE_LOG_WARN("exportd", "attachment {}: interrupt {} not delivered: {}", id_, vector, sent.error().describe());
-    failed_mark();
+    failed_.store(true);
   }
 }
 
@@ -289,7 +284,7 @@ void ServedAttachment::request_handle(const proto::Decoded& d) {
   auto sent = requests_.handle(d);
   if (!sent) {
     RPCIE_LOG_WARN("exportd", "attachment {}: reply failed: {}", id_, sent.error().describe());
-    failed_mark();
+    failed_.store(true);
   }
 }
 
@@ -301,16 +296,7 @@ Result<void> ServedAttachment::doorbell_prepare() {
   return {};
 }
 
-void ServedAttachment::failed_mark() {
-  failed_.store(true);
-  if (failed_fd_) {
-    const std::uint64_t one = 1;
-    (void)!::write(failed_fd_.get(), &one, sizeof one);  // full (2^64-2) only after as many marks
-  }
-}
-
 void ServedAttachment::data_run() {
-  ::prctl(PR_SET_NAME, "exportd-data");
   data_loop();
   std::lock_guard g(data_end_lock_);
   data_done_ = true;
@@ -323,11 +309,10 @@ void ServedAttachment::data_loop() {
   // request would only wait out its deadline on a dead link.
   while (!stop_.load() && !failed_.load()) {
     data_doing_.store("waiting for a request", std::memory_order_relaxed);
-    // Long slices: teardown sets stop_ and wakes the wait fd, and requests wake it.
-    auto ready = ch.message_wait(Deadline::after(1s), [this] { return stop_.load(std::memory_order_relaxed); });
+    auto ready = ch.message_wait(Deadline::after(100ms), [this] { return stop_.load(std::memory_order_relaxed); });
     if (!ready) {
       RPCIE_LOG_WARN("exportd", "attachment {}: fabric failed: {}", id_, ready.error().describe());
-      failed_mark();
+      failed_.store(true);
       return;
     }
     if (!*ready) continue;
@@ -335,7 +320,7 @@ void ServedAttachment::data_loop() {
     if (!m) {
       if (m.error().code == EPROTO) continue;  // malformed: dropped and counted by the channel
       if (m.error().code == ETIMEDOUT) continue;
-      failed_mark();
+      failed_.store(true);
       return;
     }
     data_doing_.store("performing a request", std::memory_order_relaxed);

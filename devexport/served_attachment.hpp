@@ -38,7 +38,6 @@
 #include "dirty_ranges.hpp"
 #include "export_slot.hpp"
 #include "rpcie/channel_stats.hpp"
-#include "rpcie/fd.hpp"
 #include "rpcie/host_buffer.hpp"
 #include "rpcie/memory.hpp"
 #include "rpcie/session.hpp"
@@ -78,10 +77,6 @@ class ServedAttachment final : public DmaPort, public IrqSink, private RequestLi
     return c.messages_foreign + c.messages_forged + c.messages_replayed;
   }
   bool failed() const { return failed_.load(); }
-  // Readable from the moment the attachment fails, and from then on (an eventfd never
-  // drained; -1 if none could be made, then only failed() tells): the control side polls it
-  // beside the bootstrap socket instead of checking failed() in short slices.
-  int failed_fd() const { return failed_fd_.get(); }
   std::uint64_t id() const { return id_; }
 
   // DmaPort
@@ -103,8 +98,6 @@ class ServedAttachment final : public DmaPort, public IrqSink, private RequestLi
   Result<void> doorbell_prepare() override;
   Result<void> window_fill(std::uint64_t iova, std::span<const std::uint8_t> bytes) override;
   void request_handle(const proto::Decoded& d);
-  // failed_ and failed_fd_ together.
-  void failed_mark();
   void data_run();
   void data_loop();
   // Joins the data thread, reporting every kTeardownReport what it is still doing.
@@ -127,7 +120,6 @@ class ServedAttachment final : public DmaPort, public IrqSink, private RequestLi
   std::vector<std::uint64_t> irq_counts_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> failed_{false};
-  Fd failed_fd_;
   // What the data thread is doing (a static string), for teardown's report when it is slow;
   // stored relaxed: three stores per request on the data path, read only for a log line.
   std::atomic<const char*> data_doing_{"not started"};

@@ -1,7 +1,5 @@
 #include "remote_device.hpp"
 
-#include <sys/prctl.h>
-
 #include <algorithm>
 #include <atomic>
 
@@ -14,7 +12,6 @@ namespace rpcie::hostd {
 namespace {
 
 constexpr auto kBackoffFirst = std::chrono::milliseconds(100);
-constexpr auto kSupervisorSlice = std::chrono::seconds(1);
 constexpr auto kBackoffMax = std::chrono::seconds(2);
 
 // PCI Express functions have 4 KiB of config space (sysfs shows 4096), others 256.
@@ -155,17 +152,14 @@ void RemoteDevice::install(std::shared_ptr<client::Attachment> a) {
 }
 
 void RemoteDevice::supervise() {
-  ::prctl(PR_SET_NAME, "rpcie-supervise");
   auto backoff = std::chrono::milliseconds(kBackoffFirst);
   std::unique_lock g(lock_);
   while (!stop_) {
     if (current_) {
       // Only the attachment's own failure ends it (lost heartbeats, a broken connection): an
       // operation past its deadline fails alone (PCIe's completion timeout).
-      // The listener wakes this on a failure (install()), so the slice is only a safety net:
-      // long, since every attached device has this thread asleep here.
       auto lost = [&] { return current_ && current_->failure(); };
-      wake_.wait_for(g, kSupervisorSlice, [&] { return stop_ || lost(); });
+      wake_.wait_for(g, std::chrono::milliseconds(200), [&] { return stop_ || lost(); });
       if (stop_ || !current_ || !lost()) continue;
       // Lost: take the attachment out, keep its interrupt counts, tell the tree.
       auto old = std::move(current_);

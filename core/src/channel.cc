@@ -156,12 +156,8 @@ void Channel::completion_locked(Op& op, std::size_t length, bool foreign) {
 }
 
 Result<void> Channel::poll_locked() {
-  const auto before = completions_;
   auto r = cq_reap_locked();
   if (r && rma_sealed_) sealed_drain_locked();
-  // Pairs with idle_sleep: a sleeper counted itself before arming the fd and checks its
-  // condition under the lock after, so either it sees what this poll did or it is woken.
-  if ((completions_ != before || !r) && fd_sleepers_.load() > 0) wake();
   return r;
 }
 

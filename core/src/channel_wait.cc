@@ -49,26 +49,14 @@ Result<void> Channel::post_retry_locked(Deadline::Clock::time_point first_refusa
   return {};
 }
 
-bool Channel::idle_sleep(Deadline deadline, int& idle_round, const std::function<bool()>& recheck) {
+bool Channel::idle_sleep(Deadline deadline, int& idle_round) {
   // Called without the lock. Sleep on the CQ wait fd when the provider has one; otherwise
   // back off exponentially up to backoff_max, asleep on the fabric's doorbell where it has
   // one. Returns true when it saw work pending.
   if (fabric_->wait_fd() >= 0) {
-    struct Sleeper {
-      std::atomic<int>& count;
-      explicit Sleeper(std::atomic<int>& c) : count(c) { count.fetch_add(1); }
-      ~Sleeper() { count.fetch_sub(1); }
-    } sleeper(fd_sleepers_);
     if (!fabric_->cq_trywait()) return true;
-    // fi_trywait may clear a signal that wake() raised after the caller's last check; the
-    // condition it signalled is visible now. A signal after this point keeps the fd readable.
-    if (recheck()) return true;
-    // The fd reports every new completion and wake(), and a thread that reaps completions
-    // wakes the sleepers (poll_locked); the cap is only a safety net against a provider
-    // whose wait fd misses an event, so an idle thread wakes once a second at most.
-    constexpr int kFdSleepMaxMs = 1000;
     pollfd p{fabric_->wait_fd(), POLLIN, 0};
-    return ::poll(&p, 1, std::min(deadline.remaining_ms(), kFdSleepMaxMs)) > 0;
+    return ::poll(&p, 1, std::min(deadline.remaining_ms(), 50)) > 0;
   }
   // Sleeps this short mean nothing with the default timer slack (50 us added to each).
   thread_local const bool slack_set = ::prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0) == 0;

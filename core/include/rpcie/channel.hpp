@@ -197,10 +197,7 @@ class Channel {
   Result<bool> message_wait(Deadline deadline, const std::function<bool()>& cancel = {}, bool spin = true);
 
   // Wakes a thread sleeping on the CQ wait fd in message_wait() / progress_idle(), so that
-  // it re-checks its cancel condition now (fi_cq_signal). No effect without a wait fd (the
-  // back-off's next step sees the condition). Make the condition true before calling: a
-  // wake() that lands between the waiter's last check and its sleep is not lost, because
-  // the waiter checks once more after arming the wait fd (fi_trywait) and before sleeping.
+  // it re-checks its cancel condition now (fi_cq_signal). No effect without a wait fd.
   void wake() noexcept;
 
   // One non-blocking pass over the CQ. Error if the channel has failed.
@@ -253,9 +250,7 @@ class Channel {
   void busy_poll_calibrate_locked();
   template <class Ready>
   Result<void> wait_until(Ready&& ready, Deadline deadline, const char* what);
-  // `recheck` (the wait's own condition, taking the lock itself) is asked once the wait fd is
-  // armed, so that a wake() between the last poll and the sleep is not lost.
-  bool idle_sleep(Deadline deadline, int& idle_round, const std::function<bool()>& recheck);
+  bool idle_sleep(Deadline deadline, int& idle_round);
   template <class Ready>
   // `spin_for`: how long activity keeps the thread busy-polling (options_.spin unless given;
   // zero never spins).
@@ -299,9 +294,6 @@ class Channel {
   // The idle back-off level when progress_idle() / message_wait() last returned: a thread
   // that calls them in slices continues its back-off instead of restarting it at 1 us.
   std::atomic<int> idle_round_{0};
-  // Threads asleep on the CQ wait fd (idle_sleep): a poll that reaps completions wakes them,
-  // since what it reaped may be what one of them waits for, and the fd reports only new ones.
-  std::atomic<int> fd_sleepers_{0};
   // Until when idle sleeps are capped at options_.backoff_warm (steady_clock ticks): the last
   // message or completion seen + options_.warm.
   std::atomic<Deadline::Clock::rep> warm_until_{0};

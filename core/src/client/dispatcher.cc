@@ -19,10 +19,7 @@ void Dispatcher::start() {
   worker_.start([this] { run(); });
 }
 
-void Dispatcher::stop() {
-  // Asleep on the wait fd, the dispatcher sees stopping() only when woken (its slices are long).
-  worker_.stop([this] { inbox_.wake(); });
-}
+void Dispatcher::stop() { worker_.stop(); }
 
 Dispatcher::Call::Call(Dispatcher& d, bool posted) : d_(d), posted_(posted) {
   d_.busy_.fetch_add(1, std::memory_order_relaxed);
@@ -31,10 +28,7 @@ Dispatcher::Call::Call(Dispatcher& d, bool posted) : d_(d), posted_(posted) {
   // take this thread's CPU each time): move it to its condition variable now. Not for a
   // posted call: it completes nothing the dispatcher would wake for, and a woken dispatcher
   // spins (the wake-up counts as activity) on the CPU the caller needs.
-  if (posted_) return;
-  // Pairs with the fence in run(): either its cancel check sees busy_, or this sees on_fd_.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (d_.on_fd_.load(std::memory_order_relaxed)) d_.inbox_.wake();
+  if (!posted_ && d_.on_fd_.load(std::memory_order_relaxed)) d_.inbox_.wake();
 }
 
 Dispatcher::Call::~Call() {
@@ -106,8 +100,7 @@ bool Dispatcher::app_active(Clock::time_point now) const {
 }
 
 void Dispatcher::run() {
-  ::prctl(PR_SET_NAME, "rpcie-dispatch");  // what top -H and bench-scaling --threads show
-  ::prctl(PR_SET_TIMERSLACK, 1000UL);      // wake within ~1 us of a batch's due time, not 50 us
+  ::prctl(PR_SET_TIMERSLACK, 1000UL);  // wake within ~1 us of a batch's due time, not 50 us
   while (!worker_.stopping()) {
     std::optional<Clock::time_point> batch_due;
     if (batch_.pending()) batch_due = batch_.send_due();
@@ -126,14 +119,10 @@ void Dispatcher::run() {
       continue;
     }
     on_fd_.store(true, std::memory_order_relaxed);
-    // Pairs with the fences of Call and batch_waiting(): either the cancel check below sees
-    // their call or batch, or they see on_fd_ and wake the wait fd. stop() wakes it too, so
-    // the slice can be long: an idle attachment costs a wake-up a second, not fifty.
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    auto ready =
-        app_active(Clock::now()) ? Result<bool>(false) : inbox_.message_wait(Deadline::after(kIdleSlice), [this] {
-          return busy_.load(std::memory_order_relaxed) > 0 || batch_.pending() || worker_.stopping();
-        });
+    auto ready = app_active(Clock::now()) ? Result<bool>(false)
+                                          : inbox_.message_wait(Deadline::after(std::chrono::milliseconds(20)), [this] {
+                                              return busy_.load(std::memory_order_relaxed) > 0 || batch_.pending();
+                                            });
     on_fd_.store(false, std::memory_order_relaxed);
     if (!ready) {
       router_.fail(link_lost(ready.error()));

@@ -102,9 +102,6 @@ class Dispatcher {
   bool app_active(Clock::time_point now) const;
   // A parked dispatcher that wakes within this needs no wake-up from a posted call's end.
   static constexpr Clock::duration kSoon = std::chrono::microseconds(20);
-  // How long one wait on the CQ wait fd lasts while idle (everything that needs the
-  // dispatcher sooner wakes it).
-  static constexpr auto kIdleSlice = std::chrono::seconds(1);
   void run();
   // Drains what has arrived without waiting, while no call is in progress.
   void drain();

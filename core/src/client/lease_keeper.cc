@@ -1,7 +1,5 @@
 #include "lease_keeper.hpp"
 
-#include <sys/prctl.h>
-
 #include <algorithm>
 #include <string>
 #include <variant>
@@ -19,7 +17,6 @@ void LeaseKeeper::start() {
 void LeaseKeeper::stop() { worker_.stop(); }
 
 void LeaseKeeper::run() {
-  ::prctl(PR_SET_NAME, "rpcie-lease");
   std::uint64_t seq = 0;
   const auto every = interval(lease_);
   while (!worker_.stopping()) {

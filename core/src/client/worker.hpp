@@ -25,18 +25,11 @@ class Worker {
     thread_ = std::thread(std::forward<Body>(body));
   }
   void stop() {
-    stop([] {});
-  }
-  // Also calls `wake()` once stopping() holds, before joining: for a thread that sleeps
-  // somewhere other than cv() (a wait fd).
-  template <class Wake>
-  void stop(Wake&& wake) {
     {
       std::lock_guard g(lock_);
       stopping_.store(true);
       cv_.notify_all();
     }
-    wake();
     if (thread_.joinable()) thread_.join();
   }
   bool stopping() const noexcept { return stopping_.load(); }

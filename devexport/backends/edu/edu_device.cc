@@ -1,7 +1,5 @@
 #include "edu_device.hpp"
 
-#include <sys/prctl.h>
-
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -245,7 +243,6 @@ void Device::work_run() noexcept {
 }
 
 void Device::worker_run() noexcept {
-  ::prctl(PR_SET_NAME, "edu-worker");
   Lock lock(mutex_);
   while (!stopping_) {
     const auto now = Clock::now();

@@ -1,7 +1,5 @@
 #include "doorbell.hpp"
 
-#include <sys/prctl.h>
-
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -146,7 +144,6 @@ void Doorbell::power_on_locked(Lock& lock) noexcept {
 }
 
 void Doorbell::worker_run() noexcept {
-  ::prctl(PR_SET_NAME, "membar-doorbell");
   Lock lock(mutex_);
   while (!stopping_) {
     if (job_)

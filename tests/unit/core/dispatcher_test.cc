@@ -7,7 +7,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <deque>
 #include <mutex>
 #include <thread>
@@ -221,76 +220,4 @@ TEST_CASE("dispatcher: a broken channel fails the attachment from the background
   CHECK(eventually([&] { return router.failure().has_value(); }));
   CHECK(router.failure()->code == EIO);
   d.stop();
-}
-
-namespace {
-
-// Like a channel asleep on its CQ wait fd: message_wait() checks `cancel` on entry and after
-// each wake(), never by itself, and says how its last wait ended.
-class FdInbox final : public Inbox {
- public:
-  enum class Ended { not_yet, woken, deadline };
-  Result<const proto::Decoded*> message_recv(Deadline) override { return fail(ETIMEDOUT, "nothing"); }
-  Result<bool> message_wait(Deadline deadline, const std::function<bool()>& cancel) override {
-    std::unique_lock g(lock_);
-    waiting_ = true;
-    changed_.notify_all();
-    for (;;) {
-      if (cancel && cancel()) break;
-      if (!changed_.wait_until(g, deadline.when(), [&] { return woken_; })) {
-        ended_ = Ended::deadline;
-        waiting_ = false;
-        return false;
-      }
-      woken_ = false;
-      ended_ = Ended::woken;
-    }
-    waiting_ = false;
-    return false;
-  }
-  void wake() noexcept override {
-    std::lock_guard g(lock_);
-    woken_ = true;
-    changed_.notify_all();
-  }
-  // Waits (bounded) until the dispatcher sleeps in message_wait().
-  bool asleep_within(std::chrono::milliseconds limit) {
-    std::unique_lock g(lock_);
-    return changed_.wait_for(g, limit, [&] { return waiting_; });
-  }
-  Ended ended() {
-    std::lock_guard g(lock_);
-    return ended_;
-  }
-
- private:
-  std::mutex lock_;
-  std::condition_variable changed_;
-  bool waiting_ = false;
-  bool woken_ = false;
-  Ended ended_ = Ended::not_yet;
-};
-
-}  // namespace
-
-TEST_CASE("dispatcher: asleep on the wait fd, it is woken by stop() and by a call, not left to its slice") {
-  FdInbox inbox;
-  ReplyRouter router(1, "test");
-  SUBCASE("stop") {
-    Dispatcher d(inbox, router, no_batch(), 200us);
-    d.start();
-    REQUIRE(inbox.asleep_within(5000ms));
-    d.stop();
-    CHECK(inbox.ended() == FdInbox::Ended::woken);
-  }
-  SUBCASE("a call") {
-    Dispatcher d(inbox, router, no_batch(), 200us);
-    d.start();
-    REQUIRE(inbox.asleep_within(5000ms));
-    {
-      Dispatcher::Call call(d);  // the dispatcher must leave the fd for the call's duration
-      CHECK(eventually([&] { return inbox.ended() == FdInbox::Ended::woken; }));
-    }
-    d.stop();
-  }
 }
