@@ -2,14 +2,17 @@
 // --metrics publishes per export (docs/rpcie-exportd.md, METRICS). Lock-free: incremented
 // by the control side (attaches, refusals, lease lapses, what ended attachments refused)
 // and the data path (requests, DMA, interrupts) of every attachment of the export, read at
-// any time. Counters only grow.
+// any time. Counters and histograms only grow.
 #pragma once
 
 #include <array>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+
+#include "rpcie/latency_histogram.hpp"
 
 namespace rpcie::dev {
 
@@ -39,9 +42,29 @@ struct ExportCounters {
   std::atomic<std::uint64_t> frames_dropped{0};
   std::atomic<std::uint64_t> messages_refused{0};
 
+  // What the device's transfers and interrupts cost through the fabric, each interval read
+  // on this host's clock alone (the client's clock is never compared with it), successful
+  // ones only (a failure ends the attachment):
+  //  - dma_read, dma_write: one DmaPort call, from the device's request to its completion.
+  //    On-demand exports: the one-sided RMA read or write of the client's window, completed
+  //    (the bytes are in the window, or in the device). Mirror exports: the copy to or from
+  //    the local mirror only; their fabric cost is in window_pull and interrupt.
+  //  - window_pull: a mirror export's pull of the whole client window before a doorbell
+  //    (ordering rule 3); none where the client pushes (streaming DMA) or on-demand.
+  //  - interrupt: from the device raising it to the interrupt message handed to the fabric,
+  //    behind the DMA writes before it (rule 4: mirror push and write completions included).
+  enum class Latency : std::size_t { dma_read, dma_write, window_pull, interrupt, count_ };
+  static constexpr std::array<const char*, static_cast<std::size_t>(Latency::count_)> kLatencyNames = {
+      "dma_read", "dma_write", "window_pull", "interrupt"};
+  std::array<LatencyHistogram, static_cast<std::size_t>(Latency::count_)> latency{};
+
   void refusal_add(Refusal r) noexcept { refused[static_cast<std::size_t>(r)].fetch_add(1, std::memory_order_relaxed); }
   void request_add(Request r, std::uint64_t n = 1) noexcept {
     requests[static_cast<std::size_t>(r)].fetch_add(n, std::memory_order_relaxed);
+  }
+  // Records `op` as having taken from `since` until now (steady clock).
+  void latency_record(Latency op, std::chrono::steady_clock::time_point since) noexcept {
+    latency[static_cast<std::size_t>(op)].record(std::chrono::steady_clock::now() - since);
   }
 };
 

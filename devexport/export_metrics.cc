@@ -47,6 +47,14 @@ void export_counters(metrics::MetricsText& m, const metrics::Labels& labels, con
   m.counter("rpcie_export_messages_refused",
             "Data-path messages of ended attachments dropped: foreign, forged or replayed.", labels,
             get(c.messages_refused));
+  for (std::size_t i = 0; i < c.latency.size(); ++i) {
+    auto with = labels;
+    with.emplace_back("op", ExportCounters::kLatencyNames[i]);
+    m.histogram("rpcie_export_latency_seconds",
+                "Latency of the device's DMA transfers (request to completion) and interrupts (raise to the "
+                "fabric), on the exporter's clock, successful ones.",
+                with, c.latency[i].snapshot());
+  }
 }
 
 }  // namespace

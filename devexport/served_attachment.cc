@@ -3,6 +3,7 @@
 #include "served_attachment.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <utility>
 
@@ -132,12 +133,15 @@ void ServedAttachment::data_thread_end() {
 // --- DmaPort and IrqSink ----------------------------------------------------------------
 
 Result<void> ServedAttachment::dma_read(std::uint64_t iova, std::span<std::uint8_t> into, Deadline deadline) {
+  // From the device's request: waiting behind another transfer for the DMA lock is part of it.
+  const auto t0 = std::chrono::steady_clock::now();
   if (!window_contains(iova, into.size())) return fail(EFAULT, "DMA read outside the window");
   if (stop_.load()) return fail(ENOTCONN, "DMA read: the attachment is ending");
   std::lock_guard g(dma_lock_);
   if (mirror_) {
     std::memcpy(into.data(), local_->data() + iova, into.size());
     slot_.counters.dma_read_bytes.fetch_add(into.size(), std::memory_order_relaxed);
+    slot_.counters.latency_record(ExportCounters::Latency::dma_read, t0);
     return {};
   }
   auto& ch = session_->channel();
@@ -150,10 +154,12 @@ Result<void> ServedAttachment::dma_read(std::uint64_t iova, std::span<std::uint8
     done += n;
   }
   slot_.counters.dma_read_bytes.fetch_add(into.size(), std::memory_order_relaxed);
+  slot_.counters.latency_record(ExportCounters::Latency::dma_read, t0);
   return {};
 }
 
 Result<void> ServedAttachment::dma_write(std::uint64_t iova, std::span<const std::uint8_t> from, Deadline deadline) {
+  const auto t0 = std::chrono::steady_clock::now();
   if (!window_contains(iova, from.size())) return fail(EFAULT, "DMA write outside the window");
   if (stop_.load()) return fail(ENOTCONN, "DMA write: the attachment is ending");
   std::lock_guard g(dma_lock_);
@@ -161,6 +167,7 @@ Result<void> ServedAttachment::dma_write(std::uint64_t iova, std::span<const std
     std::memcpy(local_->data() + iova, from.data(), from.size());
     dirty_.add(iova, from.size());
     slot_.counters.dma_written_bytes.fetch_add(from.size(), std::memory_order_relaxed);
+    slot_.counters.latency_record(ExportCounters::Latency::dma_write, t0);
     return {};
   }
   // Posted RMA writes; the staging buffer is free again once they completed locally. A
@@ -175,10 +182,13 @@ Result<void> ServedAttachment::dma_write(std::uint64_t iova, std::span<const std
     done += n;
   }
   slot_.counters.dma_written_bytes.fetch_add(from.size(), std::memory_order_relaxed);
+  slot_.counters.latency_record(ExportCounters::Latency::dma_write, t0);
   return {};
 }
 
 void ServedAttachment::irq_raise(std::uint16_t vector) {
+  // From the device's raise: waiting behind an earlier interrupt's send is part of it.
+  const auto t0 = std::chrono::steady_clock::now();
   if (vector >= irq_counts_.size() || stop_.load()) return;
   std::lock_guard g(irq_lock_);  // interrupts leave in the order they were raised
   const std::uint64_t count = ++irq_counts_[vector];
@@ -191,7 +201,9 @@ void ServedAttachment::irq_raise(std::uint16_t vector) {
   if (!sent) {
     RPCIE_LOG_WARN("exportd", "attachment {}: interrupt {} not delivered: {}", id_, vector, sent.error().describe());
     failed_.store(true);
+    return;
   }
+  slot_.counters.latency_record(ExportCounters::Latency::interrupt, t0);
 }
 
 bool ServedAttachment::window_contains(std::uint64_t iova, std::size_t length) const {
@@ -290,9 +302,11 @@ void ServedAttachment::request_handle(const proto::Decoded& d) {
 
 Result<void> ServedAttachment::doorbell_prepare() {
   if (!mirror_ || pushed_) return {};
+  const auto t0 = std::chrono::steady_clock::now();
   std::lock_guard g(dma_lock_);  // rule 3: the driver's memory before the doorbell
   auto pulled = window_pull_locked();
   if (!pulled) return fail(EIO, "window pull before a doorbell failed: " + pulled.error().describe());
+  slot_.counters.latency_record(ExportCounters::Latency::window_pull, t0);
   return {};
 }
 
