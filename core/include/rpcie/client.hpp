@@ -172,11 +172,19 @@ struct AttachmentStats {
 //  - bar_read, bar_write: one call of bar_read/bar_read_visit/bar_read_into_window or
 //    bar_write/bar_write_from_window, whatever its size (a direct BAR's write returns once
 //    the provider took the data: that is what is timed).
-// Not here: mmio_write() (posted: it returns once queued, so its time says nothing about the
-// device), and interrupt delivery: the exporter stamps no time on an interrupt that this
-// side's clock could be compared with (the two hosts' clocks are not synchronised), and the
-// time from its arrival to a waiter's wake-up measures the waiter, not the delivery;
-// AttachmentStats::interrupts counts them.
+// Not here, because no call of this side spans them:
+//  - mmio_write() and window_push(): posted, they return once queued, so their time says
+//    nothing about the device. The device's DMA itself is a one-sided transfer the exporter
+//    performs against the window, unseen here (zero copy): rpcie-exportd times each one,
+//    request to completion (its --metrics, rpcie_export_latency_seconds{op="dma_read"|
+//    "dma_write"|"window_pull"}).
+//  - an interrupt's way from the device: no interval across the two hosts is timed, since
+//    their clocks are not synchronised. Each side times its own part on its own clock:
+//    rpcie-exportd from the device's raise to the message handed to the fabric (op
+//    "interrupt"), and a user of this API from interrupt_arrived() to whatever it does with
+//    the interrupt (rpcie-hostd: to its events files' waiters woken, "interrupt_delivery").
+//    The fabric's one-way trip in between is not measured (it is not observable on one
+//    clock); AttachmentStats::interrupts counts the interrupts.
 struct AttachmentLatency {
   LatencyHistogram::Snapshot mmio_read, config_read, config_write, flush, bar_read, bar_write;
 };
@@ -260,6 +268,12 @@ class Attachment {
 
   // Interrupts raised on `vector` since attach (never decreases).
   std::uint64_t interrupt_count(std::uint16_t vector) const;
+  // When the latest interrupt (any vector) that raised a count arrived: this host's steady
+  // clock read as the message was received, before the count rose and the listener was
+  // called; the clock's epoch before the first. From inside a listener it is the arrival of
+  // the interrupt it hears of (or of a later one). For timing what this side does with an
+  // interrupt (rpcie-hostd's delivery to its events files), on this side's clock alone.
+  Deadline::Clock::time_point interrupt_arrived() const;
   // Waits until the count on `vector` exceeds `seen`; returns the new count. ETIMEDOUT at
   // the deadline; EIO when the attachment fails meanwhile.
   Result<std::uint64_t> interrupt_wait(std::uint16_t vector, std::uint64_t seen, Deadline deadline);

@@ -385,6 +385,8 @@ Result<void> Attachment::flush(Deadline deadline) {
 
 std::uint64_t Attachment::interrupt_count(std::uint16_t vector) const { return s_->router->interrupt_count(vector); }
 
+Deadline::Clock::time_point Attachment::interrupt_arrived() const { return s_->router->interrupt_arrived(); }
+
 Result<std::uint64_t> Attachment::interrupt_wait(std::uint16_t vector, std::uint64_t seen, Deadline deadline) {
   Dispatcher::Call call(*s_->dispatcher);
   if (vector >= s_->device.vectors)

@@ -46,10 +46,13 @@ std::uint64_t ReplyRouter::messages_refused() const {
 }
 
 void ReplyRouter::message_file(const proto::Decoded& d) {
-  if (store_locked(d)) listener_call();
+  // Read before the lock: an interrupt's arrival is when it was received, not when the
+  // router was free (rpcie-hostd times its delivery from here).
+  const auto arrived = Deadline::Clock::now();
+  if (store_locked(d, arrived)) listener_call();
 }
 
-bool ReplyRouter::store_locked(const proto::Decoded& d) {
+bool ReplyRouter::store_locked(const proto::Decoded& d, Deadline::Clock::time_point arrived) {
   std::lock_guard g(lock_);
   bool interrupt = false;
   const auto rid = d.header.request_id;
@@ -107,6 +110,7 @@ bool ReplyRouter::store_locked(const proto::Decoded& d) {
           } else {
             irq_counts_[m.vector] = std::max(irq_counts_[m.vector], m.count);
             ++interrupts_;
+            interrupt_arrived_ = arrived;
             interrupt = true;
           }
         } else {
@@ -181,6 +185,11 @@ std::uint64_t ReplyRouter::posted_write_errors() const {
 std::uint64_t ReplyRouter::interrupts_received() const {
   std::lock_guard g(lock_);
   return interrupts_;
+}
+
+Deadline::Clock::time_point ReplyRouter::interrupt_arrived() const {
+  std::lock_guard g(lock_);
+  return interrupt_arrived_;
 }
 
 void ReplyRouter::sleep(Deadline::Clock::time_point until) {

@@ -85,6 +85,10 @@ class ReplyRouter {
 
   std::uint64_t interrupt_count(std::uint16_t vector) const;
   std::uint64_t interrupts_received() const;
+  // When the latest interrupt that raised a count was handed to message_file() (the clock
+  // read before filing it); the clock's epoch before the first. Stamped before the listener
+  // hears of it, so a listener that reads it sees its interrupt's arrival or a later one's.
+  Deadline::Clock::time_point interrupt_arrived() const;
   // Errors for posted writes counted so far (posted_errors_counted only).
   std::uint64_t posted_write_errors() const;
   // Messages refused so far: replies to no outstanding request, errors for posted ids never
@@ -101,7 +105,7 @@ class ReplyRouter {
   void listen(std::function<void()> listener);
 
  private:
-  bool store_locked(const proto::Decoded& d);  // true for an interrupt
+  bool store_locked(const proto::Decoded& d, Deadline::Clock::time_point arrived);  // true for an interrupt
   void listener_call();
 
   const std::string name_;
@@ -118,6 +122,7 @@ class ReplyRouter {
   std::uint64_t refused_ = 0;
   std::vector<std::uint64_t> irq_counts_;  // by vector
   std::uint64_t interrupts_ = 0;
+  Deadline::Clock::time_point interrupt_arrived_{};
   std::optional<Error> failed_;
   std::optional<Error> posted_error_;
   std::uint64_t posted_errors_ = 0;  // counted ones

@@ -95,6 +95,29 @@ TEST_CASE("reply router: interrupt counts never go back, unknown vectors are ign
   CHECK(heard == 2);
 }
 
+TEST_CASE("reply router: an interrupt's arrival is stamped before the listener hears of it, nothing else stamps") {
+  ReplyRouter r(1, "test");
+  CHECK(r.interrupt_arrived() == Deadline::Clock::time_point{});
+  Deadline::Clock::time_point heard{};
+  r.listen([&] { heard = r.interrupt_arrived(); });
+  const auto before = Deadline::Clock::now();
+  r.message_file(decoded(proto::Interrupt{0, 1}, 0));
+  const auto after = Deadline::Clock::now();
+  CHECK(heard >= before);
+  CHECK(heard <= after);
+  CHECK(r.interrupt_arrived() == heard);
+  // A reply, a refused interrupt (no such vector) and one whose count jumps too far raise no
+  // count: the stamp stays the last interrupt's.
+  std::this_thread::sleep_for(1ms);
+  r.message_file(decoded(proto::ReadReply{0, 1}, r.request_id()));
+  r.message_file(decoded(proto::Interrupt{3, 1}, 0));
+  r.message_file(decoded(proto::Interrupt{0, 2 + kInterruptStepMax}, 0));
+  CHECK(r.interrupt_arrived() == heard);
+  r.message_file(decoded(proto::Interrupt{0, 2}, 0));
+  CHECK(r.interrupt_arrived() > after);
+  CHECK(heard == r.interrupt_arrived());
+}
+
 TEST_CASE("reply router: the first failure sticks, is reported before anything else, and wakes sleepers") {
   ReplyRouter r(1, "test");
   int heard = 0;
