@@ -244,7 +244,7 @@ json AttachManager::status(uid_t peer) const {
            {"dma_window", p.window_size},
            {"dma", v.device->window_path()},
            {"counters", counters_of(s.stats)},
-           {"latency", latency_json(s.latency)}};
+           {"latency", latency_json(s)}};
     // Only while it explains something: a connected device's last loss is history.
     if (s.state != LinkState::connected && !s.last_error.empty()) e["error"] = s.last_error;
     list.push_back(std::move(e));

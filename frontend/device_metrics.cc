@@ -8,11 +8,17 @@ namespace rpcie::hostd {
 
 namespace {
 
-// The histograms of AttachmentLatency by the name they are published under.
-std::vector<std::pair<const char*, const LatencyHistogram::Snapshot*>> latency_named(
-    const client::AttachmentLatency& l) {
-  return {{"mmio_read", &l.mmio_read}, {"config_read", &l.config_read}, {"config_write", &l.config_write},
-          {"flush", &l.flush},         {"bar_read", &l.bar_read},       {"bar_write", &l.bar_write}};
+// A device's histograms by the name (the `op` label) they are published under: the client
+// calls' (AttachmentLatency), then hostd's own delivery of interrupts.
+std::vector<std::pair<const char*, const LatencyHistogram::Snapshot*>> latency_named(const RemoteDevice::Status& s) {
+  const auto& l = s.latency;
+  return {{"mmio_read", &l.mmio_read},
+          {"config_read", &l.config_read},
+          {"config_write", &l.config_write},
+          {"flush", &l.flush},
+          {"bar_read", &l.bar_read},
+          {"bar_write", &l.bar_write},
+          {"interrupt_delivery", &s.interrupt_delivery}};
 }
 
 void device_counters(metrics::MetricsText& m, const metrics::Labels& labels, const client::AttachmentStats& s) {
@@ -49,9 +55,9 @@ nlohmann::json histogram_json(const LatencyHistogram::Snapshot& s) {
           {"count", s.count}};
 }
 
-nlohmann::json latency_json(const client::AttachmentLatency& l) {
+nlohmann::json latency_json(const RemoteDevice::Status& s) {
   nlohmann::json out = nlohmann::json::object();
-  for (const auto& [name, h] : latency_named(l)) out[name] = histogram_json(*h);
+  for (const auto& [name, h] : latency_named(s)) out[name] = histogram_json(*h);
   return out;
 }
 
@@ -71,12 +77,13 @@ std::string metrics_text(const std::vector<DeviceSample>& devices) {
     m.counter("rpcie_device_reconnects", "Successful reconnects (resumptions as a new attachment).", labels,
               st.generation - 1);
     device_counters(m, labels, st.stats);
-    for (const auto& [op, h] : latency_named(st.latency)) {
+    for (const auto& [op, h] : latency_named(st)) {
       auto with_op = labels;
       with_op.emplace_back("op", op);
       m.histogram("rpcie_device_latency_seconds",
-                  "Latency of device operations of the current attachment, call to return, successful ones.", with_op,
-                  *h);
+                  "Latency of device operations of the current attachment, successful ones: client calls from call "
+                  "to return; interrupt_delivery from arrival to events waiters woken.",
+                  with_op, *h);
     }
   }
   return m.text();

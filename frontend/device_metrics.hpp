@@ -24,8 +24,9 @@ struct DeviceSample {
 // {"le_seconds": [bounds...], "counts": [per bucket, not cumulative; the last one is +Inf],
 //  "sum_seconds": S, "count": N}
 nlohmann::json histogram_json(const LatencyHistogram::Snapshot& s);
-// {"mmio_read": histogram_json, "config_read": ..., ...}: every histogram of AttachmentLatency.
-nlohmann::json latency_json(const client::AttachmentLatency& l);
+// {"mmio_read": histogram_json, "config_read": ..., ...}: every histogram of the device's
+// AttachmentLatency, then "interrupt_delivery" (Status::interrupt_delivery).
+nlohmann::json latency_json(const RemoteDevice::Status& s);
 
 // The Prometheus text (format 0.0.4) of these devices, names starting rpcie_.
 std::string metrics_text(const std::vector<DeviceSample>& devices);

@@ -119,13 +119,15 @@ bool RemoteDevice::counts_refresh_locked() {
   return counts_.refresh([this](std::uint16_t v) { return current_ ? current_->interrupt_count(v) : 0; });
 }
 
-void RemoteDevice::counts_refresh() {
+void RemoteDevice::counts_refresh(std::optional<Deadline::Clock::time_point> arrived) {
   bool rose;
   {
     std::lock_guard g(lock_);
     rose = counts_refresh_locked();
   }
-  if (rose) notify(DeviceChange::interrupt);
+  if (!rose) return;
+  notify(DeviceChange::interrupt);
+  if (arrived) interrupt_delivery_.record(Deadline::Clock::now() - *arrived);
 }
 
 void RemoteDevice::install(std::shared_ptr<client::Attachment> a) {
@@ -133,6 +135,8 @@ void RemoteDevice::install(std::shared_ptr<client::Attachment> a) {
   {
     std::lock_guard g(lock_);
     current_ = std::move(a);
+    // The old attachment's listener is gone (supervise): no delivery of it is recorded after.
+    delivery_base_ = interrupt_delivery_.snapshot();
     if (watchers_ > 0) current_->interrupt_watch(true);
     data_path_ = current_->data_path();
     state_ = LinkState::connected;
@@ -146,7 +150,8 @@ void RemoteDevice::install(std::shared_ptr<client::Attachment> a) {
       if (current_.get() != raw) return;
       if (raw->failure()) return wake_.notify_all();
     }
-    counts_refresh();
+    // Read now, in the listener: the arrival of the interrupt it hears of (client.hpp).
+    counts_refresh(raw->interrupt_arrived());
   });
   counts_refresh();  // interrupts that arrived before the listener was in place
 }
@@ -236,6 +241,7 @@ RemoteDevice::Status RemoteDevice::status() const {
     s.losses = losses_;
     s.last_error = last_error_;
     s.data_path = data_path_;
+    s.interrupt_delivery = interrupt_delivery_.snapshot().since(delivery_base_);
     a = current_;
   }
   if (a) {

@@ -22,6 +22,7 @@
 #include "interrupt_counts.hpp"
 #include "rpcie/client.hpp"
 #include "rpcie/deadline.hpp"
+#include "rpcie/latency_histogram.hpp"
 #include "rpcie/pci.hpp"
 #include "rpcie/result.hpp"
 
@@ -67,7 +68,9 @@ class RemoteDevice {
   RemoteDevice(const RemoteDevice&) = delete;
   RemoteDevice& operator=(const RemoteDevice&) = delete;
 
-  // Set once, right after attach, before anything can change.
+  // Set once, right after attach, before anything can change. For an interrupt the listener
+  // is hostd's delivery of it (the events files answer their parked reads and wake their
+  // pollers): it is timed (Status::interrupt_delivery).
   void listen(std::function<void(DeviceChange)> listener);
 
   unsigned index() const noexcept { return index_; }
@@ -98,6 +101,13 @@ class RemoteDevice {
     std::string last_error;               // why the last loss / reconnect attempt failed
     client::AttachmentStats stats;        // of the current attachment
     client::AttachmentLatency latency;    // of the current attachment
+    // hostd's own part of an interrupt's way, of the current attachment: from its arrival in
+    // the client library (client::Attachment::interrupt_arrived, this host's steady clock) to
+    // the return of the listener told of it (the events files have answered their parked
+    // reads and woken their pollers). One record per interrupt that raised a visible count
+    // (not on a masked vector; what unmasking delivers is not timed: it waited for the mask).
+    // The waiters' own wake-up is theirs, not recorded.
+    LatencyHistogram::Snapshot interrupt_delivery;
   };
   Status status() const;
   std::uint64_t losses() const;
@@ -124,7 +134,9 @@ class RemoteDevice {
   Result<std::shared_ptr<client::Attachment>> open_once(Deadline deadline);
   void install(std::shared_ptr<client::Attachment> a);  // takes the lock
   bool counts_refresh_locked();
-  void counts_refresh();  // takes the lock; tells the listener if a count rose
+  // Takes the lock; tells the listener if a count rose, and then, given the interrupt's
+  // `arrived` time, records its delivery.
+  void counts_refresh(std::optional<Deadline::Clock::time_point> arrived = std::nullopt);
   void supervise();
   void notify(DeviceChange change);
 
@@ -148,6 +160,10 @@ class RemoteDevice {
   bool detached_ = false;
   unsigned watchers_ = 0;  // interrupt_watch(true) calls not yet undone
   InterruptCounts counts_;
+  // Lock-free (recorded outside lock_): every delivery since attach; Status shows what was
+  // recorded since delivery_base_, the snapshot taken when the current attachment came.
+  LatencyHistogram interrupt_delivery_;
+  LatencyHistogram::Snapshot delivery_base_;
 
   std::mutex listener_lock_;
   std::function<void(DeviceChange)> listener_;
