@@ -21,12 +21,13 @@ std::uint64_t count_of(const json& j, const char* key) {
   return it != j.end() && it->is_number_unsigned() ? it->get<std::uint64_t>() : 0;
 }
 
-// The MMIO-read histogram of a status entry, as a snapshot (empty if absent or malformed).
-LatencyHistogram::Snapshot read_histogram(const json& device) {
+// The histogram `op` (latency.OP) of a status entry, as a snapshot (empty if absent or
+// malformed).
+LatencyHistogram::Snapshot histogram_of(const json& device, const char* op) {
   LatencyHistogram::Snapshot s;
   const auto l = device.find("latency");
   if (l == device.end() || !l->is_object()) return s;
-  const auto h = l->find("mmio_read");
+  const auto h = l->find(op);
   if (h == l->end() || !h->is_object()) return s;
   const auto c = h->find("counts");
   if (c == h->end() || !c->is_array() || c->size() != s.counts.size()) return s;
@@ -76,8 +77,8 @@ std::string top_frame(const json& before, const json& now, double seconds) {
   std::snprintf(line, sizeof line, "rpcie top: %zu device%s, rates over %.1f s\n", cur.size(),
                 cur.size() == 1 ? "" : "s", seconds);
   std::string out = line;
-  std::snprintf(line, sizeof line, "%-8s %-16s %-12s %10s %10s %9s %8s %8s %8s\n", "DEVICE", "EXPORT", "STATE",
-                "READS/s", "WRITES/s", "MB/s", "IRQ/s", "RD_P50", "RD_P99");
+  std::snprintf(line, sizeof line, "%-8s %-16s %-12s %10s %10s %9s %8s %8s %8s %8s\n", "DEVICE", "EXPORT", "STATE",
+                "READS/s", "WRITES/s", "MB/s", "IRQ/s", "RD_P50", "RD_P99", "IRQ_P99");
   out += line;
   for (const auto& [name, d] : cur) {
     if (d.value("hidden", false)) {
@@ -96,11 +97,13 @@ std::string top_frame(const json& before, const json& now, double seconds) {
       return static_cast<double>(a >= b ? a - b : a);
     };
     const double bytes = delta("bar_bytes_read") + delta("bar_bytes_written");
-    const auto reads = read_histogram(d).since(read_histogram(p));
-    std::snprintf(line, sizeof line, "%-8s %-16.16s %-12.12s %10.1f %10.1f %9.2f %8.1f %8s %8s\n", name.c_str(),
+    const auto reads = histogram_of(d, "mmio_read").since(histogram_of(p, "mmio_read"));
+    const auto irqs = histogram_of(d, "interrupt_delivery").since(histogram_of(p, "interrupt_delivery"));
+    std::snprintf(line, sizeof line, "%-8s %-16.16s %-12.12s %10.1f %10.1f %9.2f %8.1f %8s %8s %8s\n", name.c_str(),
                   text_of(d, "export").c_str(), text_of(d, "state").c_str(), delta("mmio_reads") / seconds,
                   delta("mmio_writes") / seconds, bytes / seconds / 1e6, delta("interrupts") / seconds,
-                  latency_text(reads.quantile_ns(0.5)).c_str(), latency_text(reads.quantile_ns(0.99)).c_str());
+                  latency_text(reads.quantile_ns(0.5)).c_str(), latency_text(reads.quantile_ns(0.99)).c_str(),
+                  latency_text(irqs.quantile_ns(0.99)).c_str());
     out += line;
   }
   return out;

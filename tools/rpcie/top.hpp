@@ -1,6 +1,7 @@
 // `rpcie top`: a live view of rpcie-hostd's devices, one line each, refreshed every interval
 // (docs/rpcie.md): rates over the last interval from two `status` answers, and the MMIO read
-// latency quantiles of the reads in it from the histograms the answers carry.
+// latency quantiles of the reads in it and hostd's interrupt-delivery p99 from the
+// histograms the answers carry.
 #pragma once
 
 #include <chrono>
