@@ -63,7 +63,7 @@ val() { $CHECK value "$@" || die "metric $2 ${*:3} in $1"; }
 # --- known I/O: exactly 100 register reads of edu0, 1 MiB each way on mem0's memory BAR -------
 scrape before
 "$RPCIE" status -o json >"$TMP/status0.json" || die "status"
-read -r st_reads0 st_hist0 < <($CHECK status "$TMP/status0.json" rpcie0) || die "status histograms (before)"
+read -r st_reads0 st_hist0 _ < <($CHECK status "$TMP/status0.json" rpcie0) || die "status histograms (before)"
 python3 -c '
 import os, sys
 fd = os.open(sys.argv[1], os.O_RDONLY)
@@ -77,7 +77,7 @@ dd if="$DM/resource0" of="$TMP/mib.back" bs=1M count=1 iflag=direct status=none 
 cmp -s "$TMP/mib" "$TMP/mib.back" || die "mem0 read back differs"
 scrape after
 "$RPCIE" status -o json >"$TMP/status1.json" || die "status"
-read -r st_reads1 st_hist1 < <($CHECK status "$TMP/status1.json" rpcie0) || die "status histograms (after)"
+read -r st_reads1 st_hist1 _ < <($CHECK status "$TMP/status1.json" rpcie0) || die "status histograms (after)"
 
 delta() { echo $(($(val "$TMP/after.$1" "${@:2}") - $(val "$TMP/before.$1" "${@:2}"))); }
 d=$(delta hostd rpcie_device_mmio_reads_total device=rpcie0 export=edu0 "exporter=$HOST:7385")
@@ -98,6 +98,64 @@ pass "100 register reads: +100 on hostd's counter and histogram, exportd's reque
 [ "$(delta hostd rpcie_device_latency_seconds_count device=rpcie1 op=bar_read)" -ge 1 ] || die "bar_read histogram"
 pass "1 MiB each way on a memory BAR: bytes and bulk histograms"
 
+# --- edu's DMA and interrupts: the exporter's DMA and interrupt histograms, hostd's delivery ---
+# 4 round trips through edu's DMA engine (window -> device: the exporter's DMA read; device
+# -> window: its DMA write; an interrupt after each) and 2 factorials with an interrupt,
+# each interrupt awaited by a blocking read of events: 10 interrupts, one at a time.
+DMA_ROUNDS=4 FACTORIALS=2
+scrape dma0
+"$RPCIE" status -o json >"$TMP/status2.json" || die "status"
+read -r _ _ st_irq0 st_del0 < <($CHECK status "$TMP/status2.json" rpcie0) || die "status histograms (before DMA)"
+irqs=$($CHECK edu "$D0" $DMA_ROUNDS $FACTORIALS) || die "edu DMA and interrupts through hostd's files"
+[ "$irqs" = $((2 * DMA_ROUNDS + FACTORIALS)) ] || die "edu: $irqs interrupts"
+scrape dma1
+"$RPCIE" status -o json >"$TMP/status3.json" || die "status"
+read -r _ _ st_irq1 st_del1 < <($CHECK status "$TMP/status3.json" rpcie0) || die "status histograms (after DMA)"
+ddelta() { echo $(($(val "$TMP/dma1.$1" "${@:2}") - $(val "$TMP/dma0.$1" "${@:2}"))); }
+# Sums are seconds: compared as numbers by python (the shell has integers only).
+dsum() { python3 -c 'import sys; print(float(sys.argv[1]) - float(sys.argv[2]) > 0)' \
+  "$(val "$TMP/dma1.$1" "${@:2}")" "$(val "$TMP/dma0.$1" "${@:2}")"; }
+# The mean of a histogram's records between the scrapes, in microseconds (for the log only).
+dmean() { python3 -c 'import sys; print("%.0f us" % ((float(sys.argv[1]) - float(sys.argv[2])) * 1e6 / int(sys.argv[3])))' \
+  "$(val "$TMP/dma1.$1" "${@:3}")" "$(val "$TMP/dma0.$1" "${@:3}")" "$2"; }
+E="export=edu0 backend=edu"
+for op in dma_read dma_write; do
+  d=$(ddelta exportd rpcie_export_latency_seconds_count $E op=$op)
+  [ "$d" = $DMA_ROUNDS ] || die "exportd rpcie_export_latency_seconds_count{op=$op} of edu0 rose by $d, want $DMA_ROUNDS"
+  d=$(ddelta exportd rpcie_export_latency_seconds_bucket $E op=$op le=+Inf)
+  [ "$d" = $DMA_ROUNDS ] || die "exportd latency +Inf bucket {op=$op} of edu0 rose by $d, want $DMA_ROUNDS"
+  [ "$(dsum exportd rpcie_export_latency_seconds_sum $E op=$op)" = True ] || die "exportd {op=$op}: sum did not grow"
+done
+d=$(ddelta exportd rpcie_export_dma_read_bytes_total $E)
+[ "$d" = $((DMA_ROUNDS * 4096)) ] || die "exportd DMA read bytes of edu0 rose by $d"
+d=$(ddelta exportd rpcie_export_interrupts_total $E)
+[ "$d" = "$irqs" ] || die "exportd rpcie_export_interrupts_total of edu0 rose by $d, want $irqs"
+d=$(ddelta exportd rpcie_export_latency_seconds_count $E op=interrupt)
+[ "$d" = "$irqs" ] || die "exportd rpcie_export_latency_seconds_count{op=interrupt} of edu0 rose by $d, want $irqs"
+[ "$(dsum exportd rpcie_export_latency_seconds_sum $E op=interrupt)" = True ] || die "exportd {op=interrupt}: sum"
+# edu0 is an on-demand export: the device reads the window itself, nothing is pulled.
+[ "$(val "$TMP/dma1.exportd" rpcie_export_latency_seconds_count $E op=window_pull)" = 0 ] ||
+  die "exportd window_pull recorded on an on-demand export"
+pass "edu: $DMA_ROUNDS DMA reads and writes and $irqs interrupts, each counted once in exportd's histograms" \
+  "(means: dma_read $(dmean exportd $DMA_ROUNDS rpcie_export_latency_seconds_sum $E op=dma_read)," \
+  "dma_write $(dmean exportd $DMA_ROUNDS rpcie_export_latency_seconds_sum $E op=dma_write)," \
+  "interrupt $(dmean exportd "$irqs" rpcie_export_latency_seconds_sum $E op=interrupt))"
+
+d=$(ddelta hostd rpcie_device_interrupts_total device=rpcie0)
+[ "$d" = "$irqs" ] || die "hostd rpcie_device_interrupts_total of rpcie0 rose by $d, want $irqs"
+d=$(ddelta hostd rpcie_device_latency_seconds_count device=rpcie0 op=interrupt_delivery)
+[ "$d" = "$irqs" ] || die "hostd {op=interrupt_delivery} count of rpcie0 rose by $d, want $irqs"
+d=$(ddelta hostd rpcie_device_latency_seconds_bucket device=rpcie0 op=interrupt_delivery le=+Inf)
+[ "$d" = "$irqs" ] || die "hostd {op=interrupt_delivery} +Inf bucket of rpcie0 rose by $d, want $irqs"
+[ "$(dsum hostd rpcie_device_latency_seconds_sum device=rpcie0 op=interrupt_delivery)" = True ] ||
+  die "hostd {op=interrupt_delivery}: sum did not grow"
+[ "$(val "$TMP/dma1.hostd" rpcie_device_latency_seconds_count device=rpcie1 op=interrupt_delivery)" = 0 ] ||
+  die "hostd: interrupt deliveries on mem0, which raised none"
+[ $((st_irq1 - st_irq0)) = "$irqs" ] && [ $((st_del1 - st_del0)) = "$irqs" ] ||
+  die "status -o json: interrupts $st_irq0 -> $st_irq1, latency.interrupt_delivery.count $st_del0 -> $st_del1"
+pass "hostd: $irqs interrupts, $irqs deliveries timed in /metrics and status -o json" \
+  "(mean $(dmean hostd "$irqs" rpcie_device_latency_seconds_sum device=rpcie0 op=interrupt_delivery))"
+
 [ "$(val "$TMP/after.hostd" rpcie_devices_attached)" = 2 ] || die "rpcie_devices_attached"
 [ "$(val "$TMP/after.hostd" rpcie_device_generation device=rpcie0)" = 1 ] || die "generation of rpcie0"
 [ "$(val "$TMP/after.hostd" rpcie_device_connected device=rpcie1)" = 1 ] || die "rpcie1 not connected"
@@ -108,7 +166,7 @@ pass "1 MiB each way on a memory BAR: bytes and bulk histograms"
 [ "$(val "$TMP/after.exportd" rpcie_export_lease_lapses_total export=mem0)" = 0 ] || die "lease lapses of mem0"
 pass "gauges and refusals: 2 devices, generation 1, one attach and one busy refusal of edu0"
 
-for f in after.hostd after.exportd; do
+for f in after.hostd after.exportd dma1.hostd dma1.exportd; do
   promtool check metrics <"$TMP/$f" >"$TMP/promtool.out" 2>&1 || die "promtool check metrics $f: $(cat "$TMP/promtool.out")"
 done
 code=$("${ON_CMP[@]}" curl -s -o /dev/null -w '%{http_code}' --max-time 5 "http://$HOSTD_METRICS/other")
@@ -135,7 +193,7 @@ assert len(frames) == 2, frames
 for f in frames:
     lines = f.strip("\n").split("\n")
     assert lines[0].startswith("rpcie top: 2 devices, rates over "), lines
-    assert re.match(r"DEVICE +EXPORT +STATE +READS/s +WRITES/s +MB/s +IRQ/s +RD_P50 +RD_P99$", lines[1]), lines
+    assert re.match(r"DEVICE +EXPORT +STATE +READS/s +WRITES/s +MB/s +IRQ/s +RD_P50 +RD_P99 +IRQ_P99$", lines[1]), lines
     rows = {l.split()[0]: l.split() for l in lines[2:]}
     assert set(rows) == {"rpcie0", "rpcie1"}, rows
     r = rows["rpcie0"]
@@ -143,8 +201,34 @@ for f in frames:
     assert float(r[3]) > 10, r  # reads/s while the reader runs
     assert re.match(r"^\d+(us|ms)$", r[7]) and re.match(r"^\d+(us|ms)$", r[8]), r
     assert rows["rpcie1"][7] == "-", rows["rpcie1"]  # no register reads on mem0
+    assert r[9] == "-" and rows["rpcie1"][9] == "-", rows  # no interrupts meanwhile
 PY
 pass "rpcie top --count 2: two frames, a line per device, read rate and p50/p99"
+
+# IRQ_P99 while interrupts are delivered: factorials with an interrupt each for 2.5 s.
+python3 -c '
+import os, struct, sys, time
+bar = os.open(sys.argv[1] + "/resource0", os.O_RDWR)
+events = os.open(sys.argv[1] + "/events", os.O_RDWR)
+end = time.monotonic() + 2.5
+while time.monotonic() < end:
+    os.pwrite(bar, struct.pack("<I", 0x80), 0x20)  # interrupt when done
+    os.pwrite(bar, struct.pack("<I", 6), 0x08)
+    os.read(events, 4)
+    os.pwrite(bar, struct.pack("<I", 1), 0x64)
+' "$D0" &
+raiser=$!
+"$RPCIE" top --count 2 --interval 0.5 >"$TMP/top2.out" 2>"$TMP/top.err" || die "rpcie top: $(cat "$TMP/top.err")"
+wait $raiser || die "interrupts during top"
+python3 - "$TMP/top2.out" <<'PY' || die "rpcie top output (interrupts): $(cat "$TMP/top2.out")"
+import re, sys
+for f in open(sys.argv[1]).read().split("\n\n"):
+    rows = {l.split()[0]: l.split() for l in f.strip("\n").split("\n")[2:]}
+    r = rows["rpcie0"]
+    assert float(r[6]) > 10 and re.match(r"^\d+(us|ms)$", r[9]), r  # IRQ/s and IRQ_P99
+PY
+pass "rpcie top: IRQ/s and IRQ_P99 while edu raises interrupts"
+
 
 # --- a real Prometheus server scraping both daemons --------------------------------------------
 scrape final
