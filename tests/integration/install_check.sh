@@ -27,8 +27,9 @@ pass "6 programs and 3 systemd units installed"
 PAGES="rpcie:1 rpcie-run:1 rpcie-bench:1 rpcie-selftest:1 rpcie-edu-driver:1 rpcie-exportd:8 rpcie-hostd:8"
 if [ -x "$B/tools/k8s-plugin/rpcie-k8s-plugin" ]; then
   [ -x "$STAGE/usr/local/bin/rpcie-k8s-plugin" ] || die "not installed: rpcie-k8s-plugin"
+  [ -f "$STAGE/usr/local/lib/systemd/system/rpcie-k8s-plugin.service" ] || die "not installed: rpcie-k8s-plugin.service"
   PAGES="$PAGES rpcie-k8s-plugin:8"
-  pass "rpcie-k8s-plugin installed"
+  pass "rpcie-k8s-plugin and its systemd unit installed"
 fi
 
 # Manual pages: one per program, each found and shown by man(1) from the staged tree.
