@@ -54,6 +54,8 @@ import json, sys, common
 d = json.load(open(sys.argv[1]))
 assert d["provider"] == "tcp;ofi_rxm" and d["rounds"] == 1 and d["data_path"] == "sealed" and d["commit"], d
 assert d["aead"]["seal_mbps"] > 0 and d["aead"]["open_mbps"] > 0 and d["aead"]["cipher"], d["aead"]
+# Sealed bulk rows are measured against the raw loop's sealed messages, not raw RMA.
+assert d["bulk_baseline"] == "sealed_messages", d
 rows = {r["workload"]: r for r in d["results"]}
 assert set(rows) == {"mmio_read", "bar_write", "bar_read", "edu_dma", "edu_dma_push"}, rows.keys()
 for w, r in rows.items():
@@ -64,6 +66,22 @@ for w in ("edu_dma", "edu_dma_push"):
     assert rows[w]["rpcie_with_ack"] >= rows[w]["rpcie"], rows[w]
 PY
 pass "rpcie-bench --device -o json: the five device rows, data path sealed, AEAD figures, percentiles of operations"
+
+# The transport's share: the bar rows' raw side sends the same messages unsealed.
+timeout 120 "$BENCH" --device --exportd "$B/devexport/rpcie-exportd" --provider tcp --rounds 1 --raw-cipher none -o json \
+  >"$TMP/plain.json" 2>"$TMP/plain.err" || die "rpcie-bench --device --raw-cipher none: exit $?: $(tail -n 5 "$TMP/plain.err")"
+PYTHONPATH=$TMP python3 - "$TMP/plain.json" <<'PY' || die "device JSON (--raw-cipher none): $(cat "$TMP/plain.json")"
+import json, sys, common
+d = json.load(open(sys.argv[1]))
+assert d["data_path"] == "sealed" and d["bulk_baseline"] == "plain_messages", d
+rows = {r["workload"]: r for r in d["results"]}
+for w in ("bar_write", "bar_read"):
+    common.figures(rows[w])
+PY
+rc=0
+"$BENCH" --device --raw-cipher rc4 >"$TMP/usage.txt" 2>&1 || rc=$?
+[ "$rc" = 2 ] && grep -q "raw-cipher" "$TMP/usage.txt" || die "--raw-cipher rc4: exit $rc, want 2: $(cat "$TMP/usage.txt")"
+pass "rpcie-bench --device --raw-cipher none: bar rows against unsealed messages; an unknown cipher is a usage error"
 
 # The front end's dma_read/dma_write rows (memcpy against memcpy) are gone; --frontend needs
 # FUSE and is not run here, so its list of rows is checked where the program states it.

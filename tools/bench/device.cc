@@ -10,6 +10,7 @@
 #include "aead.hpp"
 #include "commit.hpp"
 #include "rpcie/auth.hpp"
+#include "rpcie/channel.hpp"
 #include "rpcie/client.hpp"
 #include "rpcie/edu_registers.hpp"
 #include "rpcie/host_buffer.hpp"
@@ -27,6 +28,8 @@ using Clock = std::chrono::steady_clock;
 constexpr std::size_t kMiB = 1u << 20;
 // One DMA: the whole device buffer, from IOVA 0 of the window.
 constexpr std::size_t kDmaBytes = edu::kDmaBufferSize;
+// Sealed chunks a channel keeps in flight: one per send buffer.
+constexpr auto kSealedInFlight = static_cast<std::uint16_t>(ChannelOptions{}.send_buffers);
 
 Deadline call_deadline() { return Deadline::after(30s); }
 
@@ -112,7 +115,20 @@ SliceRun raw_run(Link& link, raw::Workload workload, std::size_t size, std::uint
   });
 }
 
-std::vector<Workload> device_workloads(Link& link, Devices& devices) {
+// The raw side of the bar rows: one-sided RMA on the open data path; on the sealed one,
+// the raw loop's sealed messages, or the same messages unsealed (--raw-cipher none).
+raw::Workload bulk_baseline(DataPath mode, const Options& options, bool write) {
+  if (mode != DataPath::sealed) return write ? raw::Workload::rma_write : raw::Workload::rma_read;
+  if (options.raw_cipher == "none") return write ? raw::Workload::plain_write : raw::Workload::plain_read;
+  return write ? raw::Workload::sealed_write : raw::Workload::sealed_read;
+}
+
+const char* bulk_baseline_name(DataPath mode, const Options& options) {
+  if (mode != DataPath::sealed) return "rma";
+  return options.raw_cipher == "none" ? "plain_messages" : "sealed_messages";
+}
+
+std::vector<Workload> device_workloads(Link& link, Devices& devices, const Options& options) {
   client::Attachment& membar = *devices.membar;
   std::vector<Workload> workloads;
   workloads.push_back({.name = "mmio_read",
@@ -124,14 +140,17 @@ std::vector<Workload> device_workloads(Link& link, Devices& devices) {
                          RPCIE_TRY(devices.edu->mmio_read(0, edu::kRegLiveness, 4, call_deadline()));
                          return {};
                        })});
-  // membar's BAR moved through the window, each way, one call at a time, against raw RMA of
-  // the same size, one at a time.
+  // membar's BAR moved through the window, each way, one call at a time. Open: against raw
+  // RMA of the same size, one at a time. Sealed: against the raw loop's sealed transfer of the
+  // same size in the same chunks, as many in flight as a channel's send buffers.
+  const DataPath mode = devices.membar->data_path();
+  const std::uint16_t in_flight = mode == DataPath::sealed ? kSealedInFlight : 1;
   for (const bool write : {true, false})
     workloads.push_back({.name = write ? "bar_write" : "bar_read",
                          .size = kMiB,
                          .unit = Unit::megabytes_per_second,
                          .warmup_operations = 64,
-                         .baseline = raw_run(link, write ? raw::Workload::rma_write : raw::Workload::rma_read, kMiB, 1),
+                         .baseline = raw_run(link, bulk_baseline(mode, options, write), kMiB, in_flight),
                          .subject = slice_run_each([&membar, write] {
                            return write ? membar.bar_write_from_window(0, 0, 0, kMiB, call_deadline())
                                         : membar.bar_read_into_window(0, 0, 0, kMiB, call_deadline());
@@ -164,14 +183,15 @@ int device_bench(Link& link, const Options& options) {
       return die("edu setup: " + programmed.error().describe());
   // The exporter decides (its policy is auto: the client's choice, else the provider's default).
   const DataPath mode = (*devices)->edu->data_path();
-  if (!options.json()) std::printf("# data path: %s\n", data_path_name(mode));
+  if (!options.json())
+    std::printf("# data path: %s (bar rows' raw side: %s)\n", data_path_name(mode), bulk_baseline_name(mode, options));
   // What sealed bulk data is measured against: the cipher alone on one core.
   const AeadSpeed aead = aead_speed_measure();
   if (!options.json())
     std::printf("# aead (one core, %zu B messages): %s seal %.0f MB/s, open %.0f MB/s\n",
                 proto::kMaxRmaBytes + proto::kHeaderSize + 17, auth::aead_name(aead.aead), aead.seal_mbps,
                 aead.open_mbps);
-  const std::vector<Workload> workloads = device_workloads(link, **devices);
+  const std::vector<Workload> workloads = device_workloads(link, **devices, options);
   // Slices of about 25 ms of raw work (8 of each side per round): 8 to 100,000 operations.
   const DriverOptions driver{.rounds = options.rounds,
                              .first = Side::baseline,
@@ -189,6 +209,7 @@ int device_bench(Link& link, const Options& options) {
   if (options.json()) {
     auto document = results_document(link.provider(), options.rounds, *rows, driver.columns);
     document["data_path"] = data_path_name(mode);
+    document["bulk_baseline"] = bulk_baseline_name(mode, options);
     document["aead"] = {
         {"cipher", auth::aead_name(aead.aead)}, {"seal_mbps", aead.seal_mbps}, {"open_mbps", aead.open_mbps}};
     document_print(std::move(document), kBenchCommit);

@@ -5,6 +5,7 @@
 #include <span>
 #include <utility>
 
+#include "aead.hpp"
 #include "support.hpp"
 
 namespace rpcie::bench {
@@ -33,6 +34,9 @@ Result<void> raw_open(Link& link, bool server) {
   if (!link.raw) return fail(EIO, "raw loop: " + why);
   // The same completion rule as the rpcie channel's writes (delivery-complete without SAW).
   link.raw->write_delivery_complete_set(link.rma->channel().delivery_complete());
+  // Sealed rows: the chunks rpcie's sealed data path sends on this provider.
+  if (!link.raw->sealer_set(raw_sealer_make(!server), link.rma->channel().sealed_chunk(), &why))
+    return fail(EINVAL, "raw loop: " + why);
   return {};
 }
 

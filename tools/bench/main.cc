@@ -67,6 +67,10 @@ std::optional<int> options_parse(int argc, char** argv, Options& options) {
   app.add_option("--exportd", options.exportd, "rpcie-exportd to start for --device (default: next to this program)");
   app.add_option("--data-path", options.data_path, "--device: sealed, open or auto (the client's choice; default auto)")
       ->check(CLI::IsMember({"sealed", "open", "auto"}));
+  app.add_option("--raw-cipher", options.raw_cipher,
+                 "--device, sealed data path: the bar rows' raw side seals its messages (aead, default) or sends "
+                 "the same messages unsealed (none: the transport's share alone)")
+      ->check(CLI::IsMember({"aead", "none"}));
   app.add_flag("--frontend", options.frontend,
                "file front end (rpcie-hostd started here) vs the client API: reg_read, bar_write, bar_read, irq, "
                "and the mapped-BAR rows");

@@ -26,6 +26,7 @@ struct Options {
   bool device = false;
   std::string exportd;             // programs to start (default: found next to rpcie-bench)
   std::string data_path = "auto";  // --device: what the client asks for (sealed, open, auto)
+  std::string raw_cipher = "aead";  // --device, sealed: the bar rows' raw messages (aead, none)
   bool frontend = false;
   std::string hostd;
   std::string psk_file = auth::kDefaultKeyPath;  // --frontend -r: the running exporter's key

@@ -1,7 +1,7 @@
 // Raw-libfabric baseline for rpcie-bench, its loops; see raw_loop.hpp.
 //
 // Mirrors what fabtests does for fi_rma_bw / fi_pingpong: one RDM endpoint, one
-// CQ in FI_CQ_FORMAT_CONTEXT busy-polled with fi_cq_read in batches, buffers
+// CQ in FI_CQ_FORMAT_MSG busy-polled with fi_cq_read in batches, buffers
 // registered once at open() (raw_setup.cc), window of RMA ops kept in flight, fi_inject
 // for small ping-pong messages. Nothing here allocates or registers on the data path.
 #include "raw_loop.hpp"
@@ -28,7 +28,7 @@ bool RawPeer::Impl::post_rx(OpCtx* c, std::string* err) {
 // One fi_cq_read of up to kCqBatch entries (also drives manual progress).
 // Returns the number of completions, or -1 with *err set.
 long RawPeer::Impl::poll_cq(std::string* err) {
-  fi_cq_entry entries[kCqBatch];
+  fi_cq_msg_entry entries[kCqBatch];
   ssize_t n = fi_cq_read(cq, entries, kCqBatch);
   if (n > 0) {
     for (ssize_t i = 0; i < n; ++i) {
@@ -38,7 +38,12 @@ long RawPeer::Impl::poll_cq(std::string* err) {
         return -1;
       }
       if (c->is_rx) {
-        ++rx_ready;
+        // A sealed stream's chunk is opened and copied out before its buffer is posted again.
+        if (stream.active) {
+          if (!stream_receive(rx_slot(c->slot), entries[i].len, err)) return -1;
+        } else {
+          ++rx_ready;
+        }
         rx_pending.push_back(c);
       } else {
         ++tx_done;
@@ -235,6 +240,12 @@ double RawPeer::run(Workload w, std::size_t size, std::size_t iterations, std::s
                     std::vector<double>* operation_seconds) {
   Impl& m = *impl_;
   Impl::Call c(m, err);
+  if (w == Workload::sealed_write || w == Workload::sealed_read || w == Workload::plain_write ||
+      w == Workload::plain_read) {
+    const double seconds = m.sealed_run(c, w, size, iterations, window, operation_seconds);
+    if (seconds < 0) m.call_abort(c);
+    return seconds;
+  }
   if (w != Workload::rma_write && w != Workload::rma_read) {
     const std::size_t len = w == Workload::read_reply ? 8 : (size ? size : 8);
     const double seconds = m.messages_run(c, len, iterations, operation_seconds);
@@ -315,7 +326,7 @@ bool RawPeer::Impl::rma_serve(Call& c) {
   }
 }
 
-bool RawPeer::serve(Workload w, std::size_t size, std::size_t iterations, std::string* err) {
+bool RawPeer::serve(Workload w, std::size_t size, std::size_t iterations, std::string* err, std::size_t window) {
   Impl& m = *impl_;
   Impl::Call c(m, err);
   const std::size_t len = size ? size : 8;
@@ -333,6 +344,12 @@ bool RawPeer::serve(Workload w, std::size_t size, std::size_t iterations, std::s
       break;
     case Workload::read_reply:
       served = m.messages_serve(c, 8, len, iterations);
+      break;
+    case Workload::sealed_write:
+    case Workload::sealed_read:
+    case Workload::plain_write:
+    case Workload::plain_read:
+      served = m.sealed_serve(c, w, size, iterations, window);
       break;
   }
   if (!served) m.call_abort(c);

@@ -18,7 +18,39 @@ namespace rpcie::bench::raw {
 // read_reply: an 8 B message; the target reads `size` bytes of the initiator's buffer (one
 // fi_read, waited for) and then sends an 8 B reply (an on-demand DMA: doorbell, the device's
 // read of the window, the interrupt).
-enum class Workload { rma_write, rma_read, round_trip, send_reply, read_reply };
+// sealed_write: `size` bytes of the initiator's buffer go as sealed messages of at most the
+// sealer's chunk each (sealed straight from the buffer into the send slot), `window` in
+// flight; the target opens each in its receive buffer, copies it into its own buffer, and
+// acknowledges it with 8 B (rpcie's sealed data path writing a BAR, acknowledged puts).
+// sealed_read: an 8 B request; the target seals `size` bytes of its buffer the same way
+// (all its send contexts in flight); done when the initiator has opened and copied them all.
+// plain_write, plain_read: the same messages (as long, the seal's overhead included) copied
+// instead of sealed and not opened: the transport's share of the sealed workloads alone.
+enum class Workload {
+  rma_write,
+  rma_read,
+  round_trip,
+  send_reply,
+  read_reply,
+  sealed_write,
+  sealed_read,
+  plain_write,
+  plain_read
+};
+
+// The sealed workloads' cipher, handed in by the caller (rpcie-bench passes the data path's
+// own AEAD, with keys both of its processes derive alike) so this loop stays free of rpcie
+// code. Used only by the thread that calls run()/serve(); messages open in the order sealed.
+class Sealer {
+ public:
+  virtual ~Sealer() = default;
+  // Sealed size minus plain size.
+  virtual std::size_t overhead() const = 0;
+  // Seals `len` bytes at `plain` as the next message into `out` (len + overhead() bytes).
+  virtual void seal(const void* plain, std::size_t len, void* out) = 0;
+  // Opens the `len` sealed bytes at `sealed` in place; false if they are not authentic.
+  virtual bool open(void* sealed, std::size_t len, const void** plain, std::size_t* plain_len) = 0;
+};
 
 struct RawConfig {
   std::string prov_name;            // fi_info prov_name, e.g. "tcp;ofi_rxm" or "shm"
@@ -50,22 +82,28 @@ class RawPeer {
   // Initiator (client) side. RMA: `iterations` fi_write/fi_read of `size` bytes
   // with `window` in flight (the config's window when 0; 1 measures one operation's
   // round trip). round_trip, send_reply, read_reply: `iterations` exchanges (above), one
-  // at a time; size 0 means 8.
+  // at a time; size 0 means 8. sealed_* and plain_*: `iterations` transfers of `size` bytes
+  // one after another, `window` chunks in flight (the writes; 0: the config's).
   // Returns seconds from first post to last completion, or < 0 with *err set. With
-  // `operation_seconds` (message workloads, and RMA with window 1), the seconds of each
-  // operation are appended to it (one clock read per operation).
+  // `operation_seconds` (message and sealed workloads, and RMA with window 1), the seconds
+  // of each operation are appended to it (one clock read per operation).
   double run(Workload w, std::size_t size, std::size_t iterations, std::string* err, std::size_t window = 0,
              std::vector<double>* operation_seconds = nullptr);
 
   // Target (server) side of the same round. RMA: busy-poll the CQ (manual data
-  // progress) until the client's end-of-round byte arrives. Message workloads: receive
-  // and answer `iterations` messages, busy-polling. false + *err on error.
-  bool serve(Workload w, std::size_t size, std::size_t iterations, std::string* err);
+  // progress) until the client's end-of-round byte arrives. Message and sealed workloads:
+  // receive and answer `iterations` messages or transfers, busy-polling; `window`: the sealed
+  // and plain reads' chunks in flight (0: the config's). false + *err on error.
+  bool serve(Workload w, std::size_t size, std::size_t iterations, std::string* err, std::size_t window = 0);
 
   // RMA writes complete only once delivered at the target (FI_DELIVERY_COMPLETE, through
   // fi_writemsg), as the rpcie channel's do where the provider lacks send-after-write
   // ordering; default off (fi_write, the provider's default completion).
   void write_delivery_complete_set(bool delivery_complete);
+
+  // The sealed workloads' cipher and their largest plain message (`chunk`); without one they
+  // fail. False + *err when the window's chunks do not fit the send buffer.
+  bool sealer_set(std::unique_ptr<Sealer> sealer, std::size_t chunk, std::string* err);
 
   // One-line summary of what the provider handed back (for bench logs).
   std::string describe() const;

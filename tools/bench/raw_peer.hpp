@@ -26,7 +26,9 @@ namespace rpcie::bench::raw {
 using Clock = std::chrono::steady_clock;
 
 constexpr std::size_t kCqBatch = 64;            // entries per fi_cq_read, like fabtests' bulk reads
-constexpr std::size_t kRxDepth = 2;             // pre-posted receives; ping-pong needs 1, keep slack
+// Pre-posted receives: ping-pong needs 1; a sealed stream keeps as many as an rpcie channel
+// (ChannelOptions::recv_depth) so no chunk waits in the provider for a buffer.
+constexpr std::size_t kRxDepth = 32;
 constexpr std::uint64_t kTimeCheckMask = 255;   // clock read every 256 polls
 constexpr std::uint64_t kCtrlCheckMask = 1023;  // recv(MSG_DONTWAIT) every 1024 polls
 // Same bit pattern as FI_ADDR_UNSPEC, spelled without the header's C-style cast.
@@ -56,7 +58,7 @@ using Buffer = std::unique_ptr<void, FreeDeleter>;
 struct OpCtx {
   fi_context fi;
   bool is_rx;
-  std::size_t slot;   // rx: index of the receive slot in msg_buf
+  std::size_t slot;   // rx: index of the receive slot in msg_buf; tx: of its sealed send slot
   bool done = false;  // tx: its completion was reaped (set by poll_cq)
 };
 
@@ -77,6 +79,20 @@ struct RawPeer::Impl {
 
   Buffer rma_buf;  // max_size: RMA source/target
   Buffer msg_buf;  // (1 + kRxDepth) slots of max_size: slot 0 send, rest receive
+  // Sealed workloads: slot 0 holds one sealed send slot of seal_slot bytes per tx context.
+  std::unique_ptr<Sealer> sealer;
+  std::size_t chunk = 0;
+  std::size_t seal_slot = 0;
+  // The side that receives a sealed transfer: every receive is opened and copied into rma_buf
+  // as it completes (before its buffer is posted again); `complete` counts whole transfers.
+  struct Stream {
+    bool active = false;
+    bool cipher = true;  // false: plain_* (the bytes follow the seal's place, not opened)
+    std::size_t size = 0;
+    std::size_t got = 0;
+    std::uint64_t complete = 0;
+    std::uint64_t chunks = 0;  // chunks in place and not yet acknowledged (sealed_write)
+  } stream;
   std::size_t slot_size = 0;
   void* rma_desc = nullptr;
   void* msg_desc = nullptr;
@@ -131,6 +147,7 @@ struct RawPeer::Impl {
   // The loops (raw_loop.cc).
   bool post_rx(OpCtx* c, std::string* err);
   long poll_cq(std::string* err);
+  bool stream_receive(unsigned char* sealed, std::size_t len, std::string* err);
 
   // Bounded busy-wait bookkeeping shared by every loop.
   struct Wait {
@@ -179,6 +196,15 @@ struct RawPeer::Impl {
   // One fi_read of `len` bytes of the peer's buffer, waited for.
   bool read_once(Call& c, std::size_t len);
   bool rma_serve(Call& c);
+  // Sealed and plain workloads: `size` bytes of rma_buf sealed and sent in chunks, at most
+  // `window` sends in flight; the initiator's and the target's halves.
+  // `cipher` false: copied instead of sealed (plain_*).
+  bool sealed_send(Call& c, std::size_t size, std::size_t window, bool cipher);
+  double sealed_run(Call& c, Workload w, std::size_t size, std::size_t iterations, std::size_t window,
+                    std::vector<double>* samples);
+  bool sealed_serve(Call& c, Workload w, std::size_t size, std::size_t iterations, std::size_t window);
+  // Waits for one more whole transfer into the stream.
+  bool stream_wait(Call& c);
 };
 
 }  // namespace rpcie::bench::raw

@@ -186,7 +186,7 @@ bool RawPeer::Impl::fabric_open(std::string* err) {
 bool RawPeer::Impl::endpoint_open(std::string* err) {
   const std::size_t window = std::max<std::size_t>(cfg.window, 1);
   fi_cq_attr cq_attr{};
-  cq_attr.format = FI_CQ_FORMAT_CONTEXT;
+  cq_attr.format = FI_CQ_FORMAT_MSG;  // the length of each receive, for sealed streams
   cq_attr.wait_obj = FI_WAIT_NONE;  // busy-polled, no fd/signal overhead
   cq_attr.size = std::max<std::size_t>(info->tx_attr->size + info->rx_attr->size, window + kRxDepth);
   int ret;
@@ -267,9 +267,10 @@ void RawPeer::Impl::contexts_init() {
   rx_ctx.resize(kRxDepth);
   tx_free.reserve(window);  // never reallocates on the data path
   rx_pending.reserve(kRxDepth);
-  for (auto& c : tx_ctx) {
-    c.is_rx = false;
-    tx_free.push_back(&c);
+  for (std::size_t i = 0; i < window; ++i) {
+    tx_ctx[i].is_rx = false;
+    tx_ctx[i].slot = i;
+    tx_free.push_back(&tx_ctx[i]);
   }
   for (std::size_t i = 0; i < kRxDepth; ++i) {
     rx_ctx[i].is_rx = true;

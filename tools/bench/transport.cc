@@ -38,6 +38,14 @@ const char* workload_name(raw::Workload workload) {
       return "send_reply";
     case raw::Workload::read_reply:
       return "read_reply";
+    case raw::Workload::sealed_write:
+      return "sealed_write";
+    case raw::Workload::sealed_read:
+      return "sealed_read";
+    case raw::Workload::plain_write:
+      return "plain_write";
+    case raw::Workload::plain_read:
+      return "plain_read";
   }
   return "?";
 }
@@ -140,7 +148,7 @@ Result<void> round_serve(Link& link, const Command& command, bool progress_threa
   const auto workload = static_cast<raw::Workload>(command.workload);
   if (command.action == Action::raw) {
     std::string why;
-    if (!link.raw->serve(workload, command.size, command.iterations, &why)) return fail(EIO, why);
+    if (!link.raw->serve(workload, command.size, command.iterations, &why, command.window)) return fail(EIO, why);
     return {};
   }
   if (workload == raw::Workload::round_trip) return pongs_send(link.round_trip->channel(), command.iterations);
