@@ -203,6 +203,8 @@ struct RawPeer::Impl {
   double sealed_run(Call& c, Workload w, std::size_t size, std::size_t iterations, std::size_t window,
                     std::vector<double>* samples);
   bool sealed_serve(Call& c, Workload w, std::size_t size, std::size_t iterations, std::size_t window);
+  // A sealer is set and `size` fits the buffers; else false + *c.err.
+  bool sealed_ready(Call& c, std::size_t size) const;
   // Waits for one more whole transfer into the stream.
   bool stream_wait(Call& c);
 };

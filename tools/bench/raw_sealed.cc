@@ -36,6 +36,18 @@ bool RawPeer::sealer_set(std::unique_ptr<Sealer> sealer, std::size_t chunk, std:
   return true;
 }
 
+bool RawPeer::Impl::sealed_ready(Call& c, std::size_t size) const {
+  if (!sealer) {
+    *c.err = "sealed workload without a sealer";
+    return false;
+  }
+  if (size == 0 || size > cfg.max_size) {
+    *c.err = "sealed: size must be in [1, max_size]";
+    return false;
+  }
+  return true;
+}
+
 bool RawPeer::Impl::stream_receive(unsigned char* sealed, std::size_t len, std::string* err) {
   const void* plain = sealed + kPlainOffset;
   std::size_t plain_len = len - std::min(len, sealer->overhead());
@@ -98,14 +110,7 @@ double RawPeer::Impl::sealed_run(Call& c, Workload w, std::size_t size, std::siz
                                  std::vector<double>* samples) {
   const bool is_write = w == Workload::sealed_write || w == Workload::plain_write;
   const bool cipher = w == Workload::sealed_write || w == Workload::sealed_read;
-  if (!sealer) {
-    *c.err = "sealed workload without a sealer";
-    return -1.0;
-  }
-  if (size == 0 || size > cfg.max_size) {
-    *c.err = "sealed: size must be in [1, max_size]";
-    return -1.0;
-  }
+  if (!sealed_ready(c, size)) return -1.0;
   if (window == 0 || window > tx_ctx.size()) window = tx_ctx.size();
   stream = Stream{.active = !is_write, .cipher = cipher, .size = size};
   const auto t0 = Clock::now();
@@ -142,14 +147,7 @@ double RawPeer::Impl::sealed_run(Call& c, Workload w, std::size_t size, std::siz
 bool RawPeer::Impl::sealed_serve(Call& c, Workload w, std::size_t size, std::size_t iterations, std::size_t window) {
   const bool is_write = w == Workload::sealed_write || w == Workload::plain_write;
   const bool cipher = w == Workload::sealed_write || w == Workload::sealed_read;
-  if (!sealer) {
-    *c.err = "sealed workload without a sealer";
-    return false;
-  }
-  if (size == 0 || size > cfg.max_size) {
-    *c.err = "sealed: size must be in [1, max_size]";
-    return false;
-  }
+  if (!sealed_ready(c, size)) return false;
   if (window == 0 || window > tx_ctx.size()) window = tx_ctx.size();
   stream = Stream{.active = is_write, .cipher = cipher, .size = size};
   bool served = true;
