@@ -24,8 +24,8 @@ struct Options {
   bool target_progress_thread = false;  // the rpcie RMA target: a ProgressThread, not busy-polling
   std::vector<std::size_t> sizes{8, 4096, 65536, 1u << 20, 4u << 20};  // of the RMA rows
   bool device = false;
-  std::string exportd;             // programs to start (default: found next to rpcie-bench)
-  std::string data_path = "auto";  // --device: what the client asks for (sealed, open, auto)
+  std::string exportd;              // programs to start (default: found next to rpcie-bench)
+  std::string data_path = "auto";   // --device: what the client asks for (sealed, open, auto)
   std::string raw_cipher = "aead";  // --device, sealed: the bar rows' raw messages (aead, none)
   bool frontend = false;
   std::string hostd;

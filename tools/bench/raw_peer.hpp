@@ -25,7 +25,7 @@ namespace rpcie::bench::raw {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr std::size_t kCqBatch = 64;            // entries per fi_cq_read, like fabtests' bulk reads
+constexpr std::size_t kCqBatch = 64;  // entries per fi_cq_read, like fabtests' bulk reads
 // Pre-posted receives: ping-pong needs 1; a sealed stream keeps as many as an rpcie channel
 // (ChannelOptions::recv_depth) so no chunk waits in the provider for a buffer.
 constexpr std::size_t kRxDepth = 32;

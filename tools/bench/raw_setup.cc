@@ -187,7 +187,7 @@ bool RawPeer::Impl::endpoint_open(std::string* err) {
   const std::size_t window = std::max<std::size_t>(cfg.window, 1);
   fi_cq_attr cq_attr{};
   cq_attr.format = FI_CQ_FORMAT_MSG;  // the length of each receive, for sealed streams
-  cq_attr.wait_obj = FI_WAIT_NONE;  // busy-polled, no fd/signal overhead
+  cq_attr.wait_obj = FI_WAIT_NONE;    // busy-polled, no fd/signal overhead
   cq_attr.size = std::max<std::size_t>(info->tx_attr->size + info->rx_attr->size, window + kRxDepth);
   int ret;
   if ((ret = fi_cq_open(domain, &cq_attr, &cq, nullptr))) {
