@@ -117,15 +117,16 @@ SliceRun raw_run(Link& link, raw::Workload workload, std::size_t size, std::uint
 
 // The raw side of the bar rows: one-sided RMA on the open data path; on the sealed one,
 // the raw loop's sealed messages, or the same messages unsealed (--raw-cipher none).
-raw::Workload bulk_baseline(DataPath mode, const Options& options, bool write) {
-  if (mode != DataPath::sealed) return write ? raw::Workload::rma_write : raw::Workload::rma_read;
-  if (options.raw_cipher == "none") return write ? raw::Workload::plain_write : raw::Workload::plain_read;
-  return write ? raw::Workload::sealed_write : raw::Workload::sealed_read;
-}
+struct BulkBaseline {
+  raw::Workload write;
+  raw::Workload read;
+  const char* name;  // the JSON's bulk_baseline
+};
 
-const char* bulk_baseline_name(DataPath mode, const Options& options) {
-  if (mode != DataPath::sealed) return "rma";
-  return options.raw_cipher == "none" ? "plain_messages" : "sealed_messages";
+BulkBaseline bulk_baseline(DataPath mode, const Options& options) {
+  if (mode != DataPath::sealed) return {raw::Workload::rma_write, raw::Workload::rma_read, "rma"};
+  if (options.raw_cipher == "none") return {raw::Workload::plain_write, raw::Workload::plain_read, "plain_messages"};
+  return {raw::Workload::sealed_write, raw::Workload::sealed_read, "sealed_messages"};
 }
 
 std::vector<Workload> device_workloads(Link& link, Devices& devices, const Options& options) {
@@ -144,13 +145,14 @@ std::vector<Workload> device_workloads(Link& link, Devices& devices, const Optio
   // RMA of the same size, one at a time. Sealed: against the raw loop's sealed transfer of the
   // same size in the same chunks, as many in flight as a channel's send buffers.
   const DataPath mode = devices.membar->data_path();
+  const BulkBaseline bulk = bulk_baseline(mode, options);
   const std::uint16_t in_flight = mode == DataPath::sealed ? kSealedInFlight : 1;
   for (const bool write : {true, false})
     workloads.push_back({.name = write ? "bar_write" : "bar_read",
                          .size = kMiB,
                          .unit = Unit::megabytes_per_second,
                          .warmup_operations = 64,
-                         .baseline = raw_run(link, bulk_baseline(mode, options, write), kMiB, in_flight),
+                         .baseline = raw_run(link, write ? bulk.write : bulk.read, kMiB, in_flight),
                          .subject = slice_run_each([&membar, write] {
                            return write ? membar.bar_write_from_window(0, 0, 0, kMiB, call_deadline())
                                         : membar.bar_read_into_window(0, 0, 0, kMiB, call_deadline());
@@ -184,7 +186,7 @@ int device_bench(Link& link, const Options& options) {
   // The exporter decides (its policy is auto: the client's choice, else the provider's default).
   const DataPath mode = (*devices)->edu->data_path();
   if (!options.json())
-    std::printf("# data path: %s (bar rows' raw side: %s)\n", data_path_name(mode), bulk_baseline_name(mode, options));
+    std::printf("# data path: %s (bar rows' raw side: %s)\n", data_path_name(mode), bulk_baseline(mode, options).name);
   // What sealed bulk data is measured against: the cipher alone on one core.
   const AeadSpeed aead = aead_speed_measure();
   if (!options.json())
@@ -209,7 +211,7 @@ int device_bench(Link& link, const Options& options) {
   if (options.json()) {
     auto document = results_document(link.provider(), options.rounds, *rows, driver.columns);
     document["data_path"] = data_path_name(mode);
-    document["bulk_baseline"] = bulk_baseline_name(mode, options);
+    document["bulk_baseline"] = bulk_baseline(mode, options).name;
     document["aead"] = {
         {"cipher", auth::aead_name(aead.aead)}, {"seal_mbps", aead.seal_mbps}, {"open_mbps", aead.open_mbps}};
     document_print(std::move(document), kBenchCommit);

@@ -197,7 +197,8 @@ struct RawPeer::Impl {
   bool read_once(Call& c, std::size_t len);
   bool rma_serve(Call& c);
   // Sealed and plain workloads: `size` bytes of rma_buf sealed and sent in chunks, at most
-  // `window` sends in flight; the initiator's and the target's halves.
+  // `window` sends in flight (0 or more than the contexts: all of them); the initiator's and
+  // the target's halves.
   // `cipher` false: copied instead of sealed (plain_*).
   bool sealed_send(Call& c, std::size_t size, std::size_t window, bool cipher);
   double sealed_run(Call& c, Workload w, std::size_t size, std::size_t iterations, std::size_t window,

@@ -78,29 +78,33 @@ bool RawPeer::Impl::stream_wait(Call& c) {
 
 bool RawPeer::Impl::sealed_send(Call& c, std::size_t size, std::size_t window, bool cipher) {
   const auto* source = static_cast<const unsigned char*>(rma_buf.get());
+  if (window == 0 || window > tx_ctx.size()) window = tx_ctx.size();
   for (std::size_t offset = 0; offset < size; offset += chunk) {
     const std::size_t n = std::min(chunk, size - offset);
-    for (;;) {
-      // A free context within the window, and a send the provider takes.
-      if (!tx_free.empty() && tx_ctx.size() - tx_free.size() < window) {
-        OpCtx* op = tx_free.back();
-        unsigned char* slot = tx_slot() + op->slot * seal_slot;
-        if (cipher)
-          sealer->seal(source + offset, n, slot);
-        else
-          std::memcpy(slot + kPlainOffset, source + offset, n);
-        const ssize_t ret = fi_send(ep, slot, n + sealer->overhead(), msg_desc, peer, op);
-        if (ret == 0) {
-          tx_free.pop_back();
-          break;
-        }
-        // Sealed but not sent: the sequence it used is a gap, which opening allows.
-        if (ret != -FI_EAGAIN) {
-          *c.err = fi_error("fi_send", ret);
-          return false;
-        }
-      }
+    // A free context within the window, taken before sealing so that polls meanwhile (which
+    // return other contexts) cannot hand its slot out again.
+    while (tx_free.empty() || tx_ctx.size() - tx_free.size() >= window)
       if (step(&c.wait, false, &c.peer_failed, c.err) == Step::fail) return false;
+    OpCtx* op = tx_free.back();
+    tx_free.pop_back();
+    unsigned char* slot = tx_slot() + op->slot * seal_slot;
+    if (cipher)
+      sealer->seal(source + offset, n, slot);
+    else
+      std::memcpy(slot + kPlainOffset, source + offset, n);
+    // Sealed once; a provider that is full only delays the send.
+    for (;;) {
+      const ssize_t ret = fi_send(ep, slot, n + sealer->overhead(), msg_desc, peer, op);
+      if (ret == 0) break;
+      if (ret != -FI_EAGAIN) {
+        tx_free.push_back(op);
+        *c.err = fi_error("fi_send", ret);
+        return false;
+      }
+      if (step(&c.wait, false, &c.peer_failed, c.err) == Step::fail) {
+        tx_free.push_back(op);
+        return false;
+      }
     }
   }
   return true;
@@ -111,14 +115,13 @@ double RawPeer::Impl::sealed_run(Call& c, Workload w, std::size_t size, std::siz
   const bool is_write = w == Workload::sealed_write || w == Workload::plain_write;
   const bool cipher = w == Workload::sealed_write || w == Workload::sealed_read;
   if (!sealed_ready(c, size)) return -1.0;
-  if (window == 0 || window > tx_ctx.size()) window = tx_ctx.size();
+  const std::size_t chunks = (size + chunk - 1) / chunk;
   stream = Stream{.active = !is_write, .cipher = cipher, .size = size};
   const auto t0 = Clock::now();
   auto last = t0;
   for (std::size_t i = 0; i < iterations; ++i) {
     if (is_write) {
       if (!sealed_send(c, size, window, cipher)) return -1.0;
-      const std::size_t chunks = (size + chunk - 1) / chunk;
       while (rx_ready < chunks)
         if (step(&c.wait, false, &c.peer_failed, c.err) == Step::fail) {
           *c.err += " (sealed_write: " + std::to_string(rx_ready) + " of " + std::to_string(chunks) +
@@ -148,7 +151,6 @@ bool RawPeer::Impl::sealed_serve(Call& c, Workload w, std::size_t size, std::siz
   const bool is_write = w == Workload::sealed_write || w == Workload::plain_write;
   const bool cipher = w == Workload::sealed_write || w == Workload::sealed_read;
   if (!sealed_ready(c, size)) return false;
-  if (window == 0 || window > tx_ctx.size()) window = tx_ctx.size();
   stream = Stream{.active = is_write, .cipher = cipher, .size = size};
   bool served = true;
   for (std::size_t i = 0; served && i < iterations; ++i) {
