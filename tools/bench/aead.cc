@@ -52,7 +52,7 @@ std::unique_ptr<raw::Sealer> raw_sealer_make(bool initiator) {
 }
 
 AeadSpeed aead_speed_measure(double seconds) {
-  using Clock = std::chrono::steady_clock;
+  using Stopwatch = std::chrono::steady_clock;
   constexpr std::size_t kPlain = proto::kMaxRmaBytes + proto::kHeaderSize + 17;  // a full rma_put
   constexpr std::size_t kBatch = 256;  // 4 MiB of messages: out of the L2 cache, as on the wire
   AeadSpeed speed;
@@ -64,12 +64,12 @@ AeadSpeed aead_speed_measure(double seconds) {
   std::vector<std::vector<std::uint8_t>> sealed(kBatch, std::vector<std::uint8_t>(kPlain + auth::kSealOverhead));
   double sealed_bytes = 0, opened_bytes = 0, seal_s = 0, open_s = 0;
   while (seal_s < seconds || open_s < seconds) {
-    auto t0 = Clock::now();
+    auto t0 = Stopwatch::now();
     for (auto& s : sealed) (void)sealer.seal(plain, s);
-    auto t1 = Clock::now();
+    auto t1 = Stopwatch::now();
     for (auto& s : sealed)
       if (!opener.open(s)) std::abort();  // sealed just now by its own pair: cannot fail
-    auto t2 = Clock::now();
+    auto t2 = Stopwatch::now();
     seal_s += std::chrono::duration<double>(t1 - t0).count();
     open_s += std::chrono::duration<double>(t2 - t1).count();
     sealed_bytes += kBatch * kPlain;

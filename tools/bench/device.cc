@@ -25,13 +25,10 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-constexpr std::size_t kMiB = 1u << 20;
 // One DMA: the whole device buffer, from IOVA 0 of the window.
 constexpr std::size_t kDmaBytes = edu::kDmaBufferSize;
 // Sealed chunks a channel keeps in flight: one per send buffer.
 constexpr auto kSealedInFlight = static_cast<std::uint16_t>(ChannelOptions{}.send_buffers);
-
-Deadline call_deadline() { return Deadline::after(30s); }
 
 // The exporter started for the run and this client's attachments to its exports. Members
 // are destroyed in reverse order: the attachments before the window they use, then the

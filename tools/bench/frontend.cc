@@ -46,10 +46,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
-constexpr std::size_t kMiB = 1u << 20;
-
-Deadline call_deadline() { return Deadline::after(30s); }
-
 // A file opened read-write, closed on destruction.
 class OpenFile {
  public:
@@ -178,8 +174,6 @@ Result<void> irq_enable(Setup& setup) {
   const std::uint32_t status = edu::kStatusIrqOnFactorial;
   return system_call(pwrite(setup.reg.fd(), &status, 4, edu::kRegStatus) == 4, "pwrite resource0");
 }
-
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 // One factorial through the client API: the write that starts it until interrupt_wait returns.
 Result<double> irq_api_once(client::Attachment& device) {

@@ -5,13 +5,27 @@
 
 #include <sys/types.h>
 
+#include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "rpcie/deadline.hpp"
 #include "rpcie/result.hpp"
 
 namespace rpcie::bench {
+
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+
+// The deadline of one call of a workload: far beyond any call's time, so that a stuck call
+// ends the run with an error instead of hanging it.
+inline Deadline call_deadline() { return Deadline::after(std::chrono::seconds(30)); }
+
+// Seconds on the steady clock since `start`.
+inline double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
 // "rpcie-bench: error: WHAT" on stderr; returns exit status 1.
 int die(const std::string& what);

@@ -24,8 +24,6 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
 const char* workload_name(raw::Workload workload) {
   switch (workload) {
     case raw::Workload::rma_write:

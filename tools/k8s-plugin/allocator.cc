@@ -10,8 +10,6 @@
 namespace rpcie::k8s {
 namespace {
 
-constexpr const char* kLog = "k8s";
-
 bool attachment_of(const HostdAttachment& a, const PoolDevice& d) {
   return a.exporter == d.exporter() && a.export_name == d.export_name;
 }

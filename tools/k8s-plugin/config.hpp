@@ -15,6 +15,9 @@
 
 namespace rpcie::k8s {
 
+// The component name on the plugin's log lines.
+inline constexpr const char* kLog = "k8s";
+
 inline constexpr const char* kDefaultConfig = "/etc/rpcie/k8s-plugin.toml";
 inline constexpr const char* kResourceDomain = "rpcie.io";
 

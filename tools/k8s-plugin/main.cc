@@ -26,7 +26,6 @@
 namespace {
 
 using namespace rpcie::k8s;
-constexpr const char* kLog = "k8s";
 
 struct Options {
   std::string config = kDefaultConfig;

@@ -8,7 +8,6 @@
 namespace rpcie::k8s {
 namespace {
 
-constexpr const char* kLog = "k8s";
 // How often a quiet ListAndWatch stream looks whether the kubelet went away.
 constexpr auto kStreamPoll = std::chrono::milliseconds(500);
 

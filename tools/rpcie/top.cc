@@ -15,7 +15,7 @@ namespace {
 
 using nlohmann::json;
 
-std::uint64_t count_of(const json& j, const char* key) {
+std::uint64_t counter_of(const json& j, const char* key) {
   if (!j.is_object()) return 0;
   const auto it = j.find(key);
   return it != j.end() && it->is_number_unsigned() ? it->get<std::uint64_t>() : 0;
@@ -93,7 +93,7 @@ std::string top_frame(const json& before, const json& now, double seconds) {
     const json c_old = p.contains("counters") ? p["counters"] : empty;
     // A counter that went down belongs to a new attachment (a reconnect): all of it is new.
     const auto delta = [&](const char* key) {
-      const auto a = count_of(c_now, key), b = count_of(c_old, key);
+      const auto a = counter_of(c_now, key), b = counter_of(c_old, key);
       return static_cast<double>(a >= b ? a - b : a);
     };
     const double bytes = delta("bar_bytes_read") + delta("bar_bytes_written");

@@ -9,7 +9,6 @@ namespace rpcie::mmio {
 namespace {
 
 constinit std::atomic<std::uint64_t> g_access_failures{0};
-constexpr std::uintptr_t kPage = 4096;
 
 }  // namespace
 

@@ -7,10 +7,10 @@
 #include <cerrno>
 #include <cstring>
 
+#include "emulator.hpp"
+
 namespace rpcie::mmio {
 namespace {
-
-constexpr std::uintptr_t kPage = 4096;
 
 bool decode_bytes(const std::uint8_t* bytes, std::size_t length, Decoded& decoded) noexcept {
   ZydisDecoder decoder;

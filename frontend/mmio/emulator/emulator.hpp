@@ -23,6 +23,10 @@
 
 namespace rpcie::mmio {
 
+// x86-64's page: the unit in which memory is mapped, so the bytes of an instruction or an
+// access are readable up to the next page boundary only.
+constexpr std::uintptr_t kPage = 4096;
+
 // What a failed access (BarPort returned false) does to the program: the PCIe answer (loads
 // read all ones, stores are dropped, the instruction completes), or SIGBUS at the address.
 enum class FailMode { all_ones, sigbus };

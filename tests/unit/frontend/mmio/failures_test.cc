@@ -11,9 +11,6 @@
 namespace rpcie::mmio::test {
 namespace {
 
-FakeBar& device() { return harness().device; }
-std::uint8_t* bar() { return harness().bar; }
-
 void device_reset() {
   harness_arm();
   std::memset(device().bytes, 0x11, kBarBytes);

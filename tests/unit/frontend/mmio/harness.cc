@@ -49,6 +49,14 @@ void harness_arm() {
   if (sigaction(SIGSEGV, &sa, nullptr) != 0) abort();
 }
 
+void device_fill(unsigned step, unsigned first) {
+  harness_arm();
+  for (std::size_t i = 0; i < kBarBytes; ++i) device().bytes[i] = static_cast<std::uint8_t>(i * step + first);
+  device().reset();
+  device().fail = false;
+  harness().mode = FailMode::all_ones;
+}
+
 Harness& harness() {
   static Harness* h = harness_create();
   return *h;

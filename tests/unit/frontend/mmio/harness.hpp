@@ -77,6 +77,11 @@ Harness& harness();
 // Installs the SIGSEGV handler; every test calls it first (doctest installs its own crash
 // handler around each test case).
 void harness_arm();
+inline FakeBar& device() { return harness().device; }
+inline std::uint8_t* bar() { return harness().bar; }
+// harness_arm, then the device's bytes set to `first + i * step` (byte i), its log cleared,
+// failures off and FailMode::all_ones: the state each test starts from.
+void device_fill(unsigned step, unsigned first);
 
 // Arms the calling thread to survive a non-`done` emulation: the handler stores it and jumps
 // back to the sigsetjmp in EXPECT_FAULT. Unarmed, any non-`done` outcome aborts the test.

@@ -10,17 +10,6 @@
 namespace rpcie::mmio::test {
 namespace {
 
-FakeBar& device() { return harness().device; }
-std::uint8_t* bar() { return harness().bar; }
-
-void device_fill() {
-  harness_arm();
-  for (std::size_t i = 0; i < kBarBytes; ++i) device().bytes[i] = static_cast<std::uint8_t>(i * 7 + 3);
-  device().reset();
-  device().fail = false;
-  harness().mode = FailMode::all_ones;
-}
-
 std::uint64_t device_value(std::size_t offset, unsigned width) {
   std::uint64_t v = 0;
   std::memcpy(&v, device().bytes + offset, width);
@@ -49,7 +38,7 @@ void log_check(std::size_t i, bool store, std::uint64_t offset, unsigned width, 
   }()
 
 TEST_CASE("MOV loads of 1, 2, 4 and 8 bytes are one access each of their width") {
-  device_fill();
+  device_fill(7, 3);
   std::uint64_t v = ~std::uint64_t{0};
   asm volatile("movb 0x10(%[p]), %b[v]" : [v] "+r"(v) : [p] "r"(bar()) : "memory");
   CHECK(v == (0xffffffffffffff00u | device_value(0x10, 1)));
@@ -67,7 +56,7 @@ TEST_CASE("MOV loads of 1, 2, 4 and 8 bytes are one access each of their width")
 }
 
 TEST_CASE("MOV stores of registers and immediates, MOVNTI, and a moffs-free RIP-independent address") {
-  device_fill();
+  device_fill(7, 3);
   std::uint64_t v = 0x1122334455667788u;
   asm volatile("movb %b[v], 0x1(%[p])" : : [v] "r"(v), [p] "r"(bar()) : "memory");
   asm volatile("movw %w[v], 0x2(%[p])" : : [v] "r"(v), [p] "r"(bar()) : "memory");
@@ -91,7 +80,7 @@ TEST_CASE("MOV stores of registers and immediates, MOVNTI, and a moffs-free RIP-
 }
 
 TEST_CASE("MOVZX, MOVSX, MOVSXD and MOVBE extend or swap what one access read") {
-  device_fill();
+  device_fill(7, 3);
   device().bytes[0x30] = 0x85;
   device().bytes[0x32] = 0x34;
   device().bytes[0x33] = 0x92;
@@ -115,7 +104,7 @@ TEST_CASE("MOVZX, MOVSX, MOVSXD and MOVBE extend or swap what one access read") 
 }
 
 TEST_CASE("an unaligned access is split into the widest aligned pieces, ascending") {
-  device_fill();
+  device_fill(7, 3);
   std::uint64_t v = 0;
   asm volatile("movl 0x3(%[p]), %k[v]" : [v] "=r"(v) : [p] "r"(bar()) : "memory");
   CHECK(v == device_value(0x3, 4));
@@ -133,7 +122,7 @@ void rmw_check(const std::string name, std::uint32_t initial, std::uint32_t oper
   CAPTURE(initial);
   CAPTURE(operand);
   CAPTURE(flags_in);
-  device_fill();
+  device_fill(7, 3);
   std::memcpy(device().bytes + 0x40, &initial, 4);
   std::uint32_t plain = initial;
   std::uint64_t v1 = operand, v2 = operand;
@@ -184,7 +173,7 @@ TEST_CASE("read-modify-write instructions compute the CPU's value and RFLAGS") {
 }
 
 TEST_CASE("a read-modify-write is one load then one store; CMP, TEST and BT only load") {
-  device_fill();
+  device_fill(7, 3);
   std::uint64_t v = 0x0f;
   (void)RUN_FLAGS("lock orl %k[v], 0x40(%[p])", bar(), v, std::uint64_t{0x202});
   const std::uint64_t before = device().log[0].value;
@@ -202,7 +191,7 @@ TEST_CASE("a read-modify-write is one load then one store; CMP, TEST and BT only
 }
 
 TEST_CASE("BT with a register offset addresses the bit string beyond the operand") {
-  device_fill();
+  device_fill(7, 3);
   std::uint64_t bit = 64 * 2 + 5;  // third quadword, bit 5
   const std::uint64_t flags = RUN_FLAGS("btsq %q[v], 0x40(%[p])", bar(), bit, std::uint64_t{0x202});
   REQUIRE(device().size() == 2);
@@ -213,7 +202,7 @@ TEST_CASE("BT with a register offset addresses the bit string beyond the operand
 }
 
 TEST_CASE("CMPXCHG stores the source when equal and loads the accumulator when not") {
-  device_fill();
+  device_fill(7, 3);
   const std::uint32_t old = 0x1234;
   std::memcpy(device().bytes + 0x60, &old, 4);
   std::uint64_t rax = 0x1234, src = 0x5678, flags = 0;

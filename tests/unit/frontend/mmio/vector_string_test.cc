@@ -10,17 +10,6 @@
 namespace rpcie::mmio::test {
 namespace {
 
-FakeBar& device() { return harness().device; }
-std::uint8_t* bar() { return harness().bar; }
-
-void device_fill() {
-  harness_arm();
-  for (std::size_t i = 0; i < kBarBytes; ++i) device().bytes[i] = static_cast<std::uint8_t>(i * 13 + 1);
-  device().reset();
-  device().fail = false;
-  harness().mode = FailMode::all_ones;
-}
-
 // The log holds exactly `pieces` accesses of 8 bytes in one direction, ascending from `offset`.
 void log_ascending8(bool store, std::uint64_t offset, std::size_t pieces) {
   REQUIRE(device().size() == pieces);
@@ -33,7 +22,7 @@ void log_ascending8(bool store, std::uint64_t offset, std::size_t pieces) {
 }
 
 TEST_CASE("SSE moves: MOVDQU/MOVUPS/MOVAPS/MOVNTDQ of 16 bytes are two 8-byte accesses, ascending") {
-  device_fill();
+  device_fill(13, 1);
   alignas(16) std::uint8_t out[16] = {};
   asm volatile("movdqu 0x100(%[p]), %%xmm1\n\tmovdqu %%xmm1, %[o]" : [o] "=m"(out) : [p] "r"(bar()) : "xmm1", "memory");
   CHECK(std::memcmp(out, device().bytes + 0x100, 16) == 0);
@@ -50,7 +39,7 @@ TEST_CASE("SSE moves: MOVDQU/MOVUPS/MOVAPS/MOVNTDQ of 16 bytes are two 8-byte ac
 }
 
 TEST_CASE("MOVD/MOVQ loads zero the rest of the xmm; stores write their width") {
-  device_fill();
+  device_fill(13, 1);
   std::uint64_t low = 0, high = 0;
   asm volatile(
       "pcmpeqb %%xmm4, %%xmm4\n\tmovq 0x10(%[p]), %%xmm4\n\tmovq %%xmm4, %[l]\n\tpsrldq $8, %%xmm4\n\tmovq %%xmm4, %[h]"
@@ -74,7 +63,7 @@ TEST_CASE("MOVD/MOVQ loads zero the rest of the xmm; stores write their width") 
 #define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
 
 AVX512 void evex_moves_check() {
-  device_fill();
+  device_fill(13, 1);
   std::uint8_t out[64] = {};
   asm volatile("vmovdqu64 0x40(%[p]), %%zmm17\n\tvmovdqu64 %%zmm17, %[o]"
                : [o] "=m"(out)
@@ -133,7 +122,7 @@ TEST_CASE("AVX-512: EVEX moves of zmm/ymm16-31 and masked byte moves touch only 
 }
 
 AVX512 void evex_compare_check() {
-  device_fill();
+  device_fill(13, 1);
   std::uint8_t same[32];
   std::memcpy(same, device().bytes + 0x800, 32);
   same[5] ^= 1;
@@ -155,7 +144,7 @@ TEST_CASE("VPCMPUB with a memory operand loads it and writes the compare into th
 }
 
 TEST_CASE("REP MOVSB/MOVSQ/STOSQ and LODS go element by element, in either direction, either side on the BAR") {
-  device_fill();
+  device_fill(13, 1);
   std::uint8_t src[64], dst[64] = {};
   for (unsigned i = 0; i < 64; ++i) src[i] = static_cast<std::uint8_t>(0xa0 + i);
   void* d = bar() + 0x900;
@@ -216,7 +205,7 @@ TEST_CASE("glibc memcpy, memset, memcmp and memmove into and out of the BAR, 1..
   for (std::size_t n = 1; n <= 4096; ++n) {
     CAPTURE(n);
     const std::size_t off = (n * 7) % 97;
-    device_fill();
+    device_fill(13, 1);
     std::memcpy(bar() + off, pattern, n);
     REQUIRE(std::memcmp(device().bytes + off, pattern, n) == 0);
     coverage_check(off, n, true);
