@@ -30,7 +30,8 @@ exporter_start() {
 }
 
 # runs PROVIDER HOST BUSY_CPU NS...: RUNS runs of devcheck posted on CPU 1 while a busy loop
-# spins on BUSY_CPU; every run must pass. Prints each burst's round trips.
+# spins on BUSY_CPU; every run must pass. Prints each burst's round trips (and the messages
+# that carried it: ~1000 when its writes left one by one).
 runs() {
   local provider=$1 host=$2 busy_cpu=$3 i out busy
   shift 3
@@ -41,7 +42,7 @@ runs() {
     out=$(RPCIE_TIMING_CHECKS=1 timeout 60 "$@" taskset -c 1 "$DEVCHECK" -r "$host:$PORT" --psk-file "$TMP/psk" \
       --provider "$provider" posted edu0 --gap-ms 20 --limit 30 2>&1) ||
       { kill "$busy"; die "$provider, busy CPU $busy_cpu, run $i:"$'\n'"$out"; }
-    echo "$provider busy-cpu$busy_cpu run $i: $(echo "$out" | sed -n 's/.* = \([0-9.]*\) round trips.*/\1/p' | tr '\n' ' ')"
+    echo "$provider busy-cpu$busy_cpu run $i: $(echo "$out" | sed -n 's/.* = \([0-9.]*\) round trips.*, \([0-9]*\) messages sent$/\1 (\2 msgs)/p' | tr '\n' ' ')"
   done
   kill "$busy"
   wait "$busy" 2>/dev/null

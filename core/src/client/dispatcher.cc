@@ -81,15 +81,18 @@ void Dispatcher::watch(bool on) {
 }
 
 bool Dispatcher::receive_slice(Deadline deadline) {
-  std::unique_lock role(receiver_, std::try_to_lock);
-  if (!role.owns_lock()) return false;
-  // Short slices, so that a failure noticed elsewhere (heartbeat) ends the wait.
-  auto m = inbox_.message_recv(deadline.min(Deadline::after(std::chrono::milliseconds(50))));
-  if (m) {
-    router_.message_file(**m);
-  } else if (m.error().code != EPROTO && m.error().code != ETIMEDOUT) {  // EPROTO: one dropped
-    router_.fail(link_lost(m.error()));
+  {
+    std::unique_lock role(receiver_, std::try_to_lock);
+    if (!role.owns_lock()) return false;
+    // Short slices, so that a failure noticed elsewhere (heartbeat) ends the wait.
+    auto m = inbox_.message_recv(deadline.min(Deadline::after(std::chrono::milliseconds(50))));
+    if (m) {
+      router_.message_file(**m);
+    } else if (m.error().code != EPROTO && m.error().code != ETIMEDOUT) {  // EPROTO: one dropped
+      router_.fail(link_lost(m.error()));
+    }
   }
+  router_.sleepers_wake();  // another caller that found the role taken may take it now
   return true;
 }
 

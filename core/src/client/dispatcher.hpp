@@ -77,11 +77,15 @@ class Dispatcher {
   template <class Ready>
   Result<void> await(Ready&& ready, Deadline deadline) {
     for (;;) {
+      // Read before looking: a reply filed, or the receive role freed, after this read ends
+      // the sleep below at once (without it, a wake-up between the look and the sleep was
+      // lost, and the reply waited the whole 5 ms slice).
+      const auto seen = router_.changes();
       if (ready()) return {};
       if (auto f = router_.failure()) return tl::unexpected(*f);
       if (deadline.expired()) return fail(ETIMEDOUT, "deadline passed waiting for the exporter");
       if (!receive_slice(deadline))
-        router_.sleep(std::min(deadline.when(), Clock::now() + std::chrono::milliseconds(5)));
+        router_.sleep(std::min(deadline.when(), Clock::now() + std::chrono::milliseconds(5)), seen);
     }
   }
 

@@ -120,6 +120,7 @@ bool ReplyRouter::store_locked(const proto::Decoded& d, Deadline::Clock::time_po
       d.message);
   // The thread that receives files its own reply; only callers that found the receive role
   // taken sleep and need waking.
+  changes_.fetch_add(1, std::memory_order_release);
   if (sleepers_ > 0) changed_.notify_all();
   return interrupt;
 }
@@ -154,6 +155,7 @@ bool ReplyRouter::fail(Error e, bool quiet) {
     if (failed_) return false;
     if (!quiet) RPCIE_LOG_WARN("client", "attachment {} failed: {}", name_, e.describe());
     failed_ = std::move(e);
+    changes_.fetch_add(1, std::memory_order_release);
     changed_.notify_all();
   }
   if (!quiet) listener_call();
@@ -192,16 +194,16 @@ Deadline::Clock::time_point ReplyRouter::interrupt_arrived() const {
   return interrupt_arrived_;
 }
 
-void ReplyRouter::sleep(Deadline::Clock::time_point until) {
+void ReplyRouter::sleep(Deadline::Clock::time_point until, std::uint64_t seen) {
   std::unique_lock g(lock_);
-  if (failed_) return;
   ++sleepers_;
-  changed_.wait_until(g, until);
+  changed_.wait_until(g, until, [&] { return failed_ || changes_.load(std::memory_order_relaxed) != seen; });
   --sleepers_;
 }
 
 void ReplyRouter::sleepers_wake() {
   std::lock_guard g(lock_);
+  changes_.fetch_add(1, std::memory_order_release);
   if (sleepers_ > 0) changed_.notify_all();
 }
 

@@ -12,6 +12,7 @@
 // thread that does not care costs a context switch on the latency path of every request.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -97,8 +98,12 @@ class ReplyRouter {
   // nothing.)
   std::uint64_t messages_refused() const;
 
-  // Sleeps until something is filed, the failure, or `until` (whichever comes first).
-  void sleep(Deadline::Clock::time_point until);
+  // What has happened so far that a caller in sleep() waits for (a message filed, the
+  // receive role freed, the failure): a count that only grows. Read it before looking at
+  // what you wait for, and pass it to sleep(): a change after the read is never slept through.
+  std::uint64_t changes() const noexcept { return changes_.load(std::memory_order_acquire); }
+  // Sleeps until changes() differs from `seen`, or `until` (whichever comes first).
+  void sleep(Deadline::Clock::time_point until, std::uint64_t seen);
   // Wakes the callers asleep in sleep() (the receive role became free).
   void sleepers_wake();
 
@@ -113,6 +118,8 @@ class ReplyRouter {
   mutable std::mutex lock_;
   std::condition_variable changed_;
   int sleepers_ = 0;
+  // Raised under lock_ (so that sleep()'s check and wait see every raise) at each wake-up.
+  std::atomic<std::uint64_t> changes_{0};
   std::uint64_t next_request_ = 1;
   std::map<std::uint64_t, Reply> replies_;  // arrived, not yet collected
   std::set<std::uint64_t> outstanding_;     // issued, not yet answered or forgotten

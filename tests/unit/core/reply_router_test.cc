@@ -123,7 +123,7 @@ TEST_CASE("reply router: the first failure sticks, is reported before anything e
   int heard = 0;
   r.listen([&] { ++heard; });
   r.message_file(decoded(proto::ErrorMsg{EPERM, "posted"}, r.posted_request_id()));
-  std::thread sleeper([&] { r.sleep(std::chrono::steady_clock::now() + 10s); });
+  std::thread sleeper([&] { r.sleep(std::chrono::steady_clock::now() + 10s, r.changes()); });
   std::this_thread::sleep_for(20ms);
   const auto t = std::chrono::steady_clock::now();
   CHECK(r.fail(Error{ErrorDomain::posix, EIO, "link lost"}));
@@ -144,7 +144,7 @@ TEST_CASE("reply router: a sleeper wakes when something is filed") {
   ReplyRouter r(1, "test");
   std::atomic<bool> woke{false};
   std::thread sleeper([&] {
-    r.sleep(std::chrono::steady_clock::now() + 10s);
+    r.sleep(std::chrono::steady_clock::now() + 10s, r.changes());
     woke = true;
   });
   // Filing until the sleeper has gone to sleep and been woken (bounded).
@@ -155,6 +155,30 @@ TEST_CASE("reply router: a sleeper wakes when something is filed") {
   }
   sleeper.join();
   CHECK(std::chrono::steady_clock::now() - start < 5s);
+}
+
+TEST_CASE("reply router: what happened between a caller's look and its sleep is not slept through") {
+  // The caller's order: changes() read, its reply looked for (not there), the receive role
+  // tried (taken); then the reply is filed or the role freed, and only then does it sleep.
+  ReplyRouter r(1, "test");
+  const auto rid = r.request_id();
+  auto seen = r.changes();
+  CHECK_FALSE(r.reply_arrived(rid));
+  r.message_file(decoded(proto::WriteAck{0}, rid));
+  auto t = std::chrono::steady_clock::now();
+  r.sleep(t + 10s, seen);
+  CHECK(std::chrono::steady_clock::now() - t < 1s);
+  CHECK(r.reply_arrived(rid));
+  seen = r.changes();
+  r.sleepers_wake();
+  t = std::chrono::steady_clock::now();
+  r.sleep(t + 10s, seen);
+  CHECK(std::chrono::steady_clock::now() - t < 1s);
+  // Nothing new: the sleep lasts until `until`.
+  seen = r.changes();
+  t = std::chrono::steady_clock::now();
+  r.sleep(t + 30ms, seen);
+  CHECK(std::chrono::steady_clock::now() - t >= 30ms);
 }
 
 TEST_CASE("reply router: collecting a reply reports a posted write's earlier error instead, once") {
