@@ -120,8 +120,7 @@ bool ReplyRouter::store_locked(const proto::Decoded& d, Deadline::Clock::time_po
       d.message);
   // The thread that receives files its own reply; only callers that found the receive role
   // taken sleep and need waking.
-  changes_.fetch_add(1, std::memory_order_release);
-  if (sleepers_ > 0) changed_.notify_all();
+  sleepers_notify_locked();
   return interrupt;
 }
 
@@ -155,8 +154,7 @@ bool ReplyRouter::fail(Error e, bool quiet) {
     if (failed_) return false;
     if (!quiet) RPCIE_LOG_WARN("client", "attachment {} failed: {}", name_, e.describe());
     failed_ = std::move(e);
-    changes_.fetch_add(1, std::memory_order_release);
-    changed_.notify_all();
+    sleepers_notify_locked();
   }
   if (!quiet) listener_call();
   return true;
@@ -196,15 +194,22 @@ Deadline::Clock::time_point ReplyRouter::interrupt_arrived() const {
 
 void ReplyRouter::sleep(Deadline::Clock::time_point until, std::uint64_t seen) {
   std::unique_lock g(lock_);
-  ++sleepers_;
-  changed_.wait_until(g, until, [&] { return failed_ || changes_.load(std::memory_order_relaxed) != seen; });
-  --sleepers_;
+  sleepers_.fetch_add(1);
+  changed_.wait_until(g, until, [&] { return failed_ || changes_.load() != seen; });
+  sleepers_.fetch_sub(1);
+}
+
+void ReplyRouter::sleepers_notify_locked() {
+  changes_.fetch_add(1);
+  if (sleepers_.load() > 0) changed_.notify_all();
 }
 
 void ReplyRouter::sleepers_wake() {
+  changes_.fetch_add(1);
+  if (sleepers_.load() == 0) return;  // a sleeper still to come reads the raised count
+  // A counted sleeper holds lock_ from its count to its wait: taking it here means it waits.
   std::lock_guard g(lock_);
-  changes_.fetch_add(1, std::memory_order_release);
-  if (sleepers_ > 0) changed_.notify_all();
+  changed_.notify_all();
 }
 
 void ReplyRouter::listen(std::function<void()> listener) {

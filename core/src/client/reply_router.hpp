@@ -117,9 +117,14 @@ class ReplyRouter {
   const bool posted_errors_counted_;
   mutable std::mutex lock_;
   std::condition_variable changed_;
-  int sleepers_ = 0;
-  // Raised under lock_ (so that sleep()'s check and wait see every raise) at each wake-up.
+  // Callers in sleep(), and the count of changes (changes()). sleepers_wake() raises the count
+  // without lock_ and takes it only when someone sleeps: it runs after every receive, on the
+  // latency path of each request. Both seq_cst: a sleeper counts itself, then reads the count
+  // under lock_; a waker raises the count, then reads the sleepers; one of them sees the other.
+  std::atomic<int> sleepers_{0};
   std::atomic<std::uint64_t> changes_{0};
+  // A change seen by sleepers: counted, and the sleepers woken. Under lock_.
+  void sleepers_notify_locked();
   std::uint64_t next_request_ = 1;
   std::map<std::uint64_t, Reply> replies_;  // arrived, not yet collected
   std::set<std::uint64_t> outstanding_;     // issued, not yet answered or forgotten
