@@ -1,5 +1,6 @@
 // LatencyHistogram: bucket boundaries (the `le` rule), snapshots, quantiles, differences, and
 // the cost of one record (the figure in rpcie/latency_histogram.hpp).
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <limits>
@@ -104,5 +105,7 @@ TEST_CASE("record cost") {
   std::printf("LatencyHistogram::record: %.1f ns per record; steady_clock::now: %.1f ns (%lld)\n", ns, clock_ns,
               static_cast<long long>(sink & 1));
   CHECK(h.snapshot().count == kRecords);
-  CHECK(ns < 250.0);
+  // 250 ns, or ten clock reads where a sanitizer slows both (ThreadSanitizer: a record ~270 ns,
+  // a clock read ~200 ns, on a machine also compiling at nice 19).
+  CHECK(ns < std::max(250.0, 10 * clock_ns));
 }
