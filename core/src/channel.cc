@@ -23,6 +23,9 @@ namespace rpcie {
 
 namespace {
 constexpr std::size_t kCqBatch = 16;
+// How long the provider may refuse to take back a receive slot before the channel fails: far
+// beyond a full queue draining or rxm connecting (milliseconds), so only a broken provider.
+constexpr auto kRecvRefusalMax = std::chrono::seconds(10);
 }  // namespace
 
 LogLimiter& channel_refusal_log() {
@@ -119,9 +122,14 @@ Result<void> Channel::recv_post_locked(Op& op) {
   for (;;) {
     ssize_t rc = fi_recv(fabric_->ep(), op.buffer, kSlotBytes, message_region_->desc(), FI_ADDR_UNSPEC, &op.context);
     if (rc == 0) return {};
+    // A receive slot that is not posted would hold up every later message: fail now, or
+    // once the provider has refused it for longer than any request may take.
     if (rc != -FI_EAGAIN) {
-      // A receive slot that is not posted would hold up every later message: fail now.
       fail_locked(Error{ErrorDomain::fabric, static_cast<int>(-rc), "fi_recv"});
+      return tl::unexpected(*failure_);
+    }
+    if (Deadline::Clock::now() - first_try > kRecvRefusalMax) {
+      fail_locked(Error{ErrorDomain::fabric, ETIMEDOUT, "fi_recv refused for over 10 s"});
       return tl::unexpected(*failure_);
     }
     RPCIE_TRY(post_retry_locked(first_try));

@@ -91,11 +91,18 @@ Result<bool> Channel::sealed_try_post_locked(const proto::Message& m, std::uint6
 
 Result<void> Channel::sealed_chunk_post(std::unique_lock<std::mutex>& held, const proto::Message& m, std::uint64_t tag,
                                         Op* linked, Deadline deadline) {
+  const auto first_try = Deadline::Clock::now();
   for (;;) {
     RPCIE_TRY_ASSIGN(const bool posted, sealed_try_post_locked(m, tag, linked));
     if (posted) return {};
-    // No send slot, or the provider is full: let completions come in (which also serves the
-    // peer meanwhile), then try again.
+    if (deadline.expired()) return fail(ETIMEDOUT, "deadline passed posting a sealed RMA message");
+    if (!send_free_.empty()) {
+      // The provider refused with slots free (its queue is full, or rxm is still connecting):
+      // as message_send does. Waiting for a free slot would return at once, a spin with no end.
+      RPCIE_TRY(post_retry_locked(first_try));
+      continue;
+    }
+    // No send slot: let completions come in (which also serves the peer meanwhile).
     held.unlock();
     auto w = wait_until([this] { return !send_free_.empty(); }, deadline, "a send buffer");
     held.lock();

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <thread>
 #include <variant>
 
@@ -13,6 +14,7 @@
 
 using namespace channel_fixture;
 using rpcie::SealedRegion;
+using rpcie::Result;
 using rpcie::WriteCompletion;
 
 namespace {
@@ -207,4 +209,30 @@ TEST_CASE("the target refuses sealed rma to a region it does not have (EACCES)")
 TEST_CASE("the target refuses sealed rma beyond its region, whatever length the initiator believes (EFAULT)") {
   refused({}, true, RemoteRegion{0, 128 * 1024, kSealedKey}, EFAULT);
   refused({}, false, RemoteRegion{0, 128 * 1024, kSealedKey}, EFAULT);
+}
+
+TEST_CASE("sealed rma to a peer that never makes progress ends at its deadline (ETIMEDOUT), not later") {
+  // The peer's socket fills and the provider refuses further sends while send slots are free:
+  // a refusal must be retried only until the deadline (an exporter's DMA to a stopped host
+  // once retried for over 40 s).
+  constexpr std::size_t kSize = 64 << 20;
+  constexpr auto kDeadline = 1s;
+  auto p = pair_open(kSize);
+  rma_seal_both(*p, kSize);
+  const rpcie::MemoryRegion& local = p->client->region(0);
+  for (const bool write : {true, false}) {
+    CAPTURE(write);
+    Result<void> r;
+    std::chrono::steady_clock::duration took{};
+    // Each call moves up to kSize; the first may fit in the socket buffers.
+    for (int i = 0; i < 8 && r; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      r = write ? p->cc().rma_write(local, 0, p->server_region, 0, kSize, Deadline::after(kDeadline))
+                : p->cc().rma_read(local, 0, p->server_region, 0, kSize, Deadline::after(kDeadline));
+      took = std::chrono::steady_clock::now() - t0;
+    }
+    REQUIRE_FALSE(r.has_value());
+    CHECK(r.error().code == ETIMEDOUT);
+    CHECK(took < kDeadline + 500ms);
+  }
 }
