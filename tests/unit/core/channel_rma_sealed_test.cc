@@ -13,8 +13,8 @@
 #include "channel_fixture.hpp"
 
 using namespace channel_fixture;
-using rpcie::SealedRegion;
 using rpcie::Result;
+using rpcie::SealedRegion;
 using rpcie::WriteCompletion;
 
 namespace {
