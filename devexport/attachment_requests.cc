@@ -1,6 +1,8 @@
 // The requests of one attachment, performed on its device (attachment_requests.hpp).
 #include "attachment_requests.hpp"
 
+#include <algorithm>
+
 #include <cstring>
 
 #include "rpcie/log.hpp"
@@ -82,6 +84,17 @@ void AttachmentRequests::access_record(bool write, std::uint8_t bar, std::uint64
     lines->record(r);
   else
     access_log_->record(r);
+}
+
+bool AttachmentRequests::rings_doorbell(const proto::Message& m) const {
+  const auto doorbell = [&](const proto::MmioWrite& w) {
+    return slot_.backend->mmio_write_is_doorbell(w.bar, w.offset);
+  };
+  if (const auto* w = std::get_if<proto::MmioWrite>(&m)) return doorbell(*w);
+  std::span<const proto::MmioWrite> writes;
+  if (const auto* b = std::get_if<proto::MmioWriteBatch>(&m)) writes = b->writes;
+  if (const auto* p = std::get_if<proto::WindowPush>(&m)) writes = p->writes;
+  return std::any_of(writes.begin(), writes.end(), doorbell);
 }
 
 Result<void> AttachmentRequests::handle(const proto::Decoded& d) {

@@ -54,6 +54,8 @@ class AttachmentRequests {
   // Performs request `d` and sends its answer, if it has one. Returns the failure to send
   // (the attachment has then failed); a failed device access is answered, not returned.
   Result<void> handle(const proto::Decoded& d);
+  // Whether performing `m` writes a doorbell (mmio_write_is_doorbell) anywhere in it.
+  bool rings_doorbell(const proto::Message& m) const;
 
  private:
   const Region* region_find(std::uint8_t bar) const;

@@ -77,7 +77,10 @@ struct Region {
 // that started the device's work (ordering rule 3).
 //
 // Errors: EFAULT when [iova, iova+length) is not inside the window (nothing is transferred),
-// EIO / ETIMEDOUT when the transport failed (the device should then abort the transfer).
+// EIO / ETIMEDOUT when the transport failed (the device should then abort the transfer),
+// EAGAIN when the link to the client is lost and being resumed (docs/reliability.md,
+// "Resumption"): nothing was done, and the device keeps the transfer to try again later;
+// after a resume the exporter runs the device's due work (work_run) again.
 class DmaPort {
  public:
   virtual ~DmaPort() = default;

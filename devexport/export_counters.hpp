@@ -37,6 +37,7 @@ struct ExportCounters {
   std::atomic<std::uint64_t> dma_written_bytes{0};  // the device wrote into it
   std::atomic<std::uint64_t> interrupts{0};         // raised by the device to an attachment
   std::atomic<std::uint64_t> lease_lapses{0};       // attachments ended for want of heartbeats
+  std::atomic<std::uint64_t> resumes{0};            // attachments resumed over a new link
   // Of ended attachments (added as each ends): bootstrap frames dropped for a bad MAC, and
   // data-path messages dropped as foreign, forged or replayed.
   std::atomic<std::uint64_t> frames_dropped{0};

@@ -42,6 +42,8 @@ void export_counters(metrics::MetricsText& m, const metrics::Labels& labels, con
   m.counter("rpcie_export_interrupts", "Interrupts the device raised to an attachment.", labels, get(c.interrupts));
   m.counter("rpcie_export_lease_lapses", "Attachments ended because their heartbeats stopped.", labels,
             get(c.lease_lapses));
+  m.counter("rpcie_export_resumes", "Attachments resumed over a new link after theirs was lost.", labels,
+            get(c.resumes));
   m.counter("rpcie_export_frames_dropped", "Bootstrap frames of ended attachments dropped for a bad MAC.", labels,
             get(c.frames_dropped));
   m.counter("rpcie_export_messages_refused",

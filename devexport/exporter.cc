@@ -3,10 +3,13 @@
 #include "exporter.hpp"
 
 #include <algorithm>
+#include <condition_variable>
 #include <list>
+#include <mutex>
 #include <optional>
 #include <system_error>
 #include <thread>
+#include <utility>
 
 #include "access_log.hpp"
 #include "export_metrics.hpp"
@@ -53,6 +56,24 @@ struct Exporter::Impl {
   std::atomic<std::uint64_t> next_attachment{1};
   const std::atomic<bool>* stop = nullptr;
 
+  // A served attachment as resumption sees it (docs/reliability.md, "Resumption"): listed
+  // for its whole life by the connection that serves it, parked (`waiting`) for a lease once
+  // its link was lost. parked_lock guards the fields below `id`.
+  struct Parked {
+    Parked(ExportSlot* s, std::string c, std::uint64_t i) : slot(s), client(std::move(c)), id(i) {}
+    ExportSlot* slot;
+    std::string client;
+    std::uint64_t id;
+    bool waiting = false;                 // parked now, waiting for a resume
+    bool end = false;                     // the client attached anew: end it
+    std::optional<Socket> resume_socket;  // handed over by the connection that asked to resume
+    proto::ResumeRequest resume_request;
+    std::uint64_t resume_rid = 0;
+  };
+  std::mutex parked_lock;
+  std::condition_variable parked_changed;
+  std::list<Parked*> parked_list;
+
   struct Connection {
     std::thread thread;
     std::shared_ptr<std::atomic<bool>> done;
@@ -61,28 +82,40 @@ struct Exporter::Impl {
 
   bool stopping() const { return stop != nullptr && stop->load(); }
 
-  // Serves one attachment until goodbye, lease lapse, connection loss or shutdown. Returns
-  // the request id of the client's goodbye (answered once the device is reset), if that
-  // is how it ended.
-  std::optional<std::uint64_t> attachment_serve(ServedAttachment& a, ExportSlot& slot, const std::string& client) {
+  // How serving an attachment ended: a goodbye (answered with request id `rid` once the
+  // device is reset), a lost link (the attachment may be resumed), or an end for good.
+  struct ServeEnd {
+    enum class Kind { goodbye, link_lost, over } kind;
+    std::uint64_t rid = 0;
+  };
+
+  // Serves one attachment until goodbye, lease lapse, connection loss (its own, or the
+  // client's word: a resume_request for it on a new connection) or shutdown.
+  ServeEnd attachment_serve(ServedAttachment& a, Parked& p) {
+    ExportSlot& slot = *p.slot;
+    const std::string& client = p.client;
     auto last_heard = Deadline::Clock::now();
     const auto lease = config.lease;
     for (;;) {
+      if (resume_asked(p)) {
+        RPCIE_LOG_INFO("exportd", "attachment {} of {} by {}: the client lost its link and asks to resume", a.id(),
+                       slot.config.spec.name, client);
+        return {ServeEnd::Kind::link_lost};
+      }
       if (stopping()) {
         RPCIE_LOG_INFO("exportd", "attachment {} of {} by {}: ending (shutdown)", a.id(), slot.config.spec.name,
                        client);
-        return std::nullopt;
+        return {ServeEnd::Kind::over};
       }
       if (a.failed()) {
-        RPCIE_LOG_WARN("exportd", "attachment {} of {} by {}: ending after a fabric failure", a.id(),
-                       slot.config.spec.name, client);
-        return std::nullopt;
+        RPCIE_LOG_WARN("exportd", "attachment {} of {} by {}: fabric failure", a.id(), slot.config.spec.name, client);
+        return {ServeEnd::Kind::link_lost};
       }
       if (Deadline::Clock::now() - last_heard > lease) {
         RPCIE_LOG_WARN("exportd", "attachment {} of {} by {}: lease lapsed (no heartbeat for {} ms)", a.id(),
                        slot.config.spec.name, client, lease.count());
         slot.counters.lease_lapses.fetch_add(1, std::memory_order_relaxed);
-        return std::nullopt;
+        return {ServeEnd::Kind::over};
       }
       auto& sock = a.bootstrap();
       if (!fd_wait(sock.fd(), POLLIN, Deadline::after(kIdleSlice), "waiting for a heartbeat")) continue;
@@ -90,7 +123,7 @@ struct Exporter::Impl {
       if (!m) {
         RPCIE_LOG_INFO("exportd", "attachment {} of {} by {}: connection lost ({})", a.id(), slot.config.spec.name,
                        client, m.error().describe());
-        return std::nullopt;
+        return {ServeEnd::Kind::link_lost};
       }
       last_heard = Deadline::Clock::now();
       const auto rid = m->decoded.header.request_id;
@@ -98,7 +131,7 @@ struct Exporter::Impl {
         (void)sock.message_send(proto::Heartbeat{hb->sequence}, rid, Deadline::after(lease));
       } else if (std::holds_alternative<proto::Goodbye>(m->decoded.message)) {
         RPCIE_LOG_INFO("exportd", "attachment {} of {} by {}: detached", a.id(), slot.config.spec.name, client);
-        return rid;
+        return {ServeEnd::Kind::goodbye, rid};
       } else {
         (void)sock.message_send(
             proto::ErrorMsg{EPROTO, std::string("unexpected ") + proto::msg_type_name(m->decoded.header.type)}, rid,
@@ -151,7 +184,9 @@ struct Exporter::Impl {
     RPCIE_TRY_ASSIGN(const DataPath mode, data_path_decide(slot->config.data_path.value_or(DataPathChoice::automatic),
                                                            wanted, (req.flags & proto::kAttachDataPathInsist) != 0,
                                                            sock.frame_mac() != nullptr, slot->config.spec.name));
-    RPCIE_TRY_ASSIGN(const bool first, exports.claim(*slot, client, Deadline::after(kHandshakeTimeout)));
+    const Deadline claim_deadline = Deadline::after(kHandshakeTimeout);
+    parked_end(*slot, client, claim_deadline);
+    RPCIE_TRY_ASSIGN(const bool first, exports.claim(*slot, client, claim_deadline));
     const std::uint64_t id = next_attachment.fetch_add(1);
     const bool pushed = (req.flags & proto::kAttachWindowPush) != 0;
     auto a = std::make_unique<ServedAttachment>(*slot, id, req.window_size, pushed, access_log.get());
@@ -185,21 +220,153 @@ struct Exporter::Impl {
                                                           : "mirror",
                    data_path_name(mode));
     slot->counters.attaches.fetch_add(1, std::memory_order_relaxed);
-    const auto goodbye = attachment_serve(*a, *slot, client);
+    Parked parked{slot, client, id};
+    parked_list_add(parked);
+    ServeEnd end = attachment_serve(*a, parked);
+    while (end.kind == ServeEnd::Kind::link_lost) {
+      session_account(*a, *slot, nullptr);  // the Session goes with the park
+      if (!attachment_resume(*a, parked, mode)) break;
+      slot->counters.resumes.fetch_add(1, std::memory_order_relaxed);
+      end = attachment_serve(*a, parked);
+    }
+    parked_close(parked);
     // The reply to goodbye goes out once the device is reset and the keys are closed, so
     // that a client that re-attaches right after finds the export free.
-    Socket keep = std::move(a->bootstrap());
-    counters.frames_dropped.fetch_add(keep.frames_dropped());
-    counters.messages_refused.fetch_add(a->messages_refused());
-    slot->counters.frames_dropped.fetch_add(keep.frames_dropped(), std::memory_order_relaxed);
-    slot->counters.messages_refused.fetch_add(a->messages_refused(), std::memory_order_relaxed);
-    // The exporter's only record of an attachment's refusals, by kind (its channel's counters).
-    const ChannelStats cs = a->channel_stats();
-    RPCIE_LOG_INFO("exportd", "attachment {}: data-path messages refused: {} foreign, {} forged, {} replayed", id,
-                   cs.messages_foreign, cs.messages_forged, cs.messages_replayed);
+    std::optional<Socket> keep;
+    if (a->has_session()) {
+      keep.emplace(std::move(a->bootstrap()));
+      session_account(*a, *slot, &*keep);
+    }
     attachment_end(*a, *slot, client);
-    if (goodbye) (void)keep.message_send(proto::Goodbye{}, *goodbye, Deadline::after(1s));
+    parked_forget(parked);
+    if (end.kind == ServeEnd::Kind::goodbye && keep)
+      (void)keep->message_send(proto::Goodbye{}, end.rid, Deadline::after(1s));
     return {};
+  }
+
+  // Adds what the attachment's Session refused to the counters, and logs it (the exporter's
+  // only record of an attachment's refusals by kind): once per Session, before it goes.
+  // `bootstrap`: its bootstrap connection, if moved out of it already.
+  void session_account(ServedAttachment& a, ExportSlot& slot, Socket* bootstrap) {
+    if (!a.has_session()) return;
+    const std::uint64_t dropped = (bootstrap ? *bootstrap : a.bootstrap()).frames_dropped();
+    counters.frames_dropped.fetch_add(dropped);
+    counters.messages_refused.fetch_add(a.messages_refused());
+    slot.counters.frames_dropped.fetch_add(dropped, std::memory_order_relaxed);
+    slot.counters.messages_refused.fetch_add(a.messages_refused(), std::memory_order_relaxed);
+    const ChannelStats cs = a.channel_stats();
+    RPCIE_LOG_INFO("exportd", "attachment {}: data-path messages refused: {} foreign, {} forged, {} replayed", a.id(),
+                   cs.messages_foreign, cs.messages_forged, cs.messages_replayed);
+  }
+
+  // The attachment ends: no resume_request is taken for it any more, and one taken since it
+  // stopped looking is answered ENOENT.
+  void parked_close(Parked& p) {
+    std::optional<Socket> late;
+    {
+      std::lock_guard g(parked_lock);
+      p.end = true;
+      late = std::exchange(p.resume_socket, std::nullopt);
+    }
+    if (late)
+      (void)late->message_send(proto::ErrorMsg{ENOENT, "the attachment to resume has ended"}, p.resume_rid,
+                               Deadline::after(1s));
+  }
+
+  bool resume_asked(Parked& p) {
+    std::lock_guard g(parked_lock);
+    return p.resume_socket.has_value();
+  }
+
+  // Parks `a` after its link was lost and waits, for the lease, for a resume_request of the
+  // same client (parked_hand_over). True when the attachment goes on over the new link.
+  bool attachment_resume(ServedAttachment& a, Parked& p, DataPath mode) {
+    const auto until = Deadline::Clock::now() + config.lease;
+    {
+      // From now a fresh attach of the client ends it (parked_end); a resume_request that
+      // comes while the data thread is still stopping waits in p.resume_socket.
+      std::lock_guard g(parked_lock);
+      p.waiting = true;
+    }
+    a.park();
+    RPCIE_LOG_INFO("exportd", "attachment {} of {} by {}: kept for {} ms for the client to resume it", a.id(),
+                   p.slot->config.spec.name, p.client, config.lease.count());
+    std::unique_lock g(parked_lock);
+    while (!p.resume_socket && !p.end && !stopping() && Deadline::Clock::now() < until)
+      parked_changed.wait_for(g, kIdleSlice);
+    p.waiting = false;
+    if (!p.resume_socket) {
+      RPCIE_LOG_INFO("exportd", "attachment {} of {} by {}: not resumed ({})", a.id(), p.slot->config.spec.name,
+                     p.client,
+                     p.end        ? "the client attached anew"
+                     : stopping() ? "shutdown"
+                                  : "lease lapsed");
+      return false;
+    }
+    Socket sock = std::move(*p.resume_socket);
+    p.resume_socket.reset();
+    g.unlock();
+    auto r = a.resume(std::move(sock), p.resume_request, p.resume_rid, session_options(mode),
+                      Deadline::after(kHandshakeTimeout));
+    if (!r) {
+      RPCIE_LOG_WARN("exportd", "attachment {} of {} by {}: resume failed: {}", a.id(), p.slot->config.spec.name,
+                     p.client, r.error().describe());
+      return false;
+    }
+    RPCIE_LOG_INFO("exportd", "attachment {} of {} by {}: resumed", a.id(), p.slot->config.spec.name, p.client);
+    return true;
+  }
+
+  // A resume_request on an authenticated connection of `client`: hands the connection to the
+  // parked attachment it names. False when there is none (ENOENT for the client).
+  bool parked_hand_over(Socket& sock, const proto::ResumeRequest& req, std::uint64_t rid, const std::string& client) {
+    {
+      std::lock_guard g(parked_lock);
+      // A live attachment too: the client's word that its link is lost ends the serving of it.
+      auto it = std::find_if(parked_list.begin(), parked_list.end(), [&](const Parked* p) {
+        return p->id == req.attachment_id && p->client == client && !p->end && !p->resume_socket;
+      });
+      if (it == parked_list.end()) return false;
+      (*it)->resume_socket.emplace(std::move(sock));
+      (*it)->resume_request = req;
+      (*it)->resume_rid = rid;
+    }
+    parked_changed.notify_all();
+    return true;
+  }
+
+  // A fresh attach of `client` to `slot`: the client gave up its parked attachments there,
+  // which end now (their device is reset) instead of at the end of their lease. Waits for
+  // them to have released their claim, until `deadline`.
+  void parked_end(ExportSlot& slot, const std::string& client, Deadline deadline) {
+    std::unique_lock g(parked_lock);
+    std::vector<std::uint64_t> ended;
+    for (Parked* p : parked_list) {
+      if (p->slot != &slot || p->client != client || !p->waiting) continue;
+      p->end = true;
+      ended.push_back(p->id);
+    }
+    if (ended.empty()) return;
+    parked_changed.notify_all();
+    parked_changed.wait_until(g, deadline.when(), [&] {
+      return std::none_of(parked_list.begin(), parked_list.end(),
+                          [&](const Parked* p) { return std::find(ended.begin(), ended.end(), p->id) != ended.end(); });
+    });
+  }
+
+  // Lists `p` where resume requests and fresh attaches look for it, for its whole life.
+  void parked_list_add(Parked& p) {
+    std::lock_guard g(parked_lock);
+    parked_list.push_back(&p);
+  }
+
+  // Unlists `p` once its attachment has ended (claim released, device reset).
+  void parked_forget(Parked& p) {
+    {
+      std::lock_guard g(parked_lock);
+      parked_list.remove(&p);
+    }
+    parked_changed.notify_all();
   }
 
   // Authenticates the connection (it holds `ticket`, a pre-authentication place, until
@@ -260,11 +427,13 @@ struct Exporter::Impl {
         (void)sock.message_send(proto::ErrorMsg{r.error().to_errno(), r.error().message}, rid, deadline);
       } else if (auto* hb = std::get_if<proto::Heartbeat>(&m->decoded.message)) {
         (void)sock.message_send(proto::Heartbeat{hb->sequence}, rid, deadline);
-      } else if (std::holds_alternative<proto::ResumeRequest>(m->decoded.message)) {
-        // An attachment ends with its connection here (docs/reliability.md, "Resumption"):
-        // there is none to go on with, and the client attaches anew.
+      } else if (auto* resume = std::get_if<proto::ResumeRequest>(&m->decoded.message)) {
+        // The parked attachment answers it and goes on over this connection.
+        if (parked_hand_over(sock, *resume, rid, client)) return;
         (void)sock.message_send(
-            proto::ErrorMsg{ENOENT, "no attachment to resume: attachments end with their connection"}, rid, deadline);
+            proto::ErrorMsg{ENOENT, "no attachment " + std::to_string(resume->attachment_id) +
+                                        " of this client to resume (its lease lapsed, or the exporter restarted)"},
+            rid, deadline);
       } else if (std::holds_alternative<proto::Goodbye>(m->decoded.message)) {
         return;
       } else {

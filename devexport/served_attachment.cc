@@ -50,37 +50,25 @@ ServedAttachment::ServedAttachment(ExportSlot& slot, std::uint64_t id, std::uint
 ServedAttachment::~ServedAttachment() { teardown(false); }
 
 Result<void> ServedAttachment::setup(Socket socket, const SessionOptions& options, bool first, Deadline deadline) {
-  std::vector<LocalRegion> regions;
   for (const auto& r : slot_.backend->regions()) {
     if (!bar_direct(*slot_.backend, r)) continue;
     auto mem = slot_.backend->bar_memory(r.bar);
-    regions.push_back({r.bar, mem.data(), mem.size(), FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE});
+    regions_.push_back({r.bar, mem.data(), mem.size(), FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE});
   }
   RPCIE_TRY_ASSIGN(auto bounce, HostBuffer::create(kBounceSize));
   bounce_.emplace(std::move(bounce));
   requests_.bounce_set({bounce_->data(), bounce_->size()});
-  regions.push_back(
+  regions_.push_back(
       {proto::kRegionBounce, bounce_->data(), bounce_->size(), FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE});
   if (window_size_ > 0) {
     RPCIE_TRY_ASSIGN(auto local, HostBuffer::create(mirror_ ? window_size_ : kStagingSize));
     local_.emplace(std::move(local));
     // A client that pushes writes into the mirror itself (one-sided, Attachment::window_push).
-    regions.push_back({mirror_ ? proto::kRegionMirror : kStagingRegion, local_->data(), local_->size(),
-                       FI_READ | FI_WRITE | (pushed_ ? FI_REMOTE_WRITE : 0)});
+    regions_.push_back({mirror_ ? proto::kRegionMirror : kStagingRegion, local_->data(), local_->size(),
+                        FI_READ | FI_WRITE | (pushed_ ? FI_REMOTE_WRITE : 0)});
   }
-  RPCIE_TRY_ASSIGN(session_, Session::accept(std::move(socket), options, regions, deadline));
-  // Warms the fabric up now rather than on the first device access (the client answers
-  // this ping with a pong): rxm connects on first use, and its first sends larger than
-  // the inject size allocate its buffer pools (measured: 10-20 ms each on tcp).
-  std::vector<std::uint8_t> warm(kWarmupBytes, 0);
-  RPCIE_TRY(session_->channel().message_send(proto::Ping{warm}, 0, deadline));
-  if (window_size_ > 0) {
-    auto w = session_->peer_region(proto::kRegionWindow);
-    if (!w) return fail(EPROTO, "the client offered no DMA window");
-    if (w->length < window_size_) return fail(EPROTO, "the client's window is smaller than announced");
-    window_ = *w;
-    local_mr_ = &session_->region(regions.size() - 1);
-  }
+  RPCIE_TRY_ASSIGN(session_, session_open(std::move(socket), options, deadline, window_));
+  if (window_size_ > 0) local_mr_ = &session_->region(regions_.size() - 1);
   // No initial pull of the mirror: the device reads host memory only after a doorbell, and
   // every doorbell pulls the window first, or the client pushed what it will read.
   {
@@ -98,11 +86,101 @@ Result<void> ServedAttachment::setup(Socket socket, const SessionOptions& option
     RPCIE_TRY(slot_.backend->attach(dma ? this : nullptr, own ? this : nullptr));
     slot_.device_attached = true;
   }
+  data_start();
+  return {};
+}
+
+Result<std::unique_ptr<Session>> ServedAttachment::session_open(Socket socket, const SessionOptions& options,
+                                                                Deadline deadline, RemoteRegion& window) {
+  RPCIE_TRY_ASSIGN(auto session, Session::accept(std::move(socket), options, regions_, deadline));
+  // Warms the fabric up now rather than on the first device access (the client answers
+  // this ping with a pong): rxm connects on first use, and its first sends larger than
+  // the inject size allocate its buffer pools (measured: 10-20 ms each on tcp).
+  std::vector<std::uint8_t> warm(kWarmupBytes, 0);
+  RPCIE_TRY(session->channel().message_send(proto::Ping{warm}, 0, deadline));
+  if (window_size_ > 0) {
+    auto w = session->peer_region(proto::kRegionWindow);
+    if (!w) return fail(EPROTO, "the client offered no DMA window");
+    if (w->length < window_size_) return fail(EPROTO, "the client's window is smaller than announced");
+    window = *w;
+  }
+  return session;
+}
+
+void ServedAttachment::data_start() {
+  stop_.store(false);
+  failed_.store(false);
+  data_done_ = false;
+  data_doing_.store("not started", std::memory_order_relaxed);
   data_thread_ = std::thread([this] { data_run(); });
+}
+
+void ServedAttachment::park() {
+  stop_.store(true);
+  {
+    std::lock_guard p(park_lock_);
+    parked_ = true;
+  }
+  park_changed_.notify_all();
+  // A wait, reply or DMA under way on the dead link ends now, not at its deadline. (Only this
+  // thread replaces session_: read here without the lock.)
+  if (session_) {
+    session_->channel().abort();
+    session_->channel().wake();
+  }
+  // The data thread's request and device work, and port calls holding the link, finish
+  // first (each fails at once on the aborted channel).
+  std::unique_lock link(link_lock_);
+  local_mr_ = nullptr;
+  session_.reset();
+}
+
+Result<void> ServedAttachment::resume(Socket socket, const proto::ResumeRequest& request, std::uint64_t rid,
+                                      const SessionOptions& options, Deadline deadline) {
+  auto answers = performed_.answers_after(request.answered);
+  if (!answers) {
+    (void)socket.message_send(proto::ErrorMsg{ENOENT, "an answer the client has not seen is no longer kept"}, rid,
+                              deadline);
+    return fail(ENOENT, "resume: an answer the client has not seen is no longer kept");
+  }
+  RPCIE_TRY(socket.message_send(proto::ResumeReply{performed_.performed()}, rid, deadline));
+  RemoteRegion window{};
+  RPCIE_TRY_ASSIGN(auto session, session_open(std::move(socket), options, deadline, window));
+  RPCIE_TRY(session->bootstrap().message_send(proto::WriteAck{0}, rid, deadline));
+  {
+    std::unique_lock link(link_lock_);
+    session_ = std::move(session);
+    window_ = window;
+    if (window_size_ > 0) local_mr_ = &session_->region(regions_.size() - 1);
+    std::lock_guard p(park_lock_);
+    parked_ = false;
+  }
+  park_changed_.notify_all();  // device work waiting for the link goes on over the new one
+  {
+    std::shared_lock link(link_lock_);
+    // Rule 4 for the answers sent again: what the device wrote before them goes first. Then
+    // the answers the client has not seen, in id order, as the lost link would have
+    // delivered them; then every interrupt count so far (one sent just before the loss may
+    // have gone with the link; a count the client has seen changes nothing).
+    RPCIE_TRY(mirror_push(deadline));
+    RPCIE_TRY(session_->channel().rma_flush(deadline));
+    for (const auto& a : *answers) RPCIE_TRY(session_->channel().bytes_send(a.bytes, deadline));
+    std::lock_guard g(irq_lock_);
+    for (std::uint16_t v = 0; v < irq_counts_.size(); ++v)
+      if (irq_counts_[v] != 0) RPCIE_TRY(irq_send_locked(v, deadline));
+  }
+  // The data thread of the lost link ends once its device work is done (over this link).
+  data_thread_end();
+  data_start();
   return {};
 }
 
 void ServedAttachment::teardown(bool last) {
+  {
+    std::lock_guard p(park_lock_);
+    ending_.store(true);
+  }
+  park_changed_.notify_all();
   stop_.store(true);
   data_thread_end();
   if (last) {
@@ -136,20 +214,23 @@ Result<void> ServedAttachment::dma_read(std::uint64_t iova, std::span<std::uint8
   // From the device's request: waiting behind another transfer for the DMA lock is part of it.
   const auto t0 = std::chrono::steady_clock::now();
   if (!window_contains(iova, into.size())) return fail(EFAULT, "DMA read outside the window");
-  if (stop_.load()) return fail(ENOTCONN, "DMA read: the attachment is ending");
-  std::lock_guard g(dma_lock_);
+  if (ending_.load()) return fail(ENOTCONN, "DMA read: the attachment is ending");
   if (mirror_) {
+    std::lock_guard g(dma_lock_);
     std::memcpy(into.data(), local_->data() + iova, into.size());
     slot_.counters.dma_read_bytes.fetch_add(into.size(), std::memory_order_relaxed);
     slot_.counters.latency_record(ExportCounters::Latency::dma_read, t0);
     return {};
   }
+  auto link = link_share();
+  if (!session_) return fail(EAGAIN, "DMA read: the link to the client is lost; the attachment is resuming");
+  std::lock_guard g(dma_lock_);
   auto& ch = session_->channel();
   for (std::size_t done = 0; done < into.size();) {
     const std::size_t n = std::min(into.size() - done, kStagingSize);
     auto r = ch.rma_read(*local_mr_, 0, window_, iova + done, n, deadline);
     if (r) r = ch.rma_flush(deadline);
-    if (!r) return fail(EIO, "DMA read from the client's window failed: " + r.error().describe());
+    if (!r) return dma_failed("DMA read from the client's window failed: ", r.error());
     std::memcpy(into.data() + done, local_->data(), n);
     done += n;
   }
@@ -161,15 +242,19 @@ Result<void> ServedAttachment::dma_read(std::uint64_t iova, std::span<std::uint8
 Result<void> ServedAttachment::dma_write(std::uint64_t iova, std::span<const std::uint8_t> from, Deadline deadline) {
   const auto t0 = std::chrono::steady_clock::now();
   if (!window_contains(iova, from.size())) return fail(EFAULT, "DMA write outside the window");
-  if (stop_.load()) return fail(ENOTCONN, "DMA write: the attachment is ending");
-  std::lock_guard g(dma_lock_);
+  if (ending_.load()) return fail(ENOTCONN, "DMA write: the attachment is ending");
   if (mirror_) {
+    // The mirror is local: written while parked too, pushed with the next interrupt or reply.
+    std::lock_guard g(dma_lock_);
     std::memcpy(local_->data() + iova, from.data(), from.size());
     dirty_.add(iova, from.size());
     slot_.counters.dma_written_bytes.fetch_add(from.size(), std::memory_order_relaxed);
     slot_.counters.latency_record(ExportCounters::Latency::dma_write, t0);
     return {};
   }
+  auto link = link_share();
+  if (!session_) return fail(EAGAIN, "DMA write: the link to the client is lost; the attachment is resuming");
+  std::lock_guard g(dma_lock_);
   // Posted RMA writes; the staging buffer is free again once they completed locally. A
   // later interrupt or read reply is ordered behind them by message_send_after_writes.
   auto& ch = session_->channel();
@@ -178,7 +263,7 @@ Result<void> ServedAttachment::dma_write(std::uint64_t iova, std::span<const std
     std::memcpy(local_->data(), from.data() + done, n);
     auto w = ch.rma_write(*local_mr_, 0, window_, iova + done, n, deadline);
     if (w) w = ch.rma_flush(deadline);
-    if (!w) return fail(EIO, "DMA write to the client's window failed: " + w.error().describe());
+    if (!w) return dma_failed("DMA write to the client's window failed: ", w.error());
     done += n;
   }
   slot_.counters.dma_written_bytes.fetch_add(from.size(), std::memory_order_relaxed);
@@ -189,21 +274,46 @@ Result<void> ServedAttachment::dma_write(std::uint64_t iova, std::span<const std
 void ServedAttachment::irq_raise(std::uint16_t vector) {
   // From the device's raise: waiting behind an earlier interrupt's send is part of it.
   const auto t0 = std::chrono::steady_clock::now();
-  if (vector >= irq_counts_.size() || stop_.load()) return;
+  if (vector >= irq_counts_.size() || ending_.load()) return;
+  auto link = link_share();
   std::lock_guard g(irq_lock_);  // interrupts leave in the order they were raised
-  const std::uint64_t count = ++irq_counts_[vector];
+  ++irq_counts_[vector];
   slot_.counters.interrupts.fetch_add(1, std::memory_order_relaxed);
-  auto deadline = Deadline::after(kDeviceTimeout);
-  // Rule 4: what the device wrote before the interrupt reaches the window first.
-  auto pushed = mirror_push(deadline);
-  auto sent =
-      pushed ? session_->channel().message_send_after_writes(proto::Interrupt{vector, count}, 0, deadline) : pushed;
+  if (!session_) return;  // parked: resume() sends the count
+  auto sent = irq_send_locked(vector, Deadline::after(kDeviceTimeout));
   if (!sent) {
     RPCIE_LOG_WARN("exportd", "attachment {}: interrupt {} not delivered: {}", id_, vector, sent.error().describe());
     failed_.store(true);
     return;
   }
   slot_.counters.latency_record(ExportCounters::Latency::interrupt, t0);
+}
+
+Result<void> ServedAttachment::irq_send_locked(std::uint16_t vector, Deadline deadline) {
+  // Rule 4: what the device wrote before the interrupt reaches the window first.
+  RPCIE_TRY(mirror_push(deadline));
+  const std::uint64_t count = irq_counts_[vector];
+  return session_->channel().message_send_after_writes(proto::Interrupt{vector, count}, 0, deadline);
+}
+
+Result<void> ServedAttachment::dma_failed(const char* what, const Error& e) {
+  if (!session_->channel().failure()) return fail(EIO, what + e.describe());
+  // The link went down under the transfer: the device tries again once it is resumed (a
+  // transfer between the window and the device is idempotent). The control side is told now,
+  // in case it has not seen the loss yet.
+  failed_.store(true);
+  return fail(EAGAIN, what + e.describe() + " (the link is lost; the attachment is resuming)");
+}
+
+namespace {
+// The attachment whose data thread this is, while that thread holds the link lock (shared):
+// port calls it makes (device work it runs) must not take the lock again.
+thread_local const ServedAttachment* t_link_holder = nullptr;
+}  // namespace
+
+std::shared_lock<std::shared_mutex> ServedAttachment::link_share() {
+  if (t_link_holder == this) return {};
+  return std::shared_lock(link_lock_);
 }
 
 bool ServedAttachment::window_contains(std::uint64_t iova, std::size_t length) const {
@@ -257,14 +367,24 @@ Result<void> ServedAttachment::window_fill(std::uint64_t iova, std::span<const s
 // --- Requests ---------------------------------------------------------------------------
 
 Result<void> ServedAttachment::reply_send(const proto::Message& m, std::uint64_t rid) {
+  answer_keep(m, rid);
   auto deadline = Deadline::after(kDeviceTimeout);
   RPCIE_TRY(mirror_push(deadline));  // rule 4 for read completions
   return session_->channel().message_send_after_writes(m, rid, deadline);
 }
 
 Result<void> ServedAttachment::error_send(int code, const std::string& text, std::uint64_t rid) {
-  return session_->channel().message_send(proto::ErrorMsg{code, std::string_view(text).substr(0, proto::kMaxErrorText)},
-                                          rid, Deadline::after(kDeviceTimeout));
+  const proto::Message m = proto::ErrorMsg{code, std::string_view(text).substr(0, proto::kMaxErrorText)};
+  answer_keep(m, rid);
+  return session_->channel().message_send(m, rid, Deadline::after(kDeviceTimeout));
+}
+
+void ServedAttachment::answer_keep(const proto::Message& m, std::uint64_t rid) {
+  // Kept before it is sent: if the link fails under the send, the request was performed all
+  // the same, and a resume delivers this answer.
+  answer_.resize(proto::message_encoded_size(m));
+  auto n = proto::message_encode(m, rid, answer_);
+  answer_.resize(n ? *n : 0);
 }
 
 namespace {
@@ -292,8 +412,24 @@ void request_count(ExportCounters& c, const proto::Message& m) {
 }  // namespace
 
 void ServedAttachment::request_handle(const proto::Decoded& d) {
+  // A doorbell's window pull (rule 3) is the one step of a request that needs the link
+  // before the device is touched: done first, so that a link lost under it leaves the whole
+  // message unperformed (not recorded: a resume sends it again) instead of half performed.
+  if (mirror_ && !pushed_ && requests_.rings_doorbell(d.message)) {
+    auto pulled = doorbell_prepare();
+    if (!pulled && session_->channel().failure()) {
+      RPCIE_LOG_INFO("exportd", "attachment {}: link lost before a doorbell's window pull; left for the resume", id_);
+      failed_.store(true);
+      return;
+    }
+    pulled_ = pulled.has_value();
+  }
   request_count(slot_.counters, d.message);
+  answer_.clear();
   auto sent = requests_.handle(d);
+  pulled_ = false;
+  // Ids are performed in arrival order; a message that is no request (id 0) is not recorded.
+  (void)performed_.record(d.header.request_id, answer_);
   if (!sent) {
     RPCIE_LOG_WARN("exportd", "attachment {}: reply failed: {}", id_, sent.error().describe());
     failed_.store(true);
@@ -302,6 +438,7 @@ void ServedAttachment::request_handle(const proto::Decoded& d) {
 
 Result<void> ServedAttachment::doorbell_prepare() {
   if (!mirror_ || pushed_) return {};
+  if (std::exchange(pulled_, false)) return {};  // pulled for this message's first doorbell
   const auto t0 = std::chrono::steady_clock::now();
   std::lock_guard g(dma_lock_);  // rule 3: the driver's memory before the doorbell
   auto pulled = window_pull_locked();
@@ -318,29 +455,44 @@ void ServedAttachment::data_run() {
 }
 
 void ServedAttachment::data_loop() {
-  auto& ch = session_->channel();
-  // A failed attachment serves nothing more: the control side is ending it, and each
+  // A failed attachment serves nothing more: the control side parks or ends it, and each
   // request would only wait out its deadline on a dead link.
+  bool work_due = true;  // after a resume: device work that waited for the link
   while (!stop_.load() && !failed_.load()) {
-    data_doing_.store("waiting for a request", std::memory_order_relaxed);
-    auto ready = ch.message_wait(Deadline::after(100ms), [this] { return stop_.load(std::memory_order_relaxed); });
-    if (!ready) {
-      RPCIE_LOG_WARN("exportd", "attachment {}: fabric failed: {}", id_, ready.error().describe());
-      failed_.store(true);
-      return;
+    // The Session is used under the link lock (shared): park() takes it away exclusively.
+    std::shared_lock link(link_lock_);
+    if (!session_) return;
+    t_link_holder = this;
+    struct Unmark {
+      ~Unmark() { t_link_holder = nullptr; }
+    } unmark;
+    if (std::exchange(work_due, false)) {
+      std::lock_guard g(slot_.calls);
+      slot_.backend->work_run();
     }
-    if (!*ready) continue;
-    auto m = ch.message_recv(Deadline::after(10ms));
-    if (!m) {
-      if (m.error().code == EPROTO) continue;  // malformed: dropped and counted by the channel
-      if (m.error().code == ETIMEDOUT) continue;
-      failed_.store(true);
-      return;
+    {
+      auto& ch = session_->channel();
+      data_doing_.store("waiting for a request", std::memory_order_relaxed);
+      auto ready = ch.message_wait(Deadline::after(100ms), [this] { return stop_.load(std::memory_order_relaxed); });
+      if (!ready) {
+        RPCIE_LOG_WARN("exportd", "attachment {}: fabric failed: {}", id_, ready.error().describe());
+        failed_.store(true);
+        return;
+      }
+      if (!*ready) continue;
+      auto m = ch.message_recv(Deadline::after(10ms));
+      if (!m) {
+        if (m.error().code == EPROTO) continue;  // malformed: dropped and counted by the channel
+        if (m.error().code == ETIMEDOUT) continue;
+        failed_.store(true);
+        return;
+      }
+      data_doing_.store("performing a request", std::memory_order_relaxed);
+      request_handle(**m);
     }
-    data_doing_.store("performing a request", std::memory_order_relaxed);
-    request_handle(**m);
     // The request has been performed (a posted write that started device work included):
-    // now the work that is due, here, with no thread hand-off (Backend::work_run).
+    // now the work that is due, here, with no thread hand-off (Backend::work_run). Its DMA
+    // fails with EAGAIN on a lost link, and the device keeps it for after the resume.
     data_doing_.store("running device work", std::memory_order_relaxed);
     std::lock_guard g(slot_.calls);
     slot_.backend->work_run();

@@ -13,12 +13,22 @@
 //
 // Life cycle: construct, setup() once (from the connection's thread), teardown() once or
 // let the destructor do it. failed() turns true when the fabric fails or a reply or
-// interrupt cannot be delivered; the control side then ends the attachment.
+// interrupt cannot be delivered; the control side then parks the attachment or ends it.
+//
+// Resumption (docs/reliability.md, "Resumption"): park() keeps an attachment whose link was
+// lost: its data thread stops and its Session goes (the client's memory keys with it), while
+// the device, the buffers, the mirror with its dirty ranges, the interrupt counts and the
+// record of what was performed (PerformedLog) stay. resume() goes on over a new connection of
+// the same client. While the link is lost, on-demand DMA fails with EAGAIN (the device keeps
+// the transfer; the data thread runs the device's due work again after the resume) and
+// interrupts are counted, to be delivered after it (an interrupt carries its count).
+// park(), resume() and teardown() are called from the control side's one thread.
 //
 // Threads and locks: requests run on the data thread; the backend calls the DmaPort and
 // IrqSink from the data thread (work that runs inline) or from its own threads. The lock
-// order is ExportSlot::calls, then the interrupt lock, then the DMA lock (staging buffer,
-// mirror and its dirty ranges).
+// order is the link lock (shared by the data thread and by port calls that use the Session,
+// exclusive to swap it), then ExportSlot::calls, then the interrupt lock, then the DMA lock
+// (staging buffer, mirror and its dirty ranges).
 #pragma once
 
 #include <atomic>
@@ -27,6 +37,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <shared_mutex>
 #include <span>
 #include <string>
 #include <thread>
@@ -37,6 +48,7 @@
 #include "backend.hpp"
 #include "dirty_ranges.hpp"
 #include "export_slot.hpp"
+#include "performed_log.hpp"
 #include "rpcie/channel_stats.hpp"
 #include "rpcie/host_buffer.hpp"
 #include "rpcie/memory.hpp"
@@ -66,6 +78,18 @@ class ServedAttachment final : public DmaPort, public IrqSink, private RequestLi
   // keys closed with the session. Idempotent.
   void teardown(bool last);
 
+  // Keeps the attachment after its link was lost: the data thread stops, the Session is
+  // closed. Waits for port calls that use the Session (bounded by their deadlines).
+  void park();
+  // Goes on over `socket`, a new authenticated connection of the same client, which asked
+  // with `request` (request id `rid`): resume_reply with what was performed, the Session
+  // handshake with the same regions, the verdict, then the answers the client has not seen
+  // and the interrupts raised while parked; the data thread starts again. ENOENT (told to
+  // the client) when an answer it has not seen is no longer kept. On an error the
+  // attachment stays parked and the caller ends it.
+  Result<void> resume(Socket socket, const proto::ResumeRequest& request, std::uint64_t rid,
+                      const SessionOptions& options, Deadline deadline);
+
   // The bootstrap connection, once setup() made the Session.
   Socket& bootstrap() { return session_->bootstrap(); }
   bool has_session() const { return session_ != nullptr; }
@@ -89,6 +113,20 @@ class ServedAttachment final : public DmaPort, public IrqSink, private RequestLi
 
  private:
   bool window_contains(std::uint64_t iova, std::size_t length) const;
+  // The Session for a port call, held (link lock, shared) until the lock is dropped; waits
+  // while the attachment is parked, until `deadline`.
+  // The link lock (shared) for a port call; not locked again (empty) on the data thread,
+  // which holds it already.
+  std::shared_lock<std::shared_mutex> link_share();
+  // A failed on-demand transfer: EAGAIN (try again after the resume) when the link is lost,
+  // EIO otherwise.
+  Result<void> dma_failed(const char* what, const Error& e);
+  // Sends interrupt `vector`'s count (irq lock held) behind the device's writes (rule 4).
+  Result<void> irq_send_locked(std::uint16_t vector, Deadline deadline);
+  // The Session handshake over `socket`, the warm-up ping and the client's window.
+  Result<std::unique_ptr<Session>> session_open(Socket socket, const SessionOptions& options, Deadline deadline,
+                                                RemoteRegion& window);
+  void data_start();
   Result<void> mirror_push(Deadline deadline);
   Result<void> mirror_push_locked(Deadline deadline);
   Result<void> window_pull_locked();
@@ -97,6 +135,8 @@ class ServedAttachment final : public DmaPort, public IrqSink, private RequestLi
   Result<void> error_send(int code, const std::string& text, std::uint64_t rid) override;
   Result<void> doorbell_prepare() override;
   Result<void> window_fill(std::uint64_t iova, std::span<const std::uint8_t> bytes) override;
+  // Keeps the encoded answer to request `rid` (answer_) for the PerformedLog.
+  void answer_keep(const proto::Message& m, std::uint64_t rid);
   void request_handle(const proto::Decoded& d);
   void data_run();
   void data_loop();
@@ -109,6 +149,8 @@ class ServedAttachment final : public DmaPort, public IrqSink, private RequestLi
   bool mirror_;
   bool pushed_;
   AttachmentRequests requests_;
+  std::vector<LocalRegion> regions_;  // offered to the client, at setup and at every resume
+  std::shared_mutex link_lock_;       // session_, window_ and local_mr_ against their swap
   std::unique_ptr<Session> session_;
   std::optional<HostBuffer> bounce_;
   std::optional<HostBuffer> local_;  // staging (on-demand) or mirror
@@ -117,8 +159,17 @@ class ServedAttachment final : public DmaPort, public IrqSink, private RequestLi
   std::mutex dma_lock_;  // staging / mirror and its dirty ranges
   DirtyRanges dirty_;
   std::mutex irq_lock_;
-  std::vector<std::uint64_t> irq_counts_;
-  std::atomic<bool> stop_{false};
+  std::vector<std::uint64_t> irq_counts_;  // raised, per vector
+  // What the data thread performed, and the answers (only it records; park() and resume()
+  // read it while it is stopped).
+  PerformedLog performed_;
+  std::vector<std::uint8_t> answer_;  // the encoded answer to the request being performed
+  std::mutex park_lock_;
+  std::condition_variable park_changed_;
+  bool parked_ = false;              // park_lock_
+  bool pulled_ = false;              // data thread: the window was pulled for the message being performed
+  std::atomic<bool> ending_{false};  // teardown began: port calls fail at once
+  std::atomic<bool> stop_{false};    // the data thread is to stop (park or teardown)
   std::atomic<bool> failed_{false};
   // What the data thread is doing (a static string), for teardown's report when it is slow;
   // stored relaxed: three stores per request on the data path, read only for a log line.

@@ -38,7 +38,8 @@ json counters_of(const client::AttachmentStats& s) {
           {"interrupts", s.interrupts},
           {"window_bytes_pushed", s.window_bytes_pushed},
           {"operations_failed", s.operations_failed},
-          {"heartbeats", s.heartbeats}};
+          {"heartbeats", s.heartbeats},
+          {"resumes", s.resumes}};
 }
 
 }  // namespace

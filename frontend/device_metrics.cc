@@ -39,6 +39,8 @@ void device_counters(metrics::MetricsText& m, const metrics::Labels& labels, con
       {"rpcie_device_messages_refused", "Data-path messages dropped: foreign, forged, replayed or unexpected.",
        s.messages_refused},
       {"rpcie_device_heartbeats", "Lease heartbeats sent to the exporter.", s.heartbeats},
+      {"rpcie_device_resumes", "Times the link to the exporter was lost and the attachment resumed over a new one.",
+       s.resumes},
   };
   m.counters(labels, counters);
 }
@@ -71,7 +73,8 @@ std::string metrics_text(const std::vector<DeviceSample>& devices) {
     const auto& st = d.status;
     m.gauge("rpcie_device_generation", "Attachment generation: 1 at attach, +1 per reconnect (a reset device).", labels,
             static_cast<double>(st.generation));
-    m.gauge("rpcie_device_connected", "1 while the link to the exporter is up, 0 while reconnecting or failed.", labels,
+    m.gauge("rpcie_device_connected",
+            "1 while the link to the exporter is up, 0 while resuming, reconnecting or failed.", labels,
             st.state == LinkState::connected ? 1 : 0);
     m.counter("rpcie_device_link_losses", "Link losses (each followed by a reconnect attempt).", labels, st.losses);
     m.counter("rpcie_device_reconnects", "Successful reconnects (resumptions as a new attachment).", labels,

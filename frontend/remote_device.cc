@@ -41,6 +41,8 @@ const char* link_state_name(LinkState s) noexcept {
   switch (s) {
     case LinkState::connected:
       return "connected";
+    case LinkState::resuming:
+      return "resuming";
     case LinkState::reconnecting:
       return "reconnecting";
     case LinkState::failed:
@@ -248,6 +250,10 @@ RemoteDevice::Status RemoteDevice::status() const {
     s.provider = a->provider();
     s.stats = a->stats();
     s.latency = a->latency();
+    if (auto loss = a->link_loss(); loss && s.state == LinkState::connected) {
+      s.state = LinkState::resuming;
+      s.last_error = loss->describe();
+    }
   }
   return s;
 }

@@ -49,7 +49,10 @@ struct AttachContext {
   mode_t mode = 0660;
 };
 
-enum class LinkState { connected, reconnecting, failed };
+// connected: the attachment serves; resuming: its link was lost and the client API is
+// resuming it (same device, same generation); reconnecting / failed: a new attachment is
+// being made (a new generation: the device was reset).
+enum class LinkState { connected, resuming, reconnecting, failed };
 const char* link_state_name(LinkState s) noexcept;
 
 enum class DeviceChange {

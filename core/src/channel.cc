@@ -169,7 +169,14 @@ Result<void> Channel::poll_locked() {
   return r;
 }
 
+void Channel::abort() noexcept {
+  aborted_.store(true, std::memory_order_relaxed);
+  wake();
+}
+
 Result<void> Channel::cq_reap_locked() {
+  if (!failure_ && aborted_.load(std::memory_order_relaxed))
+    fail_locked(Error{ErrorDomain::posix, ECONNABORTED, "the link was given up (lost elsewhere)"});
   if (failure_) return tl::unexpected(*failure_);
   fi_cq_data_entry entries[kCqBatch];
   fi_addr_t sources[kCqBatch];

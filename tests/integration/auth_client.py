@@ -183,9 +183,9 @@ def do_list(host, port, key, name, timeout):
 
 
 def do_resume(host, port, key, name, attachment_id, timeout):
-    """protocol.md 4.29: resume_request {attachment_id, answered 0}; rpcie's exporter keeps no
-    attachment beyond its connection and answers error ENOENT. The connection stays usable:
-    a list follows on it."""
+    """protocol.md 4.29: resume_request {attachment_id, answered 0} for an attachment the
+    exporter does not keep (none of this client's links was lost): error ENOENT. The
+    connection stays usable: a list follows on it."""
     conn = Conn(host, port, timeout)
     try:
         authenticate(conn, key, name)

@@ -21,6 +21,8 @@
 //   rpcie-devcheck [common] attachfail EXPORT ERRNO TEXT   the attach must fail so
 //   rpcie-devcheck [common] postedfail EXPORT   read-only device: refused posted write reported next
 //   rpcie-devcheck [common] linkloss EXPORT     prints "attached", then expects the link to die
+//   rpcie-devcheck [common] resume EXPORT SECONDS  prints "attached", then works for SECONDS
+//                                             while the link is cut: expects it resumed
 // common: -r HOST[:PORT] --psk-file FILE [--name NAME] [--provider P] [--window SIZE]
 #include <algorithm>
 #include <chrono>
@@ -651,8 +653,62 @@ int postedfail_check(const Common& c, const std::string& name) {
   return g_failures ? 1 : 0;
 }
 
+// The link is cut under a working attachment (the script tears its connections down with
+// `ss -K` after "attached", and may take the veth down for a while): the attachment resumes.
+// Meanwhile and after, posted writes and reads go on with no error (each within a deadline
+// longer than the cut), every read sees the write before it (nothing lost, nothing twice: the
+// liveness register and the DMA buffer), the device's state from before the cut is kept (a
+// factorial result, bytes in its DMA buffer), and DMA and interrupts work over the new link.
+int resume_check(Common c, const std::string& name, int seconds) {
+  Window w(c.window);
+  auto a = attach_or_die(c, name, w);
+  const auto slow = [] { return Deadline::after(8s); };
+  // State the device keeps: a factorial result and 4 KiB in its DMA buffer.
+  wr(*a, kRegFactorial, 12);
+  random_fill(w.base, 4096, 77);
+  const auto sum = fnv(w.base, 4096);
+  edu_dma(*a, 0, kDmaBufferAddress, 4096, false, true);
+  CHECK_THAT(rd(*a, kRegFactorial) == 479001600, "12! before the cut");
+  std::printf("attached %s\n", name.c_str());
+  std::fflush(stdout);
+  const auto until = Deadline::after(std::chrono::seconds(seconds));
+  std::uint32_t value = 0;
+  std::uint64_t rounds = 0;
+  double slowest = 0;
+  while (!until.expired() && g_failures == 0) {
+    const auto t0 = std::chrono::steady_clock::now();
+    // A stream of posted writes with a read now and then: a cut lands among writes in flight.
+    for (int i = 0; i < 32; ++i) {
+      auto r = a->mmio_write(0, kRegLiveness, 4, ++value, slow());
+      CHECK_THAT(r.has_value(), "posted write %u: %s", value, r ? "" : r.error().describe().c_str());
+    }
+    auto v = a->mmio_read(0, kRegLiveness, 4, slow());
+    CHECK_THAT(v.has_value(), "read after write %u: %s", value, v ? "" : v.error().describe().c_str());
+    CHECK_THAT(!v || *v == (~value & 0xffffffffu), "read after write %u: %#llx", value,
+               static_cast<unsigned long long>(v ? *v : 0));
+    slowest = std::max(slowest, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    ++rounds;
+  }
+  const auto resumes = a->stats().resumes;
+  std::printf("%llu rounds, the slowest %.2f s, %llu resumption(s), liveness writes 1..%u\n",
+              static_cast<unsigned long long>(rounds), slowest, static_cast<unsigned long long>(resumes), value);
+  CHECK_THAT(resumes >= 1, "the link was cut, but the attachment counts no resumption");
+  CHECK_THAT(!a->failure().has_value(), "the attachment failed: %s",
+             a->failure() ? a->failure()->describe().c_str() : "");
+  ok("link cut: posted writes and reads went on without an error, each read saw the write before it");
+  CHECK_THAT(rd(*a, kRegFactorial) == 479001600, "12! after the resumption");
+  std::memset(w.base + 0x2000, 0, 4096);
+  edu_dma(*a, kDmaBufferAddress, 0x2000, 4096, true, true);
+  CHECK_THAT(fnv(w.base + 0x2000, 4096) == sum, "the device's DMA buffer from before the cut");
+  ok("device state kept across the resumption (a factorial result, the DMA buffer); DMA and interrupts work");
+  auto d = a->detach(soon());
+  CHECK_THAT(d.has_value(), "detach: %s", d ? "" : d.error().describe().c_str());
+  return g_failures == 0 ? 0 : 1;
+}
+
 // The exporter dies under an attachment (the script kills it after "attached"): the next
-// operations fail with an error within the deadline, never succeed silently, never hang.
+// operations fail with an error within the deadline, never succeed silently, never hang;
+// once the resume has given up (a lease), every operation fails.
 // With streaming DMA on: on a mirror export, every round pushes window bytes too.
 int linkloss_check(Common c, const std::string& name) {
   c.options.window_push = true;
@@ -679,6 +735,11 @@ int linkloss_check(Common c, const std::string& name) {
   }
   CHECK_THAT(code == EIO || code == ENOTCONN || code == ETIMEDOUT || code == ECONNRESET, "a lost link is an error (%d)",
              code);
+  // The client tries to resume the attachment for a lease; with the exporter gone for good
+  // the attachment then fails, and stays failed.
+  const auto failed_by = Deadline::after(a->lease() + 3s);
+  while (!a->failure() && !failed_by.expired()) std::this_thread::sleep_for(50ms);
+  CHECK_THAT(a->failure().has_value(), "the attachment failed within a lease of the loss");
   auto again = a->mmio_read(0, kRegId, 4, Deadline::after(1s));
   CHECK_THAT(!again, "and stays one");
   auto pushed = a->window_push(0, 64, Deadline::after(1s));
@@ -772,7 +833,7 @@ int main(int argc, char** argv) {
   int seconds = 30;
   std::map<std::string, CLI::App*> cmds;
   for (const char* cmd : {"edu", "push", "posted", "membar", "errors", "hostile", "busy", "hold", "reattach",
-                          "postedfail", "linkloss", "attachfail"}) {
+                          "postedfail", "linkloss", "attachfail", "resume"}) {
     cmds[cmd] = app.add_subcommand(cmd);
     cmds[cmd]->add_option("export", name)->required();
   }
@@ -786,6 +847,7 @@ int main(int argc, char** argv) {
       ->add_option("--outliers", outliers, "bursts of the five that may take longer")
       ->check(CLI::Range(0, 4));
   cmds["hold"]->add_option("seconds", seconds);
+  cmds["resume"]->add_option("seconds", seconds);
   int expect_code = 0;
   std::string expect_text;
   cmds["attachfail"]->add_option("errno", expect_code)->required();
@@ -829,6 +891,7 @@ int main(int argc, char** argv) {
   if (*cmds["reattach"]) return reattach_check(c, name);
   if (*cmds["postedfail"]) return postedfail_check(c, name);
   if (*cmds["linkloss"]) return linkloss_check(c, name);
+  if (*cmds["resume"]) return resume_check(c, name, seconds);
   if (*cmds["attachfail"]) return attachfail_check(c, name, expect_code, expect_text);
   if (*cmds["badmac"]) return badmac_check(c);
   return list_print(c);

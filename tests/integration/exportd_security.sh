@@ -103,9 +103,9 @@ out=$(timeout 20 "${CLIENT[@]}" $HOST "$PORT" --psk-file "$TMP/psk" --name alice
 [ $rc = 1 ] && grep -q "authentication failed" <<<"$out" || die "shared key under alice's name: rc $rc, $out"
 pass "auth_client.py (from the docs) lists edu0 and mem0; wrong keys refused"
 out=$(timeout 20 "${CLIENT[@]}" $HOST "$PORT" --psk-file "$TMP/psk" --resume 1 2>&1) || die "auth_client --resume: $out"
-[ "$out" = "resume: exporter error 2: no attachment to resume: attachments end with their connection; then 2 exports listed" ] ||
+[ "$out" = "resume: exporter error 2: no attachment 1 of this client to resume (its lease lapsed, or the exporter restarted); then 2 exports listed" ] ||
   die "resume_request: $out"
-pass "resume_request: ENOENT (attachments end with their connection), and the connection serves on"
+pass "resume_request for an attachment the exporter does not keep: ENOENT, and the connection serves on"
 
 # --- A pre-authentication connection that says nothing is closed after about 1 s ------------
 t=$(timeout 20 "${ATTACK[@]}" idle $HOST "$PORT" 127.0.0.5) || die "idle script"

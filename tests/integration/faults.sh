@@ -32,6 +32,14 @@ faults_start() {
 # now: CLOCK_MONOTONIC in seconds, the workers' clock.
 now() { python3 -c 'import time; print(f"{time.monotonic():.4f}")'; }
 
+# resumes: the resumptions hostd's attachments counted (rpcie status), summed; 0 when hostd
+# does not answer.
+resumes() {
+  "$RPCIE" status -o json 2>/dev/null |
+    python3 -c 'import json, sys; print(sum(a.get("counters", {}).get("resumes", 0) for a in json.load(sys.stdin)["attachments"]))' 2>/dev/null ||
+    echo 0
+}
+
 # generations: the four devices' generations, one line ("?" where unreadable).
 generations() {
   local i g

@@ -137,9 +137,9 @@ print(c["mmio_reads"], c["mmio_writes"], c["interrupts"])
 PY
   mv "$TMP/status.out" "$TMP/status.counts"
   "$RPCIE" status >"$TMP/status.txt" || die "status"
-  head -n 1 "$TMP/status.txt" | grep -Eq "^DEVICE +EXPORTER +EXPORT +STATE +PROVIDER +DATAPATH +GEN +MMIO_RD +MMIO_WR +IRQS$" ||
+  head -n 1 "$TMP/status.txt" | grep -Eq "^DEVICE +EXPORTER +EXPORT +STATE +PROVIDER +DATAPATH +GEN +RESUMED +MMIO_RD +MMIO_WR +IRQS$" ||
     die "status text header: $(head -n 1 "$TMP/status.txt")"
-  grep -Eq "^$1 +$HOST:[0-9]+ +edu0 +$2 +tcp;ofi_rxm +sealed +$3 +[0-9]+ +[0-9]+ +[0-9]+$" "$TMP/status.txt" ||
+  grep -Eq "^$1 +$HOST:[0-9]+ +edu0 +$2 +tcp;ofi_rxm +sealed +$3 +0 +[0-9]+ +[0-9]+ +[0-9]+$" "$TMP/status.txt" ||
     die "status text line of $1: $(cat "$TMP/status.txt")"
 }
 status_check rpcie0 connected 1 0
@@ -149,7 +149,7 @@ printf '\x78\x56\x34\x12' | dd of="$D0/resource0" bs=4 seek=1 conv=notrunc statu
 status_check rpcie0 connected 1 0
 read -r rd1 wr1 _ <"$TMP/status.counts"
 [ "$rd1" -ge $((rd0 + 3)) ] && [ "$wr1" -ge $((wr0 + 1)) ] || die "status counters: mmio_reads $rd0 -> $rd1, mmio_writes $wr0 -> $wr1"
-awk '$1 == "rpcie0" { print $8, $9 }' "$TMP/status.txt" | grep -qx "$rd1 $wr1" ||
+awk '$1 == "rpcie0" { print $9, $10 }' "$TMP/status.txt" | grep -qx "$rd1 $wr1" ||
   die "status text counters of rpcie0 differ from the JSON ($rd1 $wr1): $(cat "$TMP/status.txt")"
 pass "rpcie status: every field (JSON and text), MMIO counters move with the I/O"
 

@@ -115,7 +115,8 @@ def short(d, pid, timeout_s, stop_s):
 
 
 def long(d, pid, timeout_s, stop_s, lease_s):
-    """A stall longer than the lease: requests fail alone until the heartbeats end the link."""
+    """A stall longer than the lease and the resume after it: requests fail alone until the
+    heartbeats find the link lost; the resume cannot reach the stopped exporter and gives up."""
     r = os.open(d + "/resource0", os.O_RDONLY)
     if rd(r, 0) != ID:
         fail("edu before the stall")
@@ -126,7 +127,7 @@ def long(d, pid, timeout_s, stop_s, lease_s):
     if info.get("state") != "connected" or info.get("generation") != "1":
         fail(f"remote {ms_since(t0)} ms into the stall, after a request timed out: {info}")
     # The heartbeat that finds no echo within a lease was sent at most a third of a lease
-    # after the stop: the link ends between lease and 4/3 lease (+ the supervisor's 200 ms).
+    # after the stop: the link is lost between lease and 4/3 lease (+ the supervisor's 200 ms).
     lo, hi = lease_s * 1000, lease_s * 1000 * 4 // 3 + 700
     while remote(d).get("state") == "connected":
         if ms_since(t0) > hi:
@@ -134,7 +135,17 @@ def long(d, pid, timeout_s, stop_s, lease_s):
         time.sleep(0.02)
     lost = ms_since(t0)
     if lost < lo:
-        fail(f"the attachment ended {lost} ms into the stall, before the lease ({lease_s} s)")
+        fail(f"the link was found lost {lost} ms into the stall, before the lease ({lease_s} s)")
+    # Then the client tries to resume the attachment for a lease; the exporter still stopped,
+    # it gives up and the attachment ends.
+    info = remote(d)
+    if info.get("state") == "resuming" and "heartbeat" not in info.get("error", ""):
+        fail(f"remote while resuming: {info}")
+    while remote(d).get("state") == "resuming":
+        if ms_since(t0) > lost + lease_s * 1000 + 1000:
+            fail(f"still resuming {ms_since(t0) - lost} ms after the link was found lost (lease {lease_s} s)")
+        time.sleep(0.02)
+    ended = ms_since(t0)
     info = remote(d)
     if info.get("state") not in ("reconnecting", "failed") or "heartbeat" not in info.get("error", ""):
         fail(f"remote after the link ended: {info}")
@@ -148,8 +159,8 @@ def long(d, pid, timeout_s, stop_s, lease_s):
     except OSError as e:
         if e.errno != errno.EIO:
             fail(f"close of a file opened before the link ended: {os.strerror(e.errno)}, expected EIO")
-    print(f"ok: exporter stopped {stop_s} s: EIO at {a} ms, attachment kept past the failed request and"
-          f" ended by the heartbeats at {lost} ms (lease {lease_s} s)")
+    print(f"ok: exporter stopped {stop_s} s: EIO at {a} ms, attachment kept past the failed request, link"
+          f" found lost by the heartbeats at {lost} ms, not resumed, ended at {ended} ms (lease {lease_s} s)")
 
 
 def watchdog(d, stall_file, timeout_s, stall_s):

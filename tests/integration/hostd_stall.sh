@@ -12,8 +12,9 @@
 # - stopped 2 s (< lease 5 s): the request past its deadline gets EIO at 1.8..3 s, alone; the
 #   next request, sent while the exporter is still stopped, gets its own answer (not the late
 #   one) once it resumes; same attachment (generation 1, no loss), memory BAR intact.
-# - stopped 10 s (> lease): EIO at the deadline, the attachment outlives that request and ends
-#   when a heartbeat finds no echo (lease .. 4/3 lease); back as generation 2, a fresh device.
+# - stopped 14 s (> lease): EIO at the deadline, the attachment outlives that request; a
+#   heartbeat finds no echo (lease .. 4/3 lease), the resume finds no exporter for a lease and
+#   the attachment ends; back as generation 2, a fresh device.
 # - a request stalled inside hostd past its deadline (the RPCIE_HOSTD_TEST_STALL hook): only
 #   the watchdog can answer it, with EIO at timeout .. timeout + 0.4 s; nothing answers twice.
 #   hostd_stall.sh BUILDDIR
@@ -56,23 +57,25 @@ mem_same || die "membar lost its contents in a 2 s stall"
 $CHECK liveness "$E" >/dev/null || die "edu after a 2 s stall"
 pass "exporter stopped 2 s (< lease $LEASE_S s): EIO alone, the next request its own answer, attachment and memory kept"
 
-# --- stopped 10 s: the heartbeats end the attachment -------------------------------------
-$STALL long "$E" "$EXPORTD_PID" "$TIMEOUT_S" 10 "$LEASE_S" >"$TMP/long" 2>&1 || die "long stall: $(cat "$TMP/long")"
+# --- stopped 14 s: the heartbeats find the link lost, the resume gives up -----------------
+# Longer than the time the client takes to find the loss (at most 4/3 of a lease) and to try
+# to resume (a lease more): the exporter cannot answer the resume, and the attachment ends.
+$STALL long "$E" "$EXPORTD_PID" "$TIMEOUT_S" 14 "$LEASE_S" >"$TMP/long" 2>&1 || die "long stall: $(cat "$TMP/long")"
 cat "$TMP/long"
 grep -q "rpcie0: edu0 on .* lost (.*exporter lost (heartbeat)" "$TMP/hostd.log" ||
   die "the link did not end by the heartbeats: $(grep 'lost (' "$TMP/hostd.log")"
-deadline=$((SECONDS + 20))  # the exporter resumes at 10 s; the reconnect backs off to 2 s
+deadline=$((SECONDS + 20))  # the exporter continues at 14 s; the reconnect backs off to 2 s
 until grep -q "^generation 2" "$E/remote" && grep -q "^state connected" "$E/remote" &&
   grep -q "^generation 2" "$M/remote" && grep -q "^state connected" "$M/remote"; do
   [ $SECONDS -ge $deadline ] && die "no reconnect after the exporter resumed: $(cat "$E/remote" "$M/remote")"
   sleep 0.1
 done
-[ "$(status_of rpcie0 "['losses']")" = 1 ] || die "losses after a 10 s stall: $(status_of rpcie0 "['losses']")"
+[ "$(status_of rpcie0 "['losses']")" = 1 ] || die "losses after a 14 s stall: $(status_of rpcie0 "['losses']")"
 $CHECK liveness "$E" >/dev/null || die "edu after the reconnect"
 mem_same && die "membar still holds the pattern after its lease lapsed (not a fresh device)"
 cmp -s <(head -c $((16 << 20)) /dev/zero) <(dd if="$M/resource0" bs=1M count=16 status=none) ||
   die "membar after the lease lapsed is not the zeroed power-on memory"
-pass "exporter stopped 10 s (> lease): EIO at the deadline, ended by the heartbeats, back as a fresh device"
+pass "exporter stopped 14 s (> lease + the resume's lease): EIO at the deadline, link lost by the heartbeats, not resumed, back as a fresh device"
 
 # --- the watchdog --------------------------------------------------------------------------
 before=$(grep -c "request older than the timeout" "$TMP/hostd.log")

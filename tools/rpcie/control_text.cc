@@ -32,18 +32,19 @@ void detach_print_text(const nlohmann::json& a, std::FILE* out) {
 }
 
 void status_print_text(const nlohmann::json& answer, std::FILE* out) {
-  std::fprintf(out, "%-8s %-22s %-12s %-13s %-12s %-8s %4s %10s %10s %8s\n", "DEVICE", "EXPORTER", "EXPORT", "STATE",
-               "PROVIDER", "DATAPATH", "GEN", "MMIO_RD", "MMIO_WR", "IRQS");
+  std::fprintf(out, "%-8s %-22s %-12s %-13s %-12s %-8s %4s %7s %10s %10s %8s\n", "DEVICE", "EXPORTER", "EXPORT",
+               "STATE", "PROVIDER", "DATAPATH", "GEN", "RESUMED", "MMIO_RD", "MMIO_WR", "IRQS");
   for (const auto& a : answer.value("attachments", nlohmann::json::array())) {
     if (a.value("hidden", false)) {  // another user's: hostd tells only that it exists
       std::fprintf(out, "%-8s (another user's attachment; details hidden)\n", a.value("device", "").c_str());
       continue;
     }
     const auto& c = a.value("counters", nlohmann::json::object());
-    std::fprintf(out, "%-8s %-22s %-12s %-13s %-12s %-8s %4llu %10llu %10llu %8llu\n", a.value("device", "").c_str(),
-                 a.value("exporter", "").c_str(), a.value("export", "").c_str(), a.value("state", "").c_str(),
-                 a.value("provider", "-").c_str(), a.value("data_path", "-").c_str(), count_get(a, "generation"),
-                 count_get(c, "mmio_reads"), count_get(c, "mmio_writes"), count_get(c, "interrupts"));
+    std::fprintf(out, "%-8s %-22s %-12s %-13s %-12s %-8s %4llu %7llu %10llu %10llu %8llu\n",
+                 a.value("device", "").c_str(), a.value("exporter", "").c_str(), a.value("export", "").c_str(),
+                 a.value("state", "").c_str(), a.value("provider", "-").c_str(), a.value("data_path", "-").c_str(),
+                 count_get(a, "generation"), count_get(c, "resumes"), count_get(c, "mmio_reads"),
+                 count_get(c, "mmio_writes"), count_get(c, "interrupts"));
     if (a.contains("error") && a.value("state", "") != "connected")
       std::fprintf(out, "         %s\n", a["error"].get<std::string>().c_str());
   }

@@ -210,6 +210,11 @@ class Channel {
   ChannelStats stats() const;
   // The sticky error, if the channel has failed.
   std::optional<Error> failure() const;
+  // Gives the channel up (its owner found the link lost elsewhere, e.g. a heartbeat): every
+  // call in progress or to come fails with ECONNABORTED at its next poll or retry instead of
+  // waiting out its deadline on a link the provider has not yet seen die. Thread-safe,
+  // lock-free (a sender may hold the channel's lock while it retries).
+  void abort() noexcept;
 
  private:
   struct Op;
@@ -283,6 +288,7 @@ class Channel {
   std::size_t rma_in_flight_ = 0;
   std::size_t sends_in_flight_ = 0;
   std::optional<Error> failure_;
+  std::atomic<bool> aborted_{false};         // abort(): failure_ is set at the next poll
   std::unique_ptr<auth::MessageSeal> seal_;  // set: every message sealed / opened
   std::unique_ptr<Sealed> sealed_rma_;       // set (with rma_sealed_): RMA as sealed messages
   bool rma_sealed_ = false;

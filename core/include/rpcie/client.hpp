@@ -17,11 +17,16 @@
 //     With streaming DMA (ClientOptions::window_push) it is what the caller pushed.
 //  4. When interrupt_wait() reports an interrupt, or mmio_read() returns a value, the bytes
 //     the device wrote into the window before raising it / answering are already there.
-// Posted writes behave as on PCIe: a write that returned may still be lost if the link
-// dies before the device performed it; the next operation then fails (EIO / ENOTCONN),
-// never a silent success. An error the device side reports for a posted write (e.g. a
-// read-only BAR) is returned by the next operation too, unless ClientOptions::posted_errors
-// says to count it instead.
+// A lost link is resumed (docs/reliability.md, "Resumption"): when a send, a receive or a
+// heartbeat fails, the attachment connects to the exporter again and goes on with the same
+// device (its state, the windows and mirrors kept): what the exporter had not performed is
+// sent again, once and in order, and answers the link lost arrive again. Callers see a delay
+// within their deadlines, not an error; stats().resumes counts it. Only when that is not
+// possible within the lease (the exporter restarted, or holds the attachment no longer) does
+// the attachment fail: posted writes that returned may then be lost, and the next operation
+// fails (EIO / ENOTCONN), never a silent success. An error the device side reports for a
+// posted write (e.g. a read-only BAR) is returned by the next operation too, unless
+// ClientOptions::posted_errors says to count it instead.
 //
 // Threading: an Attachment may be used from several threads at once; a thread waiting for
 // a reply receives for everyone (no hand-off on the latency path) and a background thread
@@ -157,6 +162,9 @@ struct AttachmentStats {
   std::uint64_t messages_replayed = 0;  // of those: authentic but replayed or reordered (the seal)
   std::uint64_t interrupts = 0;
   std::uint64_t heartbeats = 0;
+  // Times the link to the exporter was lost and the attachment resumed over a new one
+  // (device state kept, unanswered requests sent again once).
+  std::uint64_t resumes = 0;
   // Timed calls (those AttachmentLatency times) that returned an error, invalid arguments
   // included.
   std::uint64_t operations_failed = 0;
@@ -297,8 +305,11 @@ class Attachment {
   // call fails with ENOTCONN.
   Result<void> detach(Deadline deadline);
 
-  // The sticky error once the attachment has failed (link lost, lease refused, ...).
+  // The sticky error once the attachment has failed (link lost and not resumed, lease
+  // refused, ...).
   std::optional<Error> failure() const;
+  // While the link is lost and being resumed: the loss (nullopt otherwise). Thread-safe.
+  std::optional<Error> link_loss() const;
   AttachmentStats stats() const;
   // Thread-safe, lock-free snapshot (each histogram read once; see AttachmentLatency).
   AttachmentLatency latency() const;

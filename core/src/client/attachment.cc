@@ -39,7 +39,27 @@ Result<void> status_check(std::int32_t status, const std::string& text, const ch
 // --- State: the glue between the parts ---------------------------------------------------
 
 void Attachment::State::link_fail(const Error& e) {
-  router->fail(Error{ErrorDomain::posix, EIO, "link to the exporter lost: " + e.describe()});
+  router->link_lost(Error{ErrorDomain::posix, EIO, "link to the exporter lost: " + e.describe()});
+}
+
+Result<void> Attachment::State::send_kept(const proto::Message& m, std::uint64_t rid, Deadline deadline) {
+  // Encoded once, on the stack for the usual small message: the queue keeps its own copy.
+  std::uint8_t small[512];
+  std::vector<std::uint8_t> large;
+  std::span<const std::uint8_t> bytes;
+  if (proto::message_encoded_size(m) <= sizeof small) {
+    RPCIE_TRY_ASSIGN(const std::size_t n, proto::message_encode(m, rid, small));
+    bytes = std::span<const std::uint8_t>(small, n);
+  } else {
+    RPCIE_TRY_ASSIGN(large, proto::message_encode(m, rid));
+    bytes = large;
+  }
+  // What an answer proved performed goes first: the queue holds only what may need resending.
+  resend.performed_through(router->answered());
+  if (!resend.keep(rid, bytes)) return fail(EPROTO, "request ids out of order");
+  auto sent = session->channel().bytes_send(bytes, deadline);
+  if (!sent) link_fail(sent.error());
+  return sent;
 }
 
 Result<void> Attachment::State::batch_flush(Deadline deadline, bool only_if_due) {
@@ -53,17 +73,20 @@ Result<void> Attachment::State::batch_send_locked(Deadline deadline, bool only_i
   auto taken = batch->take(Deadline::Clock::now(), only_if_due);
   if (!taken) return {};
   const auto rid = router->posted_request_id();
-  auto& ch = session->channel();
-  auto sent =
-      !taken->push.empty()
-          ? ch.message_send(proto::WindowPush{taken->push_at, taken->push, std::move(taken->writes)}, rid, deadline)
-      : taken->writes.size() == 1 ? ch.message_send(taken->writes.front(), rid, deadline)
-                                  : ch.message_send(proto::MmioWriteBatch{std::move(taken->writes)}, rid, deadline);
-  if (!sent) {
-    link_fail(sent.error());
-    return sent;
-  }
+  auto sent = !taken->push.empty()
+                  ? send_kept(proto::WindowPush{taken->push_at, taken->push, std::move(taken->writes)}, rid, deadline)
+              : taken->writes.size() == 1 ? send_kept(taken->writes.front(), rid, deadline)
+                                          : send_kept(proto::MmioWriteBatch{std::move(taken->writes)}, rid, deadline);
+  // Kept: a link that is being resumed sends it again.
+  if (!sent && !router->resuming()) return sent;
   posted_unconfirmed.store(true);
+  return {};
+}
+
+Result<void> Attachment::State::resend_bound(Deadline deadline) {
+  if (resend.bytes() <= kResendMax) return {};
+  RPCIE_TRY(posted_settle(deadline));
+  resend.performed_through(router->answered());
   return {};
 }
 
@@ -86,7 +109,7 @@ Result<const BarDesc*> Attachment::State::bulk_begin(std::uint8_t bar, std::uint
   return b;
 }
 
-Result<ReplyRouter::Reply> Attachment::State::request(const proto::Message& m, Deadline deadline) {
+Result<ReplyRouter::Reply> Attachment::State::request(const proto::Message& m, Deadline deadline, bool across_resume) {
   std::uint64_t rid = 0;
   {
     // The request's id is taken under the send lock, as a batch's is: ids then leave in
@@ -99,14 +122,16 @@ Result<ReplyRouter::Reply> Attachment::State::request(const proto::Message& m, D
     RPCIE_TRY(batch_send_locked(deadline));
     if (auto e = router->error_pending()) return tl::unexpected(*e);
     rid = router->request_id();
-    auto sent = session->channel().message_send(m, rid, deadline);
-    if (!sent) {
+    auto sent = send_kept(m, rid, deadline);
+    // Kept: a link that is being resumed sends it again, and its answer comes then.
+    if (!sent && (!across_resume || !router->resuming())) {
       router->request_forget(rid);
-      link_fail(sent.error());
       return tl::unexpected(sent.error());
     }
   }
-  auto awaited = dispatcher->await([&] { return router->reply_arrived(rid); }, deadline);
+  auto awaited =
+      dispatcher->await([&] { return router->reply_arrived(rid) || (!across_resume && router->resuming()); }, deadline);
+  if (awaited && !router->reply_arrived(rid)) awaited = fail(ECONNRESET, "link to the exporter lost during a transfer");
   if (!awaited) {
     router->request_forget(rid);
     return tl::unexpected(awaited.error());
@@ -116,6 +141,7 @@ Result<ReplyRouter::Reply> Attachment::State::request(const proto::Message& m, D
 }
 
 void Attachment::State::threads_stop() {
+  resumer.stop();
   if (dispatcher) dispatcher->stop();
   if (lease_keeper) lease_keeper->stop();
 }
@@ -124,18 +150,11 @@ void Attachment::State::threads_stop() {
 
 Attachment::Attachment(std::unique_ptr<State> state) : s_(std::move(state)) {}
 
-namespace {
-
-// The fabric side of an attachment: the session over the authenticated socket, the first
-// fabric traffic, and the exporter's verdict.
-Result<void> session_open(Attachment::State& s, Socket sock, const std::string& export_name,
-                          const ClientOptions& options, DmaWindow window, Deadline deadline) {
-  auto staging = HostBuffer::create(kStagingSize);
-  if (!staging) return tl::unexpected(staging.error());
-  s.staging.emplace(std::move(*staging));
+Result<std::unique_ptr<Session>> Attachment::State::session_make(Socket sock, const std::string& what,
+                                                                 Deadline deadline) {
   std::vector<LocalRegion> regions;
   if (window.size) regions.push_back({proto::kRegionWindow, window.base, window.size});
-  regions.push_back({kStagingRegion, s.staging->data(), s.staging->size(), FI_READ | FI_WRITE});
+  regions.push_back({kStagingRegion, staging->data(), staging->size(), FI_READ | FI_WRITE});
   // The CQ gets a wait fd: the dispatcher thread of an idle attachment then sleeps in
   // poll(2) instead of waking a thousand times a second (which also disturbs whatever else
   // runs on that CPU); callers that wait for a reply spin first. The provider's signalling
@@ -144,36 +163,48 @@ Result<void> session_open(Attachment::State& s, Socket sock, const std::string& 
   SessionOptions so;
   so.provider = options.provider;
   so.cq_wait_fd = true;
-  so.source_check = true;              // as the exporter: messages from any other address are dropped
-  so.data_path = *s.device.data_path;  // the exporter's decision (attach_reply)
-  RPCIE_TRY_ASSIGN(s.session, Session::connect_over(std::move(sock), so, regions, deadline));
-  s.provider = s.session->peer().provider;
+  so.source_check = true;            // as the exporter: messages from any other address are dropped
+  so.data_path = *device.data_path;  // the exporter's decision (attach_reply)
+  RPCIE_TRY_ASSIGN(auto made, Session::connect_over(std::move(sock), so, regions, deadline));
   // The exporter's first fabric message (a ping), answered with a pong of the same size,
   // sets up the provider's connection and send buffers on both sides now rather than on
   // the first device accesses (rxm connects on first use and allocates its buffer pools on
   // the first send over the inject size: 10-20 ms each on tcp).
-  auto ping = s.session->channel().message_recv(deadline);
-  if (!ping)
-    return fail(ping.error().code,
-                "attach " + export_name + ": no fabric traffic from the exporter: " + ping.error().message);
+  auto ping = made->channel().message_recv(deadline);
+  if (!ping) return fail(ping.error().code, what + ": no fabric traffic from the exporter: " + ping.error().message);
   if (auto* p = std::get_if<proto::Ping>(&(*ping)->message)) {
     std::vector<std::uint8_t> echo(p->data.begin(), p->data.end());
-    RPCIE_TRY(s.session->channel().message_send(proto::Pong{{echo}}, 0, deadline));
+    RPCIE_TRY(made->channel().message_send(proto::Pong{{echo}}, 0, deadline));
   }
   // The exporter's verdict: the device is attached and serving (or why not).
-  RPCIE_TRY_ASSIGN(auto verdict, reply_recv(s.session->bootstrap(), deadline, "attach " + export_name + " failed"));
+  RPCIE_TRY_ASSIGN(auto verdict, reply_recv(made->bootstrap(), deadline, what + " failed"));
   if (!std::holds_alternative<proto::WriteAck>(verdict.decoded.message))
-    return fail(EPROTO, std::string("attach: unexpected ") + proto::msg_type_name(verdict.decoded.header.type));
-  if (window.size) s.window_mr = &s.session->region(0);
-  if (window.size && options.window_push && s.device.mirror) {
-    auto mirror = s.session->peer_region(proto::kRegionMirror);
-    if (!mirror || mirror->length < window.size)
-      return fail(EPROTO, "attach " + export_name + ": the exporter offers no mirror of the DMA window");
-    s.mirror = *mirror;
-  }
-  s.staging_mr = &s.session->region(window.size ? 1 : 0);
-  return {};
+    return fail(EPROTO, what + ": unexpected " + proto::msg_type_name(verdict.decoded.header.type));
+  return made;
 }
+
+Result<Attachment::State::SessionParts> Attachment::State::session_parts(Session& made, const std::string& what) {
+  SessionParts parts;
+  if (window.size) parts.window_mr = &made.region(0);
+  if (pushes_to_mirror()) {
+    auto offered = made.peer_region(proto::kRegionMirror);
+    if (!offered || offered->length < window.size)
+      return fail(EPROTO, what + ": the exporter offers no mirror of the DMA window");
+    parts.mirror = *offered;
+  }
+  parts.staging_mr = &made.region(window.size ? 1 : 0);
+  return parts;
+}
+
+void Attachment::State::session_set(std::unique_ptr<Session> next, const SessionParts& parts) {
+  session = std::move(next);
+  if (provider.empty()) provider = session->peer().provider;  // read without a lock: set once
+  window_mr = parts.window_mr;
+  staging_mr = parts.staging_mr;
+  mirror = parts.mirror;
+}
+
+namespace {
 
 // What this client asks for: the export, its window, and its data path (the mode it wants:
 // its choice, else the default of the provider it will use; it insists when it chose).
@@ -201,6 +232,7 @@ void parts_start(Attachment::State& s, const ClientOptions& options) {
   s.lease_keeper = std::make_unique<LeaseKeeper>(s.session->bootstrap(), s.lease, *s.router);
   s.dispatcher->start();
   s.lease_keeper->start();
+  s.resumer_start();
 }
 
 }  // namespace
@@ -217,13 +249,23 @@ Result<std::unique_ptr<Attachment>> Attachment::open(const std::string& host, st
   RPCIE_TRY_ASSIGN(const DataPath mode, data_path_from_wire(reply->data_path));
 
   auto s = std::make_unique<State>();
+  s->host = host;
+  s->port = port;
+  s->options = options;
+  s->window = window;
   s->device = export_desc_from(reply->info);
   s->device.data_path = mode;
   s->id = reply->attachment_id;
   s->lease = std::chrono::milliseconds(std::max<std::uint32_t>(reply->lease_ms, 100));
   s->router = std::make_unique<ReplyRouter>(s->device.vectors, std::to_string(s->id) + " to " + s->device.name,
                                             options.posted_errors == ClientOptions::PostedErrors::counted);
-  RPCIE_TRY(session_open(*s, std::move(sock), export_name, options, window, deadline));
+  auto staging = HostBuffer::create(kStagingSize);
+  if (!staging) return tl::unexpected(staging.error());
+  s->staging.emplace(std::move(*staging));
+  const std::string what = "attach " + export_name;
+  RPCIE_TRY_ASSIGN(auto session, s->session_make(std::move(sock), what, deadline));
+  RPCIE_TRY_ASSIGN(const auto parts, s->session_parts(*session, what));
+  s->session_set(std::move(session), parts);
   parts_start(*s, options);
   std::unique_ptr<Attachment> a(new Attachment(std::move(s)));
   RPCIE_LOG_INFO("client", "attached {} on {}:{} (attachment {}, {}, data path {})", export_name, host, port, a->s_->id,
@@ -277,6 +319,8 @@ void Attachment::interrupt_watch(bool watching) { s_->dispatcher->watch(watching
 
 std::optional<Error> Attachment::failure() const { return s_->router->failure(); }
 
+std::optional<Error> Attachment::link_loss() const { return s_->router->link_loss(); }
+
 AttachmentStats Attachment::stats() const {
   AttachmentStats out;
   {
@@ -285,7 +329,8 @@ AttachmentStats Attachment::stats() const {
   }
   out.interrupts = s_->router->interrupts_received();
   out.posted_write_errors = s_->router->posted_write_errors();
-  const ChannelStats c = s_->session->channel().stats();
+  out.resumes = s_->router->resumes();
+  const ChannelStats c = channel_stats();
   out.messages_refused = s_->router->messages_refused() + c.messages_forged + c.messages_replayed + c.messages_foreign;
   out.messages_replayed = c.messages_replayed;
   out.heartbeats = s_->lease_keeper->heartbeats();
@@ -299,7 +344,10 @@ AttachmentLatency Attachment::latency() const {
           l.flush.snapshot(),     l.bar_read.snapshot(),    l.bar_write.snapshot()};
 }
 
-ChannelStats Attachment::channel_stats() const { return s_->session->channel().stats(); }
+ChannelStats Attachment::channel_stats() const {
+  std::shared_lock link(s_->link_lock);  // a resume replaces the Session
+  return s_->session->channel().stats();
+}
 
 // --- config space and registers -------------------------------------------------------------
 
@@ -351,9 +399,10 @@ Result<void> Attachment::mmio_write(std::uint8_t bar, std::uint64_t offset, unsi
       [this] { return s_->dispatcher->last_wait(); });
   // A batch that waits is sent by the dispatcher if nothing else sends it first.
   if (added.wake) s_->dispatcher->batch_waiting(added.due);
-  if (!added.send_now) return {};
+  if (!added.send_now) return s_->resend_bound(deadline);
   auto sent = s_->batch_flush(deadline);
   s_->batch->write_end(Deadline::Clock::now());
+  if (sent) sent = s_->resend_bound(deadline);
   return sent;
 }
 
@@ -368,7 +417,8 @@ Result<void> Attachment::mmio_write_burst(std::span<const PostedWrite> writes, D
   for (const auto& w : writes)
     if (s_->batch->burst_add({w.bar, static_cast<std::uint8_t>(w.width), w.offset, w.value}, Deadline::Clock::now()))
       RPCIE_TRY(s_->batch_flush(deadline));
-  return s_->batch_flush(deadline);
+  RPCIE_TRY(s_->batch_flush(deadline));
+  return s_->resend_bound(deadline);
 }
 
 Result<void> Attachment::flush(Deadline deadline) {

@@ -34,14 +34,17 @@ Result<void> rma_read_pieces(Channel& ch, const MemoryRegion& local, std::size_t
 Result<void> Attachment::window_push(std::uint64_t window_offset, std::uint64_t length, Deadline deadline) {
   // Up to kPushInline the push only joins the batch (posted); beyond, this thread waits for
   // its one-sided write to be taken, which is a call like a bulk transfer.
-  Dispatcher::Call call(*s_->dispatcher, !(s_->mirror && length > kPushInline));
-  if (!s_->window_mr) return fail(EINVAL, "this attachment has no DMA window");
-  if (window_offset > s_->window_mr->length() || length > s_->window_mr->length() - window_offset)
+  // The window and whether the exporter has a mirror of it stay what they were at attach
+  // (a resume brings new keys, not a new window): read without the link lock.
+  const bool mirrored = s_->pushes_to_mirror();
+  Dispatcher::Call call(*s_->dispatcher, !(mirrored && length > kPushInline));
+  if (s_->window.size == 0) return fail(EINVAL, "this attachment has no DMA window");
+  if (window_offset > s_->window.size || length > s_->window.size - window_offset)
     return fail(EINVAL, "window push: range outside the DMA window");
   if (auto e = s_->router->error_pending()) return tl::unexpected(*e);
-  if (!s_->mirror || length == 0) return {};  // the exporter reads the window itself
+  if (!mirrored || length == 0) return {};  // the exporter reads the window itself
   s_->stats_update([&](AttachmentStats& st) { st.window_bytes_pushed += length; });
-  const auto* bytes = static_cast<const std::uint8_t*>(s_->window_mr->base()) + window_offset;
+  const auto* bytes = static_cast<const std::uint8_t*>(s_->window.base) + window_offset;
   // Earlier posted writes (and bytes) leave first: one of them may start DMA that must read
   // the old bytes. The bytes are copied now: the device reads them as they are at this call.
   // They leave with the next posted write (the doorbell), any other operation, or the
@@ -54,13 +57,12 @@ Result<void> Attachment::window_push(std::uint64_t window_offset, std::uint64_t 
   RPCIE_TRY(s_->batch_flush(deadline));
   // Later messages are ordered behind the write (FI_ORDER_SAW, or a delivery-complete write
   // where the provider lacks it), so the doorbell that follows finds the bytes in the mirror.
-  auto& ch = s_->session->channel();
-  auto r = ch.rma_write(*s_->window_mr, window_offset, *s_->mirror, window_offset, length, deadline);
-  if (r) r = ch.rma_flush(deadline);
-  if (!r) {
-    s_->link_fail(r.error());
-    return r;
-  }
+  const auto attempt = [&]() -> Result<void> {
+    auto& ch = s_->session->channel();
+    RPCIE_TRY(ch.rma_write(*s_->window_mr, window_offset, *s_->mirror, window_offset, length, deadline));
+    return ch.rma_flush(deadline);
+  };
+  RPCIE_TRY(s_->bulk_run(attempt, deadline));
   s_->posted_unconfirmed.store(true);
   return {};
 }
@@ -85,7 +87,7 @@ Result<void> bounce_write(Attachment::State& s, std::uint8_t bar, std::uint64_t 
   return bounce_walk(s, n, [&](std::size_t part, std::size_t len, const RemoteRegion& bounce) -> Result<void> {
     RPCIE_TRY(ch.rma_write(*s.staging_mr, part, bounce, 0, len, deadline, WriteCompletion::delivered));
     RPCIE_TRY(ch.rma_flush(deadline));
-    RPCIE_TRY_ASSIGN(auto r, s.request(proto::BarCommit{bar, offset + part, len, 0}, deadline));
+    RPCIE_TRY_ASSIGN(auto r, s.request(proto::BarCommit{bar, offset + part, len, 0}, deadline, false));
     return status_check(r.status, r.text, "BAR write");
   });
 }
@@ -99,7 +101,7 @@ Result<void> bounce_read(Attachment::State& s, std::uint8_t bar, std::uint64_t o
     f.bar = bar;
     f.offset = offset + part;
     f.length = len;
-    RPCIE_TRY_ASSIGN(auto r, s.request(f, deadline));
+    RPCIE_TRY_ASSIGN(auto r, s.request(f, deadline, false));
     RPCIE_TRY(status_check(r.status, r.text, "BAR read"));
     RPCIE_TRY(ch.rma_read(*s.staging_mr, part, bounce, 0, len, deadline));
     return ch.rma_flush(deadline);
@@ -114,19 +116,23 @@ Result<void> Attachment::bar_write(std::uint8_t bar, std::uint64_t offset, std::
   OperationTimer timer(s_->latency.bar_write, s_->operations_failed);
   RPCIE_TRY_ASSIGN(const BarDesc* b, s_->bulk_begin(bar, offset, bytes.size(), true, deadline));
   std::lock_guard sg(s_->staging_lock);
-  auto& ch = s_->session->channel();
-  for (std::size_t done = 0; done < bytes.size();) {
-    const std::size_t n = std::min(bytes.size() - done, kStagingSize);
-    std::memcpy(s_->staging->data(), bytes.data() + done, n);
-    if (b->direct) {
-      RPCIE_TRY_ASSIGN(auto remote, s_->session->peer_region(bar));
-      RPCIE_TRY(ch.rma_write(*s_->staging_mr, 0, remote, offset + done, n, deadline));
-      RPCIE_TRY(ch.rma_flush(deadline));
-    } else {
-      RPCIE_TRY(bounce_write(*s_, bar, offset + done, n, deadline));
+  const auto attempt = [&]() -> Result<void> {
+    auto& ch = s_->session->channel();
+    for (std::size_t done = 0; done < bytes.size();) {
+      const std::size_t n = std::min(bytes.size() - done, kStagingSize);
+      std::memcpy(s_->staging->data(), bytes.data() + done, n);
+      if (b->direct) {
+        RPCIE_TRY_ASSIGN(auto remote, s_->session->peer_region(bar));
+        RPCIE_TRY(ch.rma_write(*s_->staging_mr, 0, remote, offset + done, n, deadline));
+        RPCIE_TRY(ch.rma_flush(deadline));
+      } else {
+        RPCIE_TRY(bounce_write(*s_, bar, offset + done, n, deadline));
+      }
+      done += n;
     }
-    done += n;
-  }
+    return {};
+  };
+  RPCIE_TRY(s_->bulk_run(attempt, deadline));
   s_->stats_update([&](AttachmentStats& st) { st.bar_bytes_written += bytes.size(); });
   timer.done();
   return {};
@@ -149,19 +155,23 @@ Result<void> Attachment::bar_read_visit(std::uint8_t bar, std::uint64_t offset, 
   OperationTimer timer(s_->latency.bar_read, s_->operations_failed);
   RPCIE_TRY_ASSIGN(const BarDesc* b, s_->bulk_begin(bar, offset, length, false, deadline));
   std::lock_guard sg(s_->staging_lock);
-  auto& ch = s_->session->channel();
-  for (std::uint64_t done = 0; done < length;) {
-    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(length - done, kStagingSize));
-    if (b->direct) {
-      RPCIE_TRY_ASSIGN(auto remote, s_->session->peer_region(bar));
-      RPCIE_TRY(rma_read_pieces(ch, *s_->staging_mr, 0, remote, offset + done, n, deadline));
-      RPCIE_TRY(ch.rma_flush(deadline));
-    } else {
-      RPCIE_TRY(bounce_read(*s_, bar, offset + done, n, deadline));
+  const auto attempt = [&]() -> Result<void> {
+    auto& ch = s_->session->channel();
+    for (std::uint64_t done = 0; done < length;) {
+      const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(length - done, kStagingSize));
+      if (b->direct) {
+        RPCIE_TRY_ASSIGN(auto remote, s_->session->peer_region(bar));
+        RPCIE_TRY(rma_read_pieces(ch, *s_->staging_mr, 0, remote, offset + done, n, deadline));
+        RPCIE_TRY(ch.rma_flush(deadline));
+      } else {
+        RPCIE_TRY(bounce_read(*s_, bar, offset + done, n, deadline));
+      }
+      take(done, std::span<const std::uint8_t>(s_->staging->data(), n));
+      done += n;
     }
-    take(done, std::span<const std::uint8_t>(s_->staging->data(), n));
-    done += n;
-  }
+    return {};
+  };
+  RPCIE_TRY(s_->bulk_run(attempt, deadline));
   s_->stats_update([&](AttachmentStats& st) { st.bar_bytes_read += length; });
   timer.done();
   return {};
@@ -172,16 +182,19 @@ Result<void> Attachment::window_transfer(bool write, std::uint8_t bar, std::uint
                                          std::uint64_t window_offset, std::uint64_t length, Deadline deadline) {
   Dispatcher::Call call(*s_->dispatcher);
   OperationTimer timer(write ? s_->latency.bar_write : s_->latency.bar_read, s_->operations_failed);
-  if (!s_->window_mr) return fail(EINVAL, "this attachment has no DMA window");
+  if (s_->window.size == 0) return fail(EINVAL, "this attachment has no DMA window");
   RPCIE_TRY_ASSIGN(const BarDesc* b, s_->bulk_begin(bar, offset, length, write, deadline));
   if (!b->direct) return fail(EOPNOTSUPP, "BAR " + std::to_string(bar) + " is not plain memory");
-  RPCIE_TRY_ASSIGN(auto remote, s_->session->peer_region(bar));
-  auto& ch = s_->session->channel();
-  if (write)
-    RPCIE_TRY(ch.rma_write(*s_->window_mr, window_offset, remote, offset, length, deadline));
-  else
-    RPCIE_TRY(rma_read_pieces(ch, *s_->window_mr, window_offset, remote, offset, length, deadline));
-  RPCIE_TRY(ch.rma_flush(deadline));
+  const auto attempt = [&]() -> Result<void> {
+    RPCIE_TRY_ASSIGN(auto remote, s_->session->peer_region(bar));
+    auto& ch = s_->session->channel();
+    if (write)
+      RPCIE_TRY(ch.rma_write(*s_->window_mr, window_offset, remote, offset, length, deadline));
+    else
+      RPCIE_TRY(rma_read_pieces(ch, *s_->window_mr, window_offset, remote, offset, length, deadline));
+    return ch.rma_flush(deadline);
+  };
+  RPCIE_TRY(s_->bulk_run(attempt, deadline));
   s_->stats_update([&](AttachmentStats& st) { (write ? st.bar_bytes_written : st.bar_bytes_read) += length; });
   timer.done();
   return {};

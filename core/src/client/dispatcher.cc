@@ -80,16 +80,20 @@ void Dispatcher::watch(bool on) {
   worker_.cv().notify_one();
 }
 
+std::unique_lock<std::mutex> Dispatcher::receive_role_hold() { return std::unique_lock(receiver_); }
+
 bool Dispatcher::receive_slice(Deadline deadline) {
   {
     std::unique_lock role(receiver_, std::try_to_lock);
     if (!role.owns_lock()) return false;
+    // Nothing more is taken from a lost link: a resume asks for what it had not delivered.
+    if (router_.resuming()) return false;
     // Short slices, so that a failure noticed elsewhere (heartbeat) ends the wait.
     auto m = inbox_.message_recv(deadline.min(Deadline::after(std::chrono::milliseconds(50))));
     if (m) {
       router_.message_file(**m);
     } else if (m.error().code != EPROTO && m.error().code != ETIMEDOUT) {  // EPROTO: one dropped
-      router_.fail(link_lost(m.error()));
+      router_.link_lost(link_lost(m.error()));
     }
   }
   router_.sleepers_wake();  // another caller that found the role taken may take it now
@@ -105,6 +109,12 @@ bool Dispatcher::app_active(Clock::time_point now) const {
 void Dispatcher::run() {
   ::prctl(PR_SET_TIMERSLACK, 1000UL);  // wake within ~1 us of a batch's due time, not 50 us
   while (!worker_.stopping()) {
+    if (router_.resuming() || router_.failure()) {
+      // Nothing to receive on a dead link: the resume (or the owner's stop) is waited for.
+      std::unique_lock g(worker_.lock());
+      worker_.cv().wait_for(g, std::chrono::milliseconds(20), [&] { return worker_.stopping(); });
+      continue;
+    }
     std::optional<Clock::time_point> batch_due;
     if (batch_.pending()) batch_due = batch_.send_due();
     if (app_active(Clock::now()) || batch_due) {
@@ -128,9 +138,7 @@ void Dispatcher::run() {
                                             });
     on_fd_.store(false, std::memory_order_relaxed);
     if (!ready) {
-      router_.fail(link_lost(ready.error()));
-      std::unique_lock g(worker_.lock());
-      worker_.cv().wait_for(g, std::chrono::milliseconds(50), [&] { return worker_.stopping(); });
+      router_.link_lost(link_lost(ready.error()));
       continue;
     }
     if (*ready) drain();
@@ -140,7 +148,7 @@ void Dispatcher::run() {
 void Dispatcher::drain() {
   {
     std::unique_lock role(receiver_, std::try_to_lock);
-    if (!role.owns_lock()) return;
+    if (!role.owns_lock() || router_.resuming()) return;
     for (int i = 0; i < 64 && busy_.load(std::memory_order_relaxed) == 0; ++i) {
       auto m = inbox_.message_recv(Deadline::after(std::chrono::microseconds(0)));
       if (!m) break;

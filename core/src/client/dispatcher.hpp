@@ -84,7 +84,8 @@ class Dispatcher {
       if (ready()) return {};
       if (auto f = router_.failure()) return tl::unexpected(*f);
       if (deadline.expired()) return fail(ETIMEDOUT, "deadline passed waiting for the exporter");
-      if (!receive_slice(deadline))
+      // While the link is being resumed there is nothing to receive: sleep until it is back.
+      if (router_.resuming() || !receive_slice(deadline))
         router_.sleep(std::min(deadline.when(), Clock::now() + std::chrono::milliseconds(5)), seen);
     }
   }
@@ -94,6 +95,9 @@ class Dispatcher {
   // earlier already (in a stream of writes: it comes for the previous batch, finds this one,
   // and waits for it; waking it for each batch preempts a writer that shares its CPU).
   void batch_waiting(Clock::time_point due);
+  // The receive role, held until the lock goes: nobody receives meanwhile (a resume swaps
+  // the channel under it).
+  std::unique_lock<std::mutex> receive_role_hold();
   // When the last call that waited (not a posted one) started or ended.
   Clock::time_point last_wait() const noexcept;
   // Someone waits for interrupts outside the API (Attachment::interrupt_watch): no quiet

@@ -61,6 +61,11 @@ bool ReplyRouter::store_locked(const proto::Decoded& d, Deadline::Clock::time_po
     RPCIE_LOG_LIMITED(refusal_log(), LogLevel::warn, "client", "attachment {}: refusing {} (request {:#x}): {}", name_,
                       proto::msg_type_name(d.header.type), rid, why);
   };
+  // An answer (to an id this client gave) tells a resume where the exporter's answers stopped.
+  const auto answer_note = [&] {
+    if (proto::request_order(rid) < next_request_ && proto::request_order(rid) > proto::request_order(answered_))
+      answered_ = rid;
+  };
   // A reply is filed once, for a request that waits for it.
   const auto reply_file = [&](Reply r) {
     if (outstanding_.erase(rid) == 0) {
@@ -75,10 +80,13 @@ bool ReplyRouter::store_locked(const proto::Decoded& d, Deadline::Clock::time_po
       [&](const auto& m) {
         using M = std::decay_t<decltype(m)>;
         if constexpr (std::is_same_v<M, proto::ReadReply>) {
+          answer_note();
           reply_file(Reply{m.status, m.value, {}});
         } else if constexpr (std::is_same_v<M, proto::WriteAck>) {
+          answer_note();
           reply_file(Reply{m.status, 0, {}});
         } else if constexpr (std::is_same_v<M, proto::ErrorMsg>) {
+          answer_note();
           // Either the answer to a request that waits, or a posted write that failed at
           // the device: nobody waits for that one, the next operation reports it.
           const int code = m.code > 0 ? m.code : EPROTO;
@@ -158,6 +166,60 @@ bool ReplyRouter::fail(Error e, bool quiet) {
   }
   if (!quiet) listener_call();
   return true;
+}
+
+void ReplyRouter::link_lost(const Error& e) {
+  std::function<void()> resumer;
+  {
+    std::lock_guard g(lock_);
+    if (failed_ || resuming_) return;
+    if (resumer_) {
+      RPCIE_LOG_WARN("client", "attachment {}: link lost ({}); resuming", name_, e.describe());
+      resuming_ = true;
+      loss_ = e;
+      resumer = resumer_;
+      sleepers_notify_locked();  // callers stop receiving on the dead link
+    }
+  }
+  if (!resumer) {
+    (void)fail(e);
+    return;
+  }
+  resumer();
+}
+
+void ReplyRouter::resumer_set(std::function<void()> resumer) {
+  std::lock_guard g(lock_);
+  resumer_ = std::move(resumer);
+}
+
+bool ReplyRouter::resuming() const {
+  std::lock_guard g(lock_);
+  return resuming_;
+}
+
+std::optional<Error> ReplyRouter::link_loss() const {
+  std::lock_guard g(lock_);
+  if (!resuming_) return std::nullopt;
+  return loss_;
+}
+
+void ReplyRouter::resumed() {
+  std::lock_guard g(lock_);
+  resuming_ = false;
+  loss_.reset();
+  ++resumes_;
+  sleepers_notify_locked();
+}
+
+std::uint64_t ReplyRouter::resumes() const {
+  std::lock_guard g(lock_);
+  return resumes_;
+}
+
+std::uint64_t ReplyRouter::answered() const {
+  std::lock_guard g(lock_);
+  return answered_;
 }
 
 std::optional<Error> ReplyRouter::failure() const {

@@ -81,6 +81,23 @@ class ReplyRouter {
   // whether this call set it.
   bool fail(Error e, bool quiet = false);
   std::optional<Error> failure() const;
+
+  // Resumption (docs/reliability.md, "Resumption"). The link to the exporter is gone: with
+  // a resumer set, the attachment is resuming (failure() stays empty, sleepers are woken and
+  // go on waiting within their deadlines) and the resumer is called once per loss, from this
+  // thread, so it must not block; without one, this is fail(e) (`e` is the failure as
+  // callers would see it). Ignored once failed or while resuming.
+  void link_lost(const Error& e);
+  void resumer_set(std::function<void()> resumer);
+  bool resuming() const;
+  // While resuming: the loss that started it.
+  std::optional<Error> link_loss() const;
+  // The link is back (callers go on over it); counted in resumes().
+  void resumed();
+  std::uint64_t resumes() const;
+  // The request id of the last answer received (a reply, or an error for a request or a
+  // posted write; 0 before any): answers arrive in id order, so every earlier one arrived.
+  std::uint64_t answered() const;
   // The failure, else a posted write's error (reported once), else nothing.
   std::optional<Error> error_pending();
 
@@ -136,6 +153,11 @@ class ReplyRouter {
   std::uint64_t interrupts_ = 0;
   Deadline::Clock::time_point interrupt_arrived_{};
   std::optional<Error> failed_;
+  bool resuming_ = false;
+  std::optional<Error> loss_;  // while resuming
+  std::uint64_t resumes_ = 0;
+  std::uint64_t answered_ = 0;
+  std::function<void()> resumer_;  // set once, before the first message
   std::optional<Error> posted_error_;
   std::uint64_t posted_errors_ = 0;  // counted ones
 

@@ -12,12 +12,14 @@
 //  - keep() takes ids in increasing order (kPostedBit ignored for the order); an id not
 //    above the last kept one is refused (false) and nothing is kept.
 //  - performed_through(N) drops every message with an id up to N (kPostedBit ignored).
-//  - bytes() is what is kept: the owner bounds it by sending a request whose reply proves
-//    the rest performed (a stream of posted writes has no answers of its own).
+//  - bytes() is what is kept (lock-free, for a check on every posted write): the owner bounds
+//    it by sending a request whose reply proves the rest performed (a stream of posted
+//    writes has no answers of its own).
 //  - Thread-safety: every member may be called from any thread (one mutex): senders keep,
 //    the thread that files answers drops.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -47,8 +49,8 @@ class ResendQueue {
  private:
   mutable std::mutex lock_;
   std::deque<Kept> kept_;
-  std::uint64_t last_ = 0;  // the last id kept, without kPostedBit
-  std::size_t bytes_ = 0;
+  std::uint64_t last_ = 0;             // the last id kept, without kPostedBit
+  std::atomic<std::size_t> bytes_{0};  // changed under lock_; read without it (bytes())
 };
 
 }  // namespace rpcie::client

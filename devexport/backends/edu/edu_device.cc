@@ -17,6 +17,8 @@ constexpr std::string_view kLog = "edu";
 constexpr auto kDmaTimeout = std::chrono::seconds(5);
 // A port call ends by its own deadline; this adds scheduling slack on a busy machine.
 constexpr auto kQuiesceTimeout = kDmaTimeout + std::chrono::seconds(1);
+// A transfer the link's resume holds up (EAGAIN) is tried again this much later by the worker.
+constexpr auto kDmaRetry = std::chrono::milliseconds(10);
 // The idle worker still wakes now and then, so that no wait is without a deadline.
 constexpr auto kWorkerIdleWake = std::chrono::seconds(1);
 
@@ -235,10 +237,10 @@ void Device::work_run() noexcept {
     const auto now = Clock::now();
     if (factorial_due_ && *factorial_due_ <= now)
       factorial_finish(lock);
-    else if (dma_due_ && *dma_due_ <= now)
-      dma_finish(lock);
+    else if (dma_due_ && *dma_due_ <= now && dma_finish(lock))
+      continue;
     else
-      return;
+      return;  // nothing due, or a transfer kept for after a resume (EAGAIN)
   }
 }
 
@@ -257,7 +259,7 @@ void Device::worker_run() noexcept {
       continue;
     }
     if (dma_due_ && *dma_due_ <= now) {
-      dma_finish(lock);
+      (void)dma_finish(lock);  // kept for later: dma_due_ says when
       continue;
     }
     auto wake = now + kWorkerIdleWake;
@@ -278,7 +280,7 @@ void Device::factorial_finish(Lock& lock) noexcept {
   }
 }
 
-void Device::dma_finish(Lock& lock) noexcept {
+bool Device::dma_finish(Lock& lock) noexcept {
   dma_due_.reset();
   const std::uint64_t epoch = epoch_;
   const std::uint64_t cmd = regs_.dma_cmd;
@@ -310,7 +312,14 @@ void Device::dma_finish(Lock& lock) noexcept {
     Result<void> done = to_host ? dma->dma_write(iova, bytes, deadline) : dma->dma_read(iova, bytes, deadline);
     lock.lock();
     port_call_end();
-    if (epoch != epoch_) return;  // reset or detach meanwhile: this job no longer exists
+    if (epoch != epoch_) return true;  // reset or detach meanwhile: this job no longer exists
+    if (!done && done.error().code == EAGAIN) {
+      // The link to the client is being resumed: the transfer waits for it, as a device's
+      // DMA waits for a link in recovery. Run again with the next work (inline: the exporter
+      // runs due work after a resume), or by the worker after a pause.
+      dma_due_ = Clock::now() + (jobs_inline() ? Clock::duration::zero() : kDmaRetry);
+      return false;
+    }
     if (!done)
       RPCIE_LOG_WARN(kLog, "DMA of {} bytes {} IOVA 0x{:x} not performed: {}", count, direction, iova,
                      done.error().describe());
@@ -323,6 +332,7 @@ void Device::dma_finish(Lock& lock) noexcept {
     regs_.irq_status |= kIrqDma;
     irq_raise_unlocked(lock);
   }
+  return true;
 }
 
 void Device::irq_raise_unlocked(Lock& lock) noexcept {

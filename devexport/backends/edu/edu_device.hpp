@@ -68,7 +68,8 @@ class Device final : public Backend {
   bool jobs_inline() const noexcept { return inline_ && delay_ == std::chrono::nanoseconds::zero(); }
   void job_queued() noexcept;
   void factorial_finish(Lock& lock) noexcept;
-  void dma_finish(Lock& lock) noexcept;
+  // False when the transfer was kept for later (EAGAIN: the link is being resumed).
+  bool dma_finish(Lock& lock) noexcept;
   // Raises vector 0 through the IrqSink, if attached, with the lock released meanwhile.
   void irq_raise_unlocked(Lock& lock) noexcept;
   void port_call_end() noexcept;

@@ -240,3 +240,58 @@ TEST_CASE("reply router: replies nobody asked for are refused and counted, never
   CHECK(r.messages_refused() == 9);
   CHECK(r.interrupts_received() == 1);
 }
+
+TEST_CASE("reply router: a lost link without a resumer is the failure; with one, a resume that callers wait out") {
+  const Error lost{ErrorDomain::posix, EIO, "link to the exporter lost: test"};
+  SUBCASE("no resumer: fail(e)") {
+    ReplyRouter r(1, "test");
+    r.link_lost(lost);
+    REQUIRE(r.failure());
+    CHECK(r.failure()->code == EIO);
+    CHECK_FALSE(r.resuming());
+  }
+  SUBCASE("a resumer: called once per loss, no failure, sleepers woken, resumed() ends it") {
+    ReplyRouter r(1, "test");
+    int called = 0;
+    r.resumer_set([&] { ++called; });
+    const auto seen = r.changes();
+    r.link_lost(lost);
+    r.link_lost(lost);  // the same loss seen by a second thread
+    CHECK(called == 1);
+    CHECK(r.resuming());
+    CHECK_FALSE(r.failure());
+    CHECK_FALSE(r.error_pending());
+    CHECK(r.changes() != seen);  // a caller asleep stops receiving on the dead link
+    const auto before = r.changes();
+    r.resumed();
+    CHECK_FALSE(r.resuming());
+    CHECK(r.resumes() == 1);
+    CHECK(r.changes() != before);
+    r.link_lost(lost);  // a second loss: a second resume
+    CHECK(called == 2);
+    // A resume that cannot be done fails the attachment as before.
+    CHECK(r.fail(Error{ErrorDomain::posix, EIO, "not resumed"}));
+    r.link_lost(lost);
+    CHECK(called == 2);
+  }
+}
+
+TEST_CASE("reply router: answered() is the last answer's id, for requests and posted writes, never a stray one") {
+  ReplyRouter r(1, "test");
+  CHECK(r.answered() == 0);
+  const auto a = r.request_id();
+  const auto posted = r.posted_request_id();
+  const auto b = r.request_id();
+  r.message_file(decoded(proto::ReadReply{0, 1}, a));
+  CHECK(r.answered() == a);
+  r.message_file(decoded(proto::ErrorMsg{EPERM, "refused"}, posted));
+  CHECK(r.answered() == posted);
+  r.message_file(decoded(proto::Interrupt{0, 1}, 0));  // no answer
+  CHECK(r.answered() == posted);
+  r.message_file(decoded(proto::WriteAck{0}, b + 40));  // an id never given: refused, not noted
+  CHECK(r.answered() == posted);
+  r.message_file(decoded(proto::WriteAck{0}, b));
+  CHECK(r.answered() == b);
+  r.message_file(decoded(proto::WriteAck{0}, a));  // an older one (refused as a second reply)
+  CHECK(r.answered() == b);
+}
