@@ -15,6 +15,7 @@
 #include "export_metrics.hpp"
 #include "export_table.hpp"
 #include "preauth_gate.hpp"
+#include "resume_board.hpp"
 #include "rpcie/auth.hpp"
 #include "rpcie/bootstrap.hpp"
 #include "rpcie/fd.hpp"
@@ -56,23 +57,7 @@ struct Exporter::Impl {
   std::atomic<std::uint64_t> next_attachment{1};
   const std::atomic<bool>* stop = nullptr;
 
-  // A served attachment as resumption sees it (docs/reliability.md, "Resumption"): listed
-  // for its whole life by the connection that serves it, parked (`waiting`) for a lease once
-  // its link was lost. parked_lock guards the fields below `id`.
-  struct Parked {
-    Parked(ExportSlot* s, std::string c, std::uint64_t i) : slot(s), client(std::move(c)), id(i) {}
-    ExportSlot* slot;
-    std::string client;
-    std::uint64_t id;
-    bool waiting = false;                 // parked now, waiting for a resume
-    bool end = false;                     // the client attached anew: end it
-    std::optional<Socket> resume_socket;  // handed over by the connection that asked to resume
-    proto::ResumeRequest resume_request;
-    std::uint64_t resume_rid = 0;
-  };
-  std::mutex parked_lock;
-  std::condition_variable parked_changed;
-  std::list<Parked*> parked_list;
+  ResumeBoard resumes;  // attachments as resumption sees them
 
   struct Connection {
     std::thread thread;
@@ -91,13 +76,12 @@ struct Exporter::Impl {
 
   // Serves one attachment until goodbye, lease lapse, connection loss (its own, or the
   // client's word: a resume_request for it on a new connection) or shutdown.
-  ServeEnd attachment_serve(ServedAttachment& a, Parked& p) {
-    ExportSlot& slot = *p.slot;
-    const std::string& client = p.client;
+  ServeEnd attachment_serve(ServedAttachment& a, ExportSlot& slot, const std::string& client,
+                            const ResumeBoard::Entry& entry) {
     auto last_heard = Deadline::Clock::now();
     const auto lease = config.lease;
     for (;;) {
-      if (resume_asked(p)) {
+      if (entry.asked()) {
         RPCIE_LOG_INFO("exportd", "attachment {} of {} by {}: the client lost its link and asks to resume", a.id(),
                        slot.config.spec.name, client);
         return {ServeEnd::Kind::link_lost};
@@ -185,7 +169,7 @@ struct Exporter::Impl {
                                                            wanted, (req.flags & proto::kAttachDataPathInsist) != 0,
                                                            sock.frame_mac() != nullptr, slot->config.spec.name));
     const Deadline claim_deadline = Deadline::after(kHandshakeTimeout);
-    parked_end(*slot, client, claim_deadline);
+    resumes.end_parked(*slot, client, claim_deadline);
     RPCIE_TRY_ASSIGN(const bool first, exports.claim(*slot, client, claim_deadline));
     const std::uint64_t id = next_attachment.fetch_add(1);
     const bool pushed = (req.flags & proto::kAttachWindowPush) != 0;
@@ -220,16 +204,15 @@ struct Exporter::Impl {
                                                           : "mirror",
                    data_path_name(mode));
     slot->counters.attaches.fetch_add(1, std::memory_order_relaxed);
-    Parked parked{slot, client, id};
-    parked_list_add(parked);
-    ServeEnd end = attachment_serve(*a, parked);
+    ResumeBoard::Entry entry(resumes, *slot, client, id);  // unlisted last, once the device is reset
+    ServeEnd end = attachment_serve(*a, *slot, client, entry);
     while (end.kind == ServeEnd::Kind::link_lost) {
       session_account(*a, *slot, nullptr);  // the Session goes with the park
-      if (!attachment_resume(*a, parked, mode)) break;
+      if (!attachment_resume(*a, *slot, client, entry, mode)) break;
       slot->counters.resumes.fetch_add(1, std::memory_order_relaxed);
-      end = attachment_serve(*a, parked);
+      end = attachment_serve(*a, *slot, client, entry);
     }
-    parked_close(parked);
+    entry.close();
     // The reply to goodbye goes out once the device is reset and the keys are closed, so
     // that a client that re-attaches right after finds the export free.
     std::optional<Socket> keep;
@@ -238,7 +221,6 @@ struct Exporter::Impl {
       session_account(*a, *slot, &*keep);
     }
     attachment_end(*a, *slot, client);
-    parked_forget(parked);
     if (end.kind == ServeEnd::Kind::goodbye && keep)
       (void)keep->message_send(proto::Goodbye{}, end.rid, Deadline::after(1s));
     return {};
@@ -259,114 +241,32 @@ struct Exporter::Impl {
                    cs.messages_foreign, cs.messages_forged, cs.messages_replayed);
   }
 
-  // The attachment ends: no resume_request is taken for it any more, and one taken since it
-  // stopped looking is answered ENOENT.
-  void parked_close(Parked& p) {
-    std::optional<Socket> late;
-    {
-      std::lock_guard g(parked_lock);
-      p.end = true;
-      late = std::exchange(p.resume_socket, std::nullopt);
-    }
-    if (late)
-      (void)late->message_send(proto::ErrorMsg{ENOENT, "the attachment to resume has ended"}, p.resume_rid,
-                               Deadline::after(1s));
-  }
-
-  bool resume_asked(Parked& p) {
-    std::lock_guard g(parked_lock);
-    return p.resume_socket.has_value();
-  }
-
   // Parks `a` after its link was lost and waits, for the lease, for a resume_request of the
-  // same client (parked_hand_over). True when the attachment goes on over the new link.
-  bool attachment_resume(ServedAttachment& a, Parked& p, DataPath mode) {
+  // same client (ResumeBoard::hand_over). True when the attachment goes on over the new link.
+  bool attachment_resume(ServedAttachment& a, ExportSlot& slot, const std::string& client, ResumeBoard::Entry& entry,
+                         DataPath mode) {
     const auto until = Deadline::Clock::now() + config.lease;
-    {
-      // From now a fresh attach of the client ends it (parked_end); a resume_request that
-      // comes while the data thread is still stopping waits in p.resume_socket.
-      std::lock_guard g(parked_lock);
-      p.waiting = true;
-    }
+    entry.park_begin();
     a.park();
     RPCIE_LOG_INFO("exportd", "attachment {} of {} by {}: kept for {} ms for the client to resume it", a.id(),
-                   p.slot->config.spec.name, p.client, config.lease.count());
-    std::unique_lock g(parked_lock);
-    while (!p.resume_socket && !p.end && !stopping() && Deadline::Clock::now() < until)
-      parked_changed.wait_for(g, kIdleSlice);
-    p.waiting = false;
-    if (!p.resume_socket) {
-      RPCIE_LOG_INFO("exportd", "attachment {} of {} by {}: not resumed ({})", a.id(), p.slot->config.spec.name,
-                     p.client,
-                     p.end        ? "the client attached anew"
-                     : stopping() ? "shutdown"
-                                  : "lease lapsed");
+                   slot.config.spec.name, client, config.lease.count());
+    const char* why = "";
+    auto resume = entry.wait(
+        until, [this] { return stopping(); }, kIdleSlice, why);
+    if (!resume) {
+      RPCIE_LOG_INFO("exportd", "attachment {} of {} by {}: not resumed ({})", a.id(), slot.config.spec.name, client,
+                     why);
       return false;
     }
-    Socket sock = std::move(*p.resume_socket);
-    p.resume_socket.reset();
-    g.unlock();
-    auto r = a.resume(std::move(sock), p.resume_request, p.resume_rid, session_options(mode),
+    auto r = a.resume(std::move(resume->socket), resume->request, resume->rid, session_options(mode),
                       Deadline::after(kHandshakeTimeout));
     if (!r) {
-      RPCIE_LOG_WARN("exportd", "attachment {} of {} by {}: resume failed: {}", a.id(), p.slot->config.spec.name,
-                     p.client, r.error().describe());
+      RPCIE_LOG_WARN("exportd", "attachment {} of {} by {}: resume failed: {}", a.id(), slot.config.spec.name, client,
+                     r.error().describe());
       return false;
     }
-    RPCIE_LOG_INFO("exportd", "attachment {} of {} by {}: resumed", a.id(), p.slot->config.spec.name, p.client);
+    RPCIE_LOG_INFO("exportd", "attachment {} of {} by {}: resumed", a.id(), slot.config.spec.name, client);
     return true;
-  }
-
-  // A resume_request on an authenticated connection of `client`: hands the connection to the
-  // parked attachment it names. False when there is none (ENOENT for the client).
-  bool parked_hand_over(Socket& sock, const proto::ResumeRequest& req, std::uint64_t rid, const std::string& client) {
-    {
-      std::lock_guard g(parked_lock);
-      // A live attachment too: the client's word that its link is lost ends the serving of it.
-      auto it = std::find_if(parked_list.begin(), parked_list.end(), [&](const Parked* p) {
-        return p->id == req.attachment_id && p->client == client && !p->end && !p->resume_socket;
-      });
-      if (it == parked_list.end()) return false;
-      (*it)->resume_socket.emplace(std::move(sock));
-      (*it)->resume_request = req;
-      (*it)->resume_rid = rid;
-    }
-    parked_changed.notify_all();
-    return true;
-  }
-
-  // A fresh attach of `client` to `slot`: the client gave up its parked attachments there,
-  // which end now (their device is reset) instead of at the end of their lease. Waits for
-  // them to have released their claim, until `deadline`.
-  void parked_end(ExportSlot& slot, const std::string& client, Deadline deadline) {
-    std::unique_lock g(parked_lock);
-    std::vector<std::uint64_t> ended;
-    for (Parked* p : parked_list) {
-      if (p->slot != &slot || p->client != client || !p->waiting) continue;
-      p->end = true;
-      ended.push_back(p->id);
-    }
-    if (ended.empty()) return;
-    parked_changed.notify_all();
-    parked_changed.wait_until(g, deadline.when(), [&] {
-      return std::none_of(parked_list.begin(), parked_list.end(),
-                          [&](const Parked* p) { return std::find(ended.begin(), ended.end(), p->id) != ended.end(); });
-    });
-  }
-
-  // Lists `p` where resume requests and fresh attaches look for it, for its whole life.
-  void parked_list_add(Parked& p) {
-    std::lock_guard g(parked_lock);
-    parked_list.push_back(&p);
-  }
-
-  // Unlists `p` once its attachment has ended (claim released, device reset).
-  void parked_forget(Parked& p) {
-    {
-      std::lock_guard g(parked_lock);
-      parked_list.remove(&p);
-    }
-    parked_changed.notify_all();
   }
 
   // Authenticates the connection (it holds `ticket`, a pre-authentication place, until
@@ -429,7 +329,7 @@ struct Exporter::Impl {
         (void)sock.message_send(proto::Heartbeat{hb->sequence}, rid, deadline);
       } else if (auto* resume = std::get_if<proto::ResumeRequest>(&m->decoded.message)) {
         // The parked attachment answers it and goes on over this connection.
-        if (parked_hand_over(sock, *resume, rid, client)) return;
+        if (resumes.hand_over(sock, *resume, rid, client)) return;
         (void)sock.message_send(
             proto::ErrorMsg{ENOENT, "no attachment " + std::to_string(resume->attachment_id) +
                                         " of this client to resume (its lease lapsed, or the exporter restarted)"},
