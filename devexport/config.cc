@@ -99,7 +99,8 @@ Result<DataPathChoice> data_path_get(const toml::node& n, const std::string& whe
   return *choice;
 }
 
-// listen, provider, psk-file, lease, access-log, data-path, preauth-per-address, preauth-max.
+// listen, provider, psk-file, lease, access-log, data-path, data-nice, preauth-per-address,
+// preauth-max.
 Result<void> top_keys_apply(const toml::table& root, const std::string& path, ExporterConfig& config) {
   if (auto* n = root.get("listen")) {
     RPCIE_TRY_ASSIGN(auto s, string_get(*n, at(path, *n) + "listen "));
@@ -136,6 +137,11 @@ Result<void> top_keys_apply(const toml::table& root, const std::string& path, Ex
   }
   if (auto* n = root.get("preauth-per-address")) {
     RPCIE_TRY_ASSIGN(config.preauth_per_address, count_get(*n, at(path, *n) + "preauth-per-address ", 4096));
+  }
+  if (auto* n = root.get("data-nice")) {
+    auto v = n->value_exact<std::int64_t>();
+    if (!v || *v < -20 || *v > 19) return fail(EINVAL, at(path, *n) + "data-nice must be an integer from -20 to 19");
+    config.data_nice = static_cast<int>(*v);
   }
   if (auto* n = root.get("preauth-max")) {
     RPCIE_TRY_ASSIGN(config.preauth_max, count_get(*n, at(path, *n) + "preauth-max ", 65536));
@@ -248,7 +254,7 @@ namespace {
 
 Result<void> config_table_apply(const toml::table& root, const std::string& path, ExporterConfig& config) {
   RPCIE_TRY(keys_check(root, path, "", "listen", "provider", "psk-file", "lease", "access-log", "data-path",
-                       "preauth-per-address", "preauth-max", "client", "export"));
+                       "data-nice", "preauth-per-address", "preauth-max", "client", "export"));
   RPCIE_TRY(top_keys_apply(root, path, config));
   RPCIE_TRY(tables_each(root, path, "client",
                         [&](const toml::table& t, const std::string& origin, const std::string& what) -> Result<void> {

@@ -21,6 +21,7 @@
 #include "rpcie/fd.hpp"
 #include "rpcie/handshake.hpp"
 #include "rpcie/log.hpp"
+#include "rpcie/thread_sched.hpp"
 #include "served_attachment.hpp"
 
 namespace rpcie::dev {
@@ -173,7 +174,7 @@ struct Exporter::Impl {
     RPCIE_TRY_ASSIGN(const bool first, exports.claim(*slot, client, claim_deadline));
     const std::uint64_t id = next_attachment.fetch_add(1);
     const bool pushed = (req.flags & proto::kAttachWindowPush) != 0;
-    auto a = std::make_unique<ServedAttachment>(*slot, id, req.window_size, pushed, access_log.get());
+    auto a = std::make_unique<ServedAttachment>(*slot, id, req.window_size, pushed, access_log.get(), config.data_nice);
     std::string holder;  // the reply's entry points into it
     proto::AttachReply reply;
     reply.info = exports.entry(*slot, holder);
@@ -498,6 +499,7 @@ void Exporter::run(const std::atomic<bool>& stop, const std::function<void()>& t
     try {
       im.connections.push_back({std::thread([&im, done, deadline, peer, sock = std::move(*s),
                                              ticket = std::move(*admission.ticket)]() mutable {
+                                  thread_name("rpcie-conn");
                                   im.connection_serve(std::move(sock), std::move(ticket), peer, deadline);
                                   done->store(true);
                                 }),

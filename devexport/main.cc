@@ -45,6 +45,7 @@ void descriptors_raise() {
 struct Flags {
   std::string config_file, listen, provider, psk_file, access_log, data_path;
   std::vector<std::string> exports;
+  std::optional<int> data_nice;
 };
 
 // Why a configuration could not be built, and the exit status that says so at start-up.
@@ -76,6 +77,7 @@ std::optional<BuildError> config_build(const Flags& f, rpcie::dev::ExporterConfi
     if (!choice) return BuildError{"--data-path: " + choice.error().message, 2};
     config.data_path = *choice;
   }
+  if (f.data_nice) config.data_nice = *f.data_nice;
   if (!f.psk_file.empty()) {
     config.psk_file = f.psk_file;
     config.psk_file_origin = "--psk-file";
@@ -156,6 +158,9 @@ int main(int argc, char** argv) {
   app.add_option("--access-log", flags.access_log, "append one line per MMIO access performed to FILE");
   app.add_option("--data-path", flags.data_path,
                  "sealed, open or auto: the data-path policy of exports that set none (default auto)");
+  app.add_option("--data-nice", flags.data_nice,
+                 "nice value of the threads serving attachments, -20 to 19 (default -10: ahead of batch work)")
+      ->check(CLI::Range(-20, 19));
   app.add_option("--metrics", metrics,
                  "ADDR:PORT or [IPV6]:PORT to serve Prometheus metrics on (http://ADDR:PORT/metrics; default: none)");
   try {

@@ -3,11 +3,13 @@
 #include "served_attachment.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <utility>
 
 #include "rpcie/log.hpp"
+#include "rpcie/thread_sched.hpp"
 
 namespace rpcie::dev {
 
@@ -38,14 +40,15 @@ void teardown_step_timed(std::uint64_t id, const char* what, Step&& step) {
 }  // namespace
 
 ServedAttachment::ServedAttachment(ExportSlot& slot, std::uint64_t id, std::uint64_t window_size, bool pushed,
-                                   AccessLog* access_log)
+                                   AccessLog* access_log, std::optional<int> data_nice)
     : slot_(slot),
       id_(id),
       window_size_(window_size),
       mirror_(slot.config.dma == DmaMode::mirror && window_size > 0),
       pushed_(mirror_ && pushed),
       requests_(slot, *this, access_log),
-      irq_counts_(slot.backend->vector_count(), 0) {}
+      irq_counts_(slot.backend->vector_count(), 0),
+      data_nice_(data_nice) {}
 
 ServedAttachment::~ServedAttachment() { teardown(false); }
 
@@ -448,6 +451,16 @@ Result<void> ServedAttachment::doorbell_prepare() {
 }
 
 void ServedAttachment::data_run() {
+  thread_name("rpcie-data");
+  if (data_nice_) {
+    // Once per daemon: every attachment would say the same.
+    static std::atomic<bool> said{false};
+    if (auto r = thread_responsive(*data_nice_); !r && !said.exchange(true))
+      RPCIE_LOG_WARN("exportd",
+                     "data threads keep the daemon's nice value: {} (allow it with CAP_SYS_NICE or systemd's "
+                     "LimitNICE=, or set data-nice = 0)",
+                     r.error().describe());
+  }
   data_loop();
   std::lock_guard g(data_end_lock_);
   data_done_ = true;

@@ -61,9 +61,10 @@ class ServedAttachment final : public DmaPort, public IrqSink, private RequestLi
   // `window_size`: the client's DMA window (0: none). `pushed`: the client pushes what the
   // device is to read (proto::kAttachWindowPush); meaningful for a mirror only.
   // `access_log`: where every MMIO access performed on the device is recorded (null: none);
-  // it must outlive the attachment.
+  // it must outlive the attachment. `data_nice`: the data thread's nice value (exportd's
+  // `data-nice`; rpcie/thread_sched.hpp says why), nullopt: the daemon's own.
   ServedAttachment(ExportSlot& slot, std::uint64_t id, std::uint64_t window_size, bool pushed,
-                   AccessLog* access_log = nullptr);
+                   AccessLog* access_log = nullptr, std::optional<int> data_nice = std::nullopt);
   ~ServedAttachment() override;
   ServedAttachment(const ServedAttachment&) = delete;
   ServedAttachment& operator=(const ServedAttachment&) = delete;
@@ -177,6 +178,7 @@ class ServedAttachment final : public DmaPort, public IrqSink, private RequestLi
   std::mutex data_end_lock_;
   std::condition_variable data_ended_;
   bool data_done_ = false;  // data_run returned (data_end_lock_)
+  const std::optional<int> data_nice_;
   std::thread data_thread_;
 };
 

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -11,6 +10,7 @@
 #include "rpcie/client.hpp"
 #include "rpcie/log.hpp"
 #include "rpcie/pci.hpp"
+#include "rpcie/thread_sched.hpp"
 
 namespace rpcie::hostd {
 
@@ -121,7 +121,7 @@ bool MmioRingServer::burst_gather(const mmio::RingRequest& first, mmio::RingRequ
 }
 
 void MmioRingServer::drain_run() {
-  ::prctl(PR_SET_NAME, "rpcie-mmio-ring");
+  rpcie::thread_name("rpcie-mmio-ring");
   burst_.reserve(kBurstMax);
   mmio::RingRequest request;
   while (!stop_.load()) {

@@ -29,6 +29,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
 #include <random>
 #include <string>
 #include <thread>
@@ -133,6 +136,46 @@ std::unique_ptr<Attachment> attach_or_die(const Common& c, const std::string& na
   }
   return std::move(*a);
 }
+
+// Each thread's scheduling of a process (/proc/PID/task/*/schedstat: time on a CPU, time
+// runnable but waiting for one, slices), so that a slow burst says who ran and who waited.
+struct ThreadTimes {
+  struct One {
+    std::string name;
+    std::uint64_t run_ns = 0, wait_ns = 0, slices = 0;
+  };
+  std::map<int, One> threads;
+
+  // `pid`: 0 for this process.
+  static ThreadTimes now(int pid = 0) {
+    ThreadTimes out;
+    std::error_code ec;
+    const std::string dir = pid == 0 ? "/proc/self/task" : "/proc/" + std::to_string(pid) + "/task";
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+      One one;
+      std::ifstream comm(e.path() / "comm"), stat(e.path() / "schedstat");
+      std::getline(comm, one.name);
+      if (stat >> one.run_ns >> one.wait_ns >> one.slices) out.threads[std::stoi(e.path().filename())] = one;
+    }
+    return out;
+  }
+  // The threads that ran or waited since `before`, one line each.
+  std::string since(const ThreadTimes& before) const {
+    std::string out;
+    for (const auto& [tid, t] : threads) {
+      auto it = before.threads.find(tid);
+      const One zero;
+      const One& b = it == before.threads.end() ? zero : it->second;
+      if (t.run_ns == b.run_ns && t.wait_ns == b.wait_ns) continue;
+      char line[160];
+      std::snprintf(line, sizeof line, "  thread %d %-15s ran %6.0f us, waited for a CPU %6.0f us, %llu slices\n", tid,
+                    t.name.c_str(), (t.run_ns - b.run_ns) / 1e3, (t.wait_ns - b.wait_ns) / 1e3,
+                    static_cast<unsigned long long>(t.slices - b.slices));
+      out += line;
+    }
+    return out;
+  }
+};
 
 std::uint64_t fnv(const std::uint8_t* p, std::size_t n) {
   return rpcie::proto::checksum_fnv1a(std::span<const std::uint8_t>(p, n));
@@ -381,7 +424,9 @@ int push_check(Common c, const std::string& name) {
 
 // `gap`: the pause before each burst; `limit`: round trips a burst may take (timing checks),
 // except `outliers` of the five.
-int posted_check(const Common& c, const std::string& name, std::chrono::milliseconds gap, double limit, int outliers) {
+// `peer_pid`: the exporter's process (0: unknown), whose threads a slow burst reports too.
+int posted_check(const Common& c, const std::string& name, std::chrono::milliseconds gap, double limit, int outliers,
+                 int peer_pid) {
   Window w(c.window);
   auto a = attach_or_die(c, name, w);
   // The cost of one round trip, measured here (median of 50).
@@ -416,6 +461,8 @@ int posted_check(const Common& c, const std::string& name, std::chrono::millisec
     // hundred round trips) whatever it does; one that sleeps between bursts is not.
     if (gap.count() > 0) std::this_thread::sleep_for(gap);
     // No clock read per write: one costs ~60 ns here, a third of what is measured.
+    const auto sched_before = ThreadTimes::now();
+    const auto peer_before = peer_pid ? ThreadTimes::now(peer_pid) : ThreadTimes{};
     auto t0 = std::chrono::steady_clock::now();
     for (std::uint32_t i = 1; i <= 1000; ++i) wr(*a, kRegLiveness, i + 1000 * attempt);
     const double posting = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
@@ -433,7 +480,11 @@ int posted_check(const Common& c, const std::string& name, std::chrono::millisec
         "messages sent\n",
         took, posting, took / one, one, static_cast<unsigned long long>(replies),
         static_cast<unsigned long long>(sent));
-    if (took > kLimit * one) ++over;
+    if (took > kLimit * one) {
+      ++over;
+      std::printf("%s", ThreadTimes::now().since(sched_before).c_str());
+      if (peer_pid) std::printf(" exporter:\n%s", ThreadTimes::now(peer_pid).since(peer_before).c_str());
+    }
     worst = std::max(worst, took / one);
     // Batching itself, burst by burst: 13-155 messages measured, quiet or with the writer
     // preempted; 1000 when each write leaves alone. Timed builds only (a sanitizer's slower
@@ -846,6 +897,8 @@ int main(int argc, char** argv) {
   cmds["posted"]
       ->add_option("--outliers", outliers, "bursts of the five that may take longer")
       ->check(CLI::Range(0, 4));
+  int peer_pid = 0;
+  cmds["posted"]->add_option("--exporter-pid", peer_pid, "the exporter's process, whose threads a slow burst reports");
   cmds["hold"]->add_option("seconds", seconds);
   cmds["resume"]->add_option("seconds", seconds);
   int expect_code = 0;
@@ -881,7 +934,7 @@ int main(int argc, char** argv) {
   c.window = *window_bytes;
 
   if (*cmds["edu"]) return edu_check(c, name);
-  if (*cmds["posted"]) return posted_check(c, name, std::chrono::milliseconds(gap_ms), limit, outliers);
+  if (*cmds["posted"]) return posted_check(c, name, std::chrono::milliseconds(gap_ms), limit, outliers, peer_pid);
   if (*cmds["push"]) return push_check(c, name);
   if (*cmds["membar"]) return membar_check(c, name, *size_bytes);
   if (*cmds["errors"]) return errors_check(c, name);

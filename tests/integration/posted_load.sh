@@ -35,12 +35,13 @@ exporter_start() {
 runs() {
   local provider=$1 host=$2 busy_cpu=$3 i out busy
   shift 3
-  timeout 300 taskset -c "$busy_cpu" sh -c 'while :; do :; done' &
+  # Bounded by itself (300 s), and $! is the loop itself, so that a failed run's clean-up ends it.
+  taskset -c "$busy_cpu" bash -c 'while ((SECONDS < 300)); do :; done' &
   busy=$!
   PIDS+=("$busy")
   for i in $(seq "$RUNS"); do
     out=$(RPCIE_TIMING_CHECKS=1 timeout 60 "$@" taskset -c 1 "$DEVCHECK" -r "$host:$PORT" --psk-file "$TMP/psk" \
-      --provider "$provider" posted edu0 --gap-ms 20 --limit 30 2>&1) ||
+      --provider "$provider" posted edu0 --gap-ms 20 --limit 30 --exporter-pid "$EXPORTER" 2>&1) ||
       { kill "$busy"; die "$provider, busy CPU $busy_cpu, run $i:"$'\n'"$out"; }
     echo "$provider busy-cpu$busy_cpu run $i: $(echo "$out" | sed -n 's/.* = \([0-9.]*\) round trips.*, \([0-9]*\) messages sent$/\1 (\2 msgs)/p' | tr '\n' ' ')"
   done

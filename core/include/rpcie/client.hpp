@@ -220,8 +220,11 @@ class Attachment {
   Result<std::uint64_t> mmio_read(std::uint8_t bar, std::uint64_t offset, unsigned width, Deadline deadline);
   // Posted: returns once queued (see ordering above); the batch it joins is sent within
   // 20 us or by the next operation (the first few writes of a burst are sent at once, by
-  // this call). If the batch cannot be sent within the deadline of the
-  // call that sends it (a dead link), those writes are lost and the attachment fails (EIO).
+  // this call). The 20 us are the background dispatcher's, which never preempts the caller:
+  // with the caller computing on the only CPU the process may use, the batch leaves when the
+  // caller's time slice ends (a few ms) unless it calls first. If the batch cannot be sent
+  // within the deadline of the call that sends it (a dead link), those writes are lost and
+  // the attachment fails (EIO).
   Result<void> mmio_write(std::uint8_t bar, std::uint64_t offset, unsigned width, std::uint64_t value,
                           Deadline deadline);
   struct PostedWrite {

@@ -335,6 +335,7 @@ AttachmentStats Attachment::stats() const {
   out.messages_replayed = c.messages_replayed;
   out.heartbeats = s_->lease_keeper->heartbeats();
   out.operations_failed = s_->operations_failed.load(std::memory_order_relaxed);
+  out.mmio_writes = s_->mmio_writes.load(std::memory_order_relaxed);
   return out;
 }
 
@@ -393,7 +394,7 @@ Result<void> Attachment::mmio_write(std::uint8_t bar, std::uint64_t offset, unsi
   RPCIE_TRY(mmio_check(s_->device, bar, offset, width));
   if (width < 8 && (value >> (8 * width)) != 0) return fail(EINVAL, "MMIO write: value wider than the access");
   if (auto e = s_->router->error_pending()) return tl::unexpected(*e);
-  s_->stats_update([](AttachmentStats& st) { ++st.mmio_writes; });
+  s_->mmio_writes.fetch_add(1, std::memory_order_relaxed);
   const auto added = s_->batch->write_add(
       {bar, static_cast<std::uint8_t>(width), offset, value}, [] { return Deadline::Clock::now(); },
       [this] { return s_->dispatcher->last_wait(); });
@@ -413,7 +414,7 @@ Result<void> Attachment::mmio_write_burst(std::span<const PostedWrite> writes, D
     if (w.width < 8 && (w.value >> (8 * w.width)) != 0) return fail(EINVAL, "MMIO write: value wider than the access");
   }
   if (auto e = s_->router->error_pending()) return tl::unexpected(*e);
-  s_->stats_update([&](AttachmentStats& st) { st.mmio_writes += writes.size(); });
+  s_->mmio_writes.fetch_add(writes.size(), std::memory_order_relaxed);
   for (const auto& w : writes)
     if (s_->batch->burst_add({w.bar, static_cast<std::uint8_t>(w.width), w.offset, w.value}, Deadline::Clock::now()))
       RPCIE_TRY(s_->batch_flush(deadline));

@@ -40,7 +40,7 @@ void Attachment::State::resumer_start() {
     resume_wanted = true;
     resumer.cv().notify_all();
   });
-  resumer.start([this] { resume_run(); });
+  resumer.start("rpcie-resume", [this] { resume_run(); });
 }
 
 void Attachment::State::resume_run() {

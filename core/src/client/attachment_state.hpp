@@ -108,6 +108,7 @@ struct Attachment::State {
     LatencyHistogram mmio_read, config_read, config_write, flush, bar_read, bar_write;
   } latency;
   std::atomic<std::uint64_t> operations_failed{0};
+  std::atomic<std::uint64_t> mmio_writes{0};  // counted by every posted write: no lock
   template <class Change>
   void stats_update(Change&& change) {
     std::lock_guard g(stats_lock);

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 
+#include "rpcie/log.hpp"
+#include "rpcie/thread_sched.hpp"
+
 namespace rpcie::client {
 
 namespace {
@@ -16,7 +19,7 @@ Dispatcher::Dispatcher(Inbox& inbox, ReplyRouter& router, Batch batch, std::chro
 Dispatcher::~Dispatcher() { stop(); }
 
 void Dispatcher::start() {
-  worker_.start([this] { run(); });
+  worker_.start("rpcie-dispatch", [this] { run(); });
 }
 
 void Dispatcher::stop() { worker_.stop(); }
@@ -108,6 +111,9 @@ bool Dispatcher::app_active(Clock::time_point now) const {
 
 void Dispatcher::run() {
   ::prctl(PR_SET_TIMERSLACK, 1000UL);  // wake within ~1 us of a batch's due time, not 50 us
+  // Never preempt the application this thread helps (rpcie/thread_sched.hpp).
+  if (auto r = thread_background(); !r)
+    RPCIE_LOG_DEBUG("client", "dispatcher stays a normal thread: {}", r.error().describe());
   while (!worker_.stopping()) {
     if (router_.resuming() || router_.failure()) {
       // Nothing to receive on a dead link: the resume (or the owner's stop) is waited for.

@@ -8,6 +8,11 @@
 // within `quiet`: two threads spinning on one CQ would only take turns on its lock and, with
 // two cores, on the CPU. Calls mark themselves with Dispatcher::Call (RAII). While someone
 // waits for interrupts outside the API (watch()), it stands aside only during calls.
+// Its thread ("rpcie-dispatch") is SCHED_BATCH (rpcie/thread_sched.hpp): woken, it runs on an
+// idle CPU, or once the application thread it shares a CPU with blocks; it never preempts
+// that thread (a writer preempted mid-burst could lose its CPU to another process for a
+// whole time slice). A batch due while its writer computes on the only CPU the process may
+// use leaves at the writer's next call, or when the writer's time slice ends.
 //
 // Thread-safety: await(), Call and batch_waiting() from any thread; start()/stop() from the
 // owner only. stop() joins the thread; the destructor stops.

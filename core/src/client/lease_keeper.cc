@@ -20,7 +20,7 @@ std::chrono::milliseconds LeaseKeeper::interval(std::chrono::milliseconds lease)
 }
 
 void LeaseKeeper::start() {
-  worker_.start([this] { run(); });
+  worker_.start("rpcie-lease", [this] { run(); });
 }
 
 LeaseKeeper::LeaseKeeper(Socket& socket, std::chrono::milliseconds lease, ReplyRouter& router)

@@ -101,9 +101,11 @@ bool ReplyRouter::store_locked(const proto::Decoded& d, Deadline::Clock::time_po
               RPCIE_LOG_WARN("client", "attachment {}: a posted write failed at the device ({} so far): {}", name_,
                              count, m.text);
           } else if ((rid & kPostedBit) != 0) {
-            if (!posted_error_)
+            if (!posted_error_) {
               posted_error_ =
                   Error{ErrorDomain::posix, code, "posted write failed at the device: " + std::string(m.text)};
+              erred_.store(true, std::memory_order_release);
+            }
           } else {
             reply_file(Reply{code, 0, std::string(m.text)});
           }
@@ -162,6 +164,7 @@ bool ReplyRouter::fail(Error e, bool quiet) {
     if (failed_) return false;
     if (!quiet) RPCIE_LOG_WARN("client", "attachment {} failed: {}", name_, e.describe());
     failed_ = std::move(e);
+    erred_.store(true, std::memory_order_release);
     sleepers_notify_locked();
   }
   if (!quiet) listener_call();
@@ -228,8 +231,10 @@ std::optional<Error> ReplyRouter::failure() const {
 }
 
 std::optional<Error> ReplyRouter::error_pending() {
+  if (!erred_.load(std::memory_order_acquire)) return std::nullopt;
   std::lock_guard g(lock_);
   if (failed_) return failed_;
+  erred_.store(false, std::memory_order_relaxed);
   if (posted_error_) return std::exchange(posted_error_, std::nullopt);
   return std::nullopt;
 }

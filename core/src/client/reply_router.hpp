@@ -98,7 +98,9 @@ class ReplyRouter {
   // The request id of the last answer received (a reply, or an error for a request or a
   // posted write; 0 before any): answers arrive in id order, so every earlier one arrived.
   std::uint64_t answered() const;
-  // The failure, else a posted write's error (reported once), else nothing.
+  // The failure, else a posted write's error (reported once), else nothing. Lock-free while
+  // there is neither (every posted write asks): an error filed meanwhile by another thread
+  // is reported by a later call.
   std::optional<Error> error_pending();
 
   std::uint64_t interrupt_count(std::uint16_t vector) const;
@@ -160,6 +162,7 @@ class ReplyRouter {
   std::function<void()> resumer_;  // set once, before the first message
   std::optional<Error> posted_error_;
   std::uint64_t posted_errors_ = 0;  // counted ones
+  std::atomic<bool> erred_{false};   // failed_ or posted_error_ is set (written under lock_)
 
   std::mutex listener_lock_;
   std::function<void()> listener_;

@@ -11,6 +11,8 @@
 #include <thread>
 #include <utility>
 
+#include "rpcie/thread_sched.hpp"
+
 namespace rpcie::client {
 
 class Worker {
@@ -20,9 +22,13 @@ class Worker {
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
 
+  // `name` (at most 15 characters) names the thread for ps, top -H and /proc/PID/task.
   template <class Body>
-  void start(Body&& body) {
-    thread_ = std::thread(std::forward<Body>(body));
+  void start(const char* name, Body&& body) {
+    thread_ = std::thread([name, body = std::forward<Body>(body)]() mutable {
+      thread_name(name);
+      body();
+    });
   }
   void stop() {
     {

@@ -3,11 +3,15 @@
 // broken inbox into the attachment's failure.
 #include "dispatcher.hpp"
 
+#include <sched.h>
+
 #include <doctest/doctest.h>
 
 #include <atomic>
 #include <chrono>
 #include <deque>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <thread>
 #include "../../support/eventually.hpp"
@@ -137,6 +141,27 @@ TEST_CASE("dispatcher: the background thread counts interrupts while the applica
   inbox.push(proto::Interrupt{0, 7}, 0);
   CHECK(eventually([&] { return router.interrupt_count(0) == 7; }));
   CHECK(heard == 1);
+  d.stop();
+}
+
+TEST_CASE("dispatcher: its thread is named rpcie-dispatch and is SCHED_BATCH (it never preempts the application)") {
+  FakeInbox inbox;
+  ReplyRouter router(1, "test");
+  Dispatcher d(inbox, router, no_batch(), 200us);
+  d.start();
+  // The dispatcher's thread as the kernel lists it: /proc/self/task/TID/comm.
+  auto dispatcher_policy = [] {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator("/proc/self/task", ec)) {
+      std::ifstream comm(e.path() / "comm");
+      std::string name;
+      std::getline(comm, name);
+      if (name == "rpcie-dispatch") return ::sched_getscheduler(std::stoi(e.path().filename()));
+    }
+    return -1;
+  };
+  CHECK(eventually([&] { return dispatcher_policy() == SCHED_BATCH; }));
+  CHECK(::sched_getscheduler(0) == SCHED_OTHER);  // the caller's own thread is left alone
   d.stop();
 }
 

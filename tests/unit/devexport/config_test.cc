@@ -107,6 +107,9 @@ TEST_CASE("config: bad values are EINVAL naming FILE:LINE and the key") {
            Case{"listen = \"[::1\"\n", 1, "listen"},
            Case{"preauth-per-address = 0\n", 1, "preauth-per-address"},
            Case{"preauth-max = \"many\"\n", 1, "preauth-max"},
+           Case{"\ndata-nice = -21\n", 2, "data-nice must be an integer from -20 to 19"},
+           Case{"data-nice = 20\n", 1, "data-nice must be an integer from -20 to 19"},
+           Case{"data-nice = \"-5\"\n", 1, "data-nice must be an integer"},
            Case{"lease = \"2s\"\ndata-path = \"closed\"\n", 2, "data-path: data path must be sealed, open or auto"},
            Case{"data-path = true\n", 1, "data-path must be a string"},
            Case{"[[export]]\nname = \"a\"\nbackend = \"edu\"\ndata-path = \"Sealed\"\n", 4,
@@ -175,6 +178,18 @@ TEST_CASE("config: preauth caps from the file") {
   CHECK(c->preauth_max == 100);
   CHECK(ExporterConfig{}.preauth_per_address == 4);
   CHECK(ExporterConfig{}.preauth_timeout == std::chrono::milliseconds(1000));
+}
+
+TEST_CASE("config: data-nice from the file, -10 unless given") {
+  ConfigFile f("data-nice = -20\n");
+  auto c = f.load();
+  REQUIRE(c);
+  CHECK(c->data_nice == -20);
+  ConfigFile zero("data-nice = 0\n");
+  auto z = zero.load();
+  REQUIRE(z);
+  CHECK(z->data_nice == 0);
+  CHECK(ExporterConfig{}.data_nice == -10);
 }
 
 TEST_CASE("config: an allow name without a [[client]] key of its own is refused at the allow entry's line") {
