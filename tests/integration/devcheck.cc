@@ -159,6 +159,33 @@ struct ThreadTimes {
     }
     return out;
   }
+  // The kernel's softirq threads (ksoftirqd/N): on a CPU shared with a busy process, the
+  // network stack's deferred work (a veth's packets) waits in them for a CPU too. Found once
+  // (a scan of /proc before every burst would cool the caches the burst uses).
+  static ThreadTimes softirq() {
+    static const std::vector<int> pids = [] {
+      std::vector<int> out;
+      std::error_code ec;
+      for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+        const auto name = e.path().filename().string();
+        if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+        std::ifstream comm(e.path() / "comm");
+        std::string c;
+        std::getline(comm, c);
+        if (c.rfind("ksoftirqd/", 0) == 0) out.push_back(std::stoi(name));
+      }
+      return out;
+    }();
+    ThreadTimes out;
+    for (int pid : pids) {
+      One one;
+      const std::string dir = "/proc/" + std::to_string(pid);
+      std::ifstream comm(dir + "/comm"), stat(dir + "/schedstat");
+      std::getline(comm, one.name);
+      if (stat >> one.run_ns >> one.wait_ns >> one.slices) out.threads[pid] = one;
+    }
+    return out;
+  }
   // The threads that ran or waited since `before`, one line each.
   std::string since(const ThreadTimes& before) const {
     std::string out;
@@ -195,8 +222,8 @@ std::uint64_t rd(Attachment& a, std::uint64_t off, unsigned width = 4) {
              v ? "" : v.error().describe().c_str());
   return v ? *v : ~0ULL;
 }
-void wr(Attachment& a, std::uint64_t off, std::uint64_t value, unsigned width = 4) {
-  auto r = a.mmio_write(0, off, width, value, soon());
+void wr(Attachment& a, std::uint64_t off, std::uint64_t value, unsigned width = 4, Deadline deadline = soon()) {
+  auto r = a.mmio_write(0, off, width, value, deadline);
   CHECK_THAT(r.has_value(), "mmio_write %#llx: %s", static_cast<unsigned long long>(off),
              r ? "" : r.error().describe().c_str());
 }
@@ -446,9 +473,12 @@ int posted_check(const Common& c, const std::string& name, std::chrono::millisec
   // in about one quiet suite run of five it did so in two bursts of five. The suite runs them
   // back to back against 100 with two outliers allowed, the median (14-26 measured), and
   // checks every burst's message count. Issue 13 point 4's target, 30 in every run with
-  // bursts 20 ms apart and a busy third process on one of the CPUs, is not met yet:
-  // tests/integration/posted_load.sh measures it. On this VM the first message after a pause
-  // costs 50-100 us by itself (its AEAD seal alone 30-50 us: a cold core).
+  // bursts 20 ms apart and a busy third process on one of the CPUs, is measured by
+  // tests/integration/posted_load.sh: about one burst in 80 still goes over (a writer the
+  // busy process kept off its CPU for a tick; shm's cold first bursts at 30-36). A slow
+  // burst lists each thread's time on a CPU and waiting for one, the exporter's and the
+  // kernel's softirq threads' too: who was kept waiting. On this VM the first message after
+  // a pause costs 50-100 us by itself (its AEAD seal alone 30-50 us: a cold core).
   const double kLimit = limit;
   constexpr std::uint64_t kMessagesMax = 300;
   double worst = 0;
@@ -463,8 +493,12 @@ int posted_check(const Common& c, const std::string& name, std::chrono::millisec
     // No clock read per write: one costs ~60 ns here, a third of what is measured.
     const auto sched_before = ThreadTimes::now();
     const auto peer_before = peer_pid ? ThreadTimes::now(peer_pid) : ThreadTimes{};
+    const auto softirq_before = ThreadTimes::softirq();
+    // One deadline for the burst, as a driver's operation has one: a clock read per write
+    // (~35 ns on this VM) would be the application's cost, not the library's.
     auto t0 = std::chrono::steady_clock::now();
-    for (std::uint32_t i = 1; i <= 1000; ++i) wr(*a, kRegLiveness, i + 1000 * attempt);
+    const Deadline burst = Deadline::after(5s);
+    for (std::uint32_t i = 1; i <= 1000; ++i) wr(*a, kRegLiveness, i + 1000 * attempt, 4, burst);
     const double posting = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
     const std::uint64_t last = rd(*a, kRegLiveness);
     const double took = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
@@ -484,6 +518,7 @@ int posted_check(const Common& c, const std::string& name, std::chrono::millisec
       ++over;
       std::printf("%s", ThreadTimes::now().since(sched_before).c_str());
       if (peer_pid) std::printf(" exporter:\n%s", ThreadTimes::now(peer_pid).since(peer_before).c_str());
+      std::printf(" kernel:\n%s", ThreadTimes::softirq().since(softirq_before).c_str());
     }
     worst = std::max(worst, took / one);
     // Batching itself, burst by burst: 13-155 messages measured, quiet or with the writer

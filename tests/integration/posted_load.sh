@@ -3,8 +3,11 @@
 # take <= 30 round trips in every run, with the exporter and the client pinned to different
 # CPUs and a busy third process on one of them — the client's CPU in half the runs, the
 # exporter's in the other half. Each run (rpcie-devcheck posted) makes five bursts 20 ms apart,
-# as a driver's come, and checks each one, its data and its reply count. Over tcp;ofi_rxm across two namespaces (the sealed
-# data path, tcp's default) and over shm. Release builds only: the claim is about them.
+# as a driver's come, and checks each one, its data and its reply count. Over tcp;ofi_rxm
+# across two namespaces (the sealed data path, tcp's default) and over shm. Release builds
+# only: the claim is about them. Not in the suite yet: at the commit after 840958e, 5 of 400
+# bursts went over (a client thread the busy process kept off its CPU for a 4 ms tick; shm's
+# cold first bursts at 30-36), so a run of 100 bursts fails about one time in three.
 #   posted_load.sh BUILDDIR [RUNS_PER_PLACEMENT]   (default 10: 20 runs per provider)
 . "$(dirname "$0")/lib.sh"
 B=$1 RUNS=${2:-10}
@@ -12,6 +15,11 @@ EXPORTD=$B/devexport/rpcie-exportd RPCIE=$B/tools/rpcie DEVCHECK=$B/tests/rpcie-
 [ "$(nproc)" -ge 2 ] || skip "needs two CPUs to pin the exporter and the client apart"
 command -v taskset >/dev/null || skip "taskset (util-linux) is not installed"
 netns_pair rpcie-pl 169.254.91
+# Each namespace stands in for a host: its packets are received on its own process's CPU (RPS).
+# Without it a veth hands every packet to the sender's CPU, so the exporter's TCP receive ran
+# inside the client's send calls, on the client's CPU, which no two hosts do.
+ip netns exec "$DEV" sh -c "echo 1 > /sys/class/net/vd$$/queues/rx-0/rps_cpus" || die "RPS on the device side"
+ip netns exec "$CMP" sh -c "echo 2 > /sys/class/net/vc$$/queues/rx-0/rps_cpus" || die "RPS on the compute side"
 "$RPCIE" keygen "$TMP/psk" >/dev/null || die "keygen"
 
 # exporter_start PROVIDER HOST NS...: an exporter of edu0 on CPU 0; sets PORT.
