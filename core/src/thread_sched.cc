@@ -40,8 +40,13 @@ Result<void> thread_responsive(int nice) {
   SchedAttr attr;
   attr.nice = nice;
   attr.runtime = static_cast<std::uint64_t>(std::chrono::nanoseconds(kResponsiveSlice).count());
-  if (::syscall(SYS_sched_setattr, 0, &attr, 0) != 0)
-    return fail(errno == EPERM ? EACCES : errno, "nice " + std::to_string(nice) + " for a data thread");
+  int rc = static_cast<int>(::syscall(SYS_sched_setattr, 0, &attr, 0));
+  if (rc != 0 && errno == EINVAL) {
+    // A kernel that refuses a slice for SCHED_OTHER still takes the nice value.
+    attr.runtime = 0;
+    rc = static_cast<int>(::syscall(SYS_sched_setattr, 0, &attr, 0));
+  }
+  if (rc != 0) return fail(errno == EPERM ? EACCES : errno, "nice " + std::to_string(nice) + " for a data thread");
   return {};
 }
 
