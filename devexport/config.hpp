@@ -75,7 +75,7 @@ struct ExporterConfig {
   std::uint32_t preauth_max = 512;
   std::chrono::milliseconds preauth_timeout{1000};
   // The nice value of the data threads (rpcie/thread_sched.hpp), nullopt: the daemon's own.
-  std::optional<int> data_nice = -10;
+  std::optional<int> data_nice;
   // Where psk-file, listen and access-log came from: "FILE:LINE", the flag, or the default.
   std::string psk_file_origin = "--psk-file";
   std::string listen_origin = "--listen";

@@ -159,7 +159,8 @@ int main(int argc, char** argv) {
   app.add_option("--data-path", flags.data_path,
                  "sealed, open or auto: the data-path policy of exports that set none (default auto)");
   app.add_option("--data-nice", flags.data_nice,
-                 "nice value of the threads serving attachments, -20 to 19 (default -10: ahead of batch work)")
+                 "nice value (-20 to 19) of the threads serving attachments, -10 to put them ahead of batch work "
+                 "on the same CPUs (default: the daemon's own)")
       ->check(CLI::Range(-20, 19));
   app.add_option("--metrics", metrics,
                  "ADDR:PORT or [IPV6]:PORT to serve Prometheus metrics on (http://ADDR:PORT/metrics; default: none)");

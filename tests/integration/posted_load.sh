@@ -22,12 +22,14 @@ ip netns exec "$DEV" sh -c "echo 1 > /sys/class/net/vd$$/queues/rx-0/rps_cpus" |
 ip netns exec "$CMP" sh -c "echo 2 > /sys/class/net/vc$$/queues/rx-0/rps_cpus" || die "RPS on the compute side"
 "$RPCIE" keygen "$TMP/psk" >/dev/null || die "keygen"
 
+# The exporter is configured as for a device server whose CPUs run batch work too: its data
+# threads at data-nice -10 (rpcie-exportd(8), SCHEDULING).
 # exporter_start PROVIDER HOST NS...: an exporter of edu0 on CPU 0; sets PORT.
 exporter_start() {
   local provider=$1 host=$2 log=$TMP/exportd-$1.log deadline=$((SECONDS + 10))
   shift 2
   start_bg "$@" taskset -c 0 "$EXPORTD" --listen "$host:0" --provider "$provider" --psk-file "$TMP/psk" \
-    --export edu0=edu 2>"$log"
+    --data-nice -10 --export edu0=edu 2>"$log"
   EXPORTER=$LAST_PID
   until grep -q "listening on" "$log"; do
     [ $SECONDS -ge $deadline ] && die "exporter ($provider) did not start: $(cat "$log")"

@@ -13,12 +13,12 @@
 //  - The exporter's data threads, which stand in for the device's hardware: a client's
 //    message that arrives while a busy process holds the CPU must not wait out its slice.
 //    thread_responsive() gives them a nice value below the busy process's (rpcie-exportd's
-//    `data-nice`, -10 unless configured: a thread that spins while messages stream keeps the
-//    CPU) and a short time slice (kResponsiveSlice: woken, it preempts a thread with the
-//    default slice at once, where an equal slice lets the running thread finish its own; EEVDF,
-//    Linux 6.12 and later, ignored before). Measured with posted_load.sh, busy process on the
-//    exporter's CPU: 1 burst in 5-10 waited 2-4 ms at nice 0, 1 in 35 at nice -10, none of 75
-//    with both.
+//    `data-nice`, opt-in: a thread that busy-polls at -10 keeps nine tenths of a CPU, from a
+//    client on the same host too) and a short time slice (kResponsiveSlice: woken, it
+//    preempts a thread with the default slice at once, where an equal slice lets the running
+//    thread finish its own; EEVDF, Linux 6.12 and later). Measured with posted_load.sh, busy
+//    process on the exporter's CPU: 1 burst in 5-10 waited 2-4 ms at nice 0, 1 in 35 at nice
+//    -10, none of 175 with both.
 //
 // Every function acts on the calling thread only. Thread-safety: any thread.
 #pragma once
