@@ -13,22 +13,17 @@ command -v setpriv >/dev/null || skip "setpriv (util-linux) is not installed"
 chmod 755 "$TMP"  # nobody's exporter reads its own copy of the key in it
 install -m 600 -o nobody "$TMP/psk" "$TMP/nobody.psk" || die "nobody's key"
 
-# exporter_start LOG KEY [SETPRIV...] -- EXPORTD_ARGS...: an exporter of edu0 and edu1 on loopback tcp
-# with key file KEY; sets EXPORTER (its pid) and PORT.
+# exporter_start LOG KEY [SETPRIV...] -- EXPORTD_ARGS...: an exporter of edu0 and edu1 on
+# loopback tcp with key file KEY; sets EXPORTER (its pid) and PORT.
 exporter_start() {
-  local log=$1 key=$2 deadline=$((SECONDS + 10)) as=()
+  local log=$1 key=$2 as=()
   shift 2
   while [ "$1" != -- ]; do as+=("$1"); shift; done
   shift
-  start_bg "${as[@]}" "$EXPORTD" --listen 127.0.0.1:0 --provider tcp --psk-file "$key" --export edu0=edu --export edu1=edu "$@" \
-    2>"$log"
+  start_bg "${as[@]}" "$EXPORTD" --listen 127.0.0.1:0 --provider tcp --psk-file "$key" \
+    --export edu0=edu --export edu1=edu "$@" 2>"$log"
   EXPORTER=$LAST_PID
-  until grep -q "listening on" "$log"; do
-    [ $SECONDS -ge $deadline ] && die "exporter did not start: $(cat "$log")"
-    kill -0 "$EXPORTER" 2>/dev/null || die "exporter died: $(cat "$log")"
-    sleep 0.05
-  done
-  PORT=$(sed -n 's/.*listening on .*:\([0-9]*\)$/\1/p' "$log" | head -1)
+  exportd_port_wait "$log" "$EXPORTER"
 }
 
 # data_threads N: holds N attachments (edu0, edu1) for 3 s and prints "NICE SLICE_NS" of

@@ -85,6 +85,18 @@ wait_file() {
   done
 }
 
+# exportd_port_wait LOG PID: waits (10 s) until the exporter PID, logging to LOG, listens; sets
+# PORT to the port it printed. Dies, with the log, when it exits or does not start in time.
+exportd_port_wait() {
+  local log=$1 pid=$2 deadline=$((SECONDS + 10))
+  until grep -q "listening on" "$log"; do
+    [ $SECONDS -ge $deadline ] && die "exporter did not start: $(cat "$log")"
+    kill -0 "$pid" 2>/dev/null || die "exporter died: $(cat "$log")"
+    sleep 0.05
+  done
+  PORT=$(sed -n 's/.*listening on .*:\([0-9]*\)$/\1/p' "$log" | head -1)
+}
+
 # start_bg CMD...: runs CMD in the background; its pid goes to LAST_PID and is killed on exit.
 start_bg() {
   "$@" &

@@ -26,17 +26,12 @@ ip netns exec "$CMP" sh -c "echo 2 > /sys/class/net/vc$$/queues/rx-0/rps_cpus" |
 # threads at data-nice -10 (rpcie-exportd(8), SCHEDULING).
 # exporter_start PROVIDER HOST NS...: an exporter of edu0 on CPU 0; sets PORT.
 exporter_start() {
-  local provider=$1 host=$2 log=$TMP/exportd-$1.log deadline=$((SECONDS + 10))
+  local provider=$1 host=$2 log=$TMP/exportd-$1.log
   shift 2
   start_bg "$@" taskset -c 0 "$EXPORTD" --listen "$host:0" --provider "$provider" --psk-file "$TMP/psk" \
     --data-nice -10 --export edu0=edu 2>"$log"
   EXPORTER=$LAST_PID
-  until grep -q "listening on" "$log"; do
-    [ $SECONDS -ge $deadline ] && die "exporter ($provider) did not start: $(cat "$log")"
-    kill -0 "$EXPORTER" 2>/dev/null || die "exporter ($provider) died: $(cat "$log")"
-    sleep 0.05
-  done
-  PORT=$(sed -n 's/.*listening on .*:\([0-9]*\)$/\1/p' "$log" | head -1)
+  exportd_port_wait "$log" "$EXPORTER"
 }
 
 # runs PROVIDER HOST BUSY_CPU NS...: RUNS runs of devcheck posted on CPU 1 while a busy loop
