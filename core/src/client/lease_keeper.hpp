@@ -42,8 +42,8 @@ class LeaseKeeper {
  private:
   void run();
   // Until the next heartbeat is due (`every`), the connection hangs up or says something, or
-  // stop().
-  void idle_wait(std::chrono::milliseconds every);
+  // stop(). true: stop() asked (its eventfd is readable, and stays so).
+  bool idle_wait(std::chrono::milliseconds every);
 
   Socket* socket_;  // socket_lock_
   const std::chrono::milliseconds lease_;
