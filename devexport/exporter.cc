@@ -208,6 +208,10 @@ struct Exporter::Impl {
     ResumeBoard::Entry entry(resumes, *slot, client, id);  // unlisted last, once the device is reset
     ServeEnd end = attachment_serve(*a, *slot, client, entry);
     while (end.kind == ServeEnd::Kind::link_lost) {
+      // First the link goes: a reply retrying its post on the dead connection holds the
+      // Channel's lock, which the counters take, until its deadline (2 s) — as long as a
+      // short lease, and the client's resume would wait for the park meanwhile.
+      a->link_abort();
       session_account(*a, *slot, nullptr);  // the Session goes with the park
       if (!attachment_resume(*a, *slot, client, entry, mode)) break;
       slot->counters.resumes.fetch_add(1, std::memory_order_relaxed);

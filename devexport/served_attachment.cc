@@ -118,6 +118,15 @@ void ServedAttachment::data_start() {
   data_thread_ = std::thread([this] { data_run(); });
 }
 
+void ServedAttachment::link_abort() {
+  // A wait, reply or DMA under way on the dead link ends now, not at its deadline. (Only the
+  // control side's thread replaces session_: read here without the lock.)
+  if (session_) {
+    session_->channel().abort();
+    session_->channel().wake();
+  }
+}
+
 void ServedAttachment::park() {
   stop_.store(true);
   {
@@ -125,12 +134,7 @@ void ServedAttachment::park() {
     parked_ = true;
   }
   park_changed_.notify_all();
-  // A wait, reply or DMA under way on the dead link ends now, not at its deadline. (Only this
-  // thread replaces session_: read here without the lock.)
-  if (session_) {
-    session_->channel().abort();
-    session_->channel().wake();
-  }
+  link_abort();
   // The data thread's request and device work, and port calls holding the link, finish
   // first (each fails at once on the aborted channel).
   std::unique_lock link(link_lock_);

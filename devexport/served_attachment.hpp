@@ -79,8 +79,14 @@ class ServedAttachment final : public DmaPort, public IrqSink, private RequestLi
   // keys closed with the session. Idempotent.
   void teardown(bool last);
 
-  // Keeps the attachment after its link was lost: the data thread stops, the Session is
-  // closed. Waits for port calls that use the Session (bounded by their deadlines).
+  // Gives the link up at once: a reply, interrupt or DMA under way on it (which may hold the
+  // Channel's lock, retrying a post on a dead connection until its deadline) fails now, so
+  // that what the control side does next (counters, park()) is not kept waiting. Idempotent.
+  void link_abort();
+
+  // Keeps the attachment after its link was lost: the data thread stops (link_abort() first),
+  // the Session is closed. Waits for port calls that use the Session (bounded by their
+  // deadlines).
   void park();
   // Goes on over `socket`, a new authenticated connection of the same client, which asked
   // with `request` (request id `rid`): resume_reply with what was performed, the Session

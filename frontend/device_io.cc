@@ -12,6 +12,7 @@
 
 #include "rpcie/client.hpp"
 #include "rpcie/deadline.hpp"
+#include "rpcie/log.hpp"
 #include "rpcie/pci.hpp"
 
 namespace rpcie::hostd {
@@ -29,6 +30,11 @@ void test_stall() {
   unsigned ms = 0;
   if (!(in >> ms)) return;
   std::this_thread::sleep_for(std::chrono::milliseconds(std::min(ms, 60000u)));
+}
+
+LogLimiter& request_failure_log() {
+  static LogLimiter limiter;
+  return limiter;
 }
 
 // A request that goes to the device: tracked for the watchdog from the start, answered at most
@@ -57,7 +63,15 @@ class DeviceRequest {
   // A fabric operation failed. A deadline that passed (ETIMEDOUT: a stalled exporter) fails
   // this request alone: the attachment stays, a late reply to it is dropped by the
   // attachment's reply router, and only lost heartbeats end the link (issue 13 point 3).
-  void fail(const Error& e) { fail(errno_of(e)); }
+  // Logged when it becomes EIO: the application sees only the errno, and an operator
+  // needs to know which device failed and why (as the kernel logs a completion timeout).
+  void fail(const Error& e) {
+    const int code = errno_of(e);
+    if (code == EIO)
+      RPCIE_LOG_LIMITED(request_failure_log(), LogLevel::warn, "hostd", "{}: a request failed (EIO): {}", node_->name,
+                        e.describe());
+    fail(code);
+  }
   void data(const void* p, std::size_t n) {
     if (w_.untrack(ticket_)) fuse_reply_buf(req_, static_cast<const char*>(p), n);
   }

@@ -261,7 +261,10 @@ grep -q "^state connected" "$D0/remote" && grep -q "^generation 2" "$D0/remote" 
   die "a request past its deadline ended the attachment: $(cat "$D0/remote")"
 [ "$(grep -c 'rpcie0: edu0 on .* lost (' "$TMP/hostd.log")" = 1 ] ||
   die "the frozen exporter's request ended the link: $(grep 'lost (' "$TMP/hostd.log" | tail -n 2)"
-pass "exporter frozen: EIO in $ms ms (timeout ${TIMEOUT_S} s) for that request alone, the next one works"
+# The operator learns which device failed and why; the application only sees EIO.
+grep -q "hostd: warn: rpcie0: a request failed (EIO): deadline passed" "$TMP/hostd.log" ||
+  die "no log line for the request that failed with EIO: $(tail -n 5 "$TMP/hostd.log")"
+pass "exporter frozen: EIO in $ms ms (timeout ${TIMEOUT_S} s) for that request alone, logged; the next one works"
 
 # --- detach ------------------------------------------------------------------------------
 ( timeout 30 $CHECK afterdetach "$D0" >"$TMP/afterdetach" 2>&1 ) &
