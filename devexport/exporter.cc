@@ -2,7 +2,10 @@
 // See exporter.hpp for the contract; the data path of an attachment is ServedAttachment.
 #include "exporter.hpp"
 
+#include <poll.h>
+
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <list>
 #include <mutex>
@@ -35,8 +38,8 @@ constexpr std::uint64_t kMirrorMax = 1ULL << 30;
 // Every wait of an authenticated connection's requests and of an attach's Session handshake.
 // (A connection's authentication has config.preauth_timeout.)
 constexpr auto kHandshakeTimeout = 5s;
-// How often a waiting thread (the accept loop, a connection whose client is silent) looks at
-// the stop flag and the lease.
+// How often a waiting thread (the accept loop, a connection not attached, a parked
+// attachment) looks at the stop flag. A served attachment sleeps till news (serve_wait).
 constexpr auto kIdleSlice = 200ms;
 
 }  // namespace
@@ -103,7 +106,7 @@ struct Exporter::Impl {
         return {ServeEnd::Kind::over};
       }
       auto& sock = a.bootstrap();
-      if (!fd_wait(sock.fd(), POLLIN, Deadline::after(kIdleSlice), "waiting for a heartbeat")) continue;
+      if (!serve_wait(sock, a, entry, last_heard + lease)) continue;
       auto m = sock.message_recv(Deadline::after(lease));
       if (!m) {
         RPCIE_LOG_INFO("exportd", "attachment {} of {} by {}: connection lost ({})", a.id(), slot.config.spec.name,
@@ -123,6 +126,21 @@ struct Exporter::Impl {
             Deadline::after(lease));
       }
     }
+  }
+
+  // Sleeps until the client speaks on the bootstrap connection (true), or until `lapse` or
+  // news (false: the caller looks at its conditions again). News comes on file descriptors
+  // polled beside the connection: a resume handed over or shutdown (the entry's), the data
+  // thread's failure (the attachment's). An idle attachment so wakes only for its heartbeats.
+  static bool serve_wait(Socket& sock, const ServedAttachment& a, const ResumeBoard::Entry& entry,
+                         Deadline::Clock::time_point lapse) {
+    pollfd p[3] = {{sock.fd(), POLLIN, 0}, {entry.news_fd(), POLLIN, 0}, {a.failure_fd(), POLLIN, 0}};
+    // Just past the lapse, so that the check after it finds the lease over.
+    const auto ms = std::chrono::ceil<std::chrono::milliseconds>(lapse - Deadline::Clock::now()).count() + 1;
+    if (::poll(p, 3, static_cast<int>(std::clamp<long long>(ms, 0, 60'000))) <= 0) return false;  // or EINTR
+    if (p[1].revents != 0) entry.news_drain();
+    if (p[2].revents != 0) a.failure_drain();
+    return p[0].revents != 0;
   }
 
   SessionOptions session_options(DataPath mode) const {
@@ -516,6 +534,7 @@ void Exporter::run(const std::atomic<bool>& stop, const std::function<void()>& t
                         e.what());
     }
   }
+  im.resumes.wake_all();  // attachments served or parked end now, not at their next look
   im.connections_reap(true);
   const Stats st = stats();
   RPCIE_LOG_INFO("exportd",

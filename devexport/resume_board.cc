@@ -62,9 +62,18 @@ bool ResumeBoard::hand_over(Socket& sock, const proto::ResumeRequest& req, std::
     });
     if (it == entries_.end()) return false;
     (*it)->resume_.emplace(Resume{std::move(sock), req, rid});
+    (*it)->news_.post();
   }
   changed_.notify_all();
   return true;
+}
+
+void ResumeBoard::wake_all() {
+  {
+    std::lock_guard g(lock_);
+    for (const Entry* e : entries_) e->news_.post();
+  }
+  changed_.notify_all();
 }
 
 void ResumeBoard::end_parked(ExportSlot& slot, const std::string& client, Deadline deadline) {

@@ -20,6 +20,7 @@
 #include "export_slot.hpp"
 #include "rpcie/bootstrap.hpp"
 #include "rpcie/deadline.hpp"
+#include "rpcie/event_fd.hpp"
 #include "rpcie/protocol.hpp"
 
 namespace rpcie::dev {
@@ -54,6 +55,10 @@ class ResumeBoard {
     // The attachment ends: no resume_request is taken for it any more; one taken since it
     // stopped waiting is answered ENOENT.
     void close();
+    // Readable when its serving thread has news to look at: a resume_request was handed
+    // over (asked()) or the exporter is stopping (wake_all). The serving thread drains it.
+    int news_fd() const noexcept { return news_.fd(); }
+    void news_drain() const noexcept { news_.drain(); }
 
    private:
     friend class ResumeBoard;
@@ -65,6 +70,7 @@ class ResumeBoard {
     bool waiting_ = false;  // parked, waiting for a resume
     bool end_ = false;      // ended, or the client attached anew
     std::optional<Resume> resume_;
+    EventFd news_;
   };
 
   // A resume_request on an authenticated connection of `client`: hands the connection to the
@@ -75,6 +81,8 @@ class ResumeBoard {
   // is reset) instead of at the end of their lease. Waits until they are unlisted, until
   // `deadline`.
   void end_parked(ExportSlot& slot, const std::string& client, Deadline deadline);
+  // The exporter is stopping: every serving thread looks at its stop flag now.
+  void wake_all();
 
  private:
   mutable std::mutex lock_;

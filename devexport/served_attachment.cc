@@ -22,7 +22,8 @@ using namespace std::chrono_literals;
 constexpr std::uint32_t kStagingRegion = 17;  // on-demand DMA staging (local only)
 constexpr std::size_t kBounceSize = 1u << 20;
 constexpr std::size_t kStagingSize = 1u << 20;
-constexpr auto kDeviceTimeout = 2s;         // a DMA or interrupt that cannot reach the client in this long fails
+constexpr auto kDeviceTimeout = 2s;  // a DMA or interrupt that cannot reach the client in this long fails
+constexpr auto kDataIdleSlice = 1s;  // an idle data thread's sleep: one wake-up a second
 constexpr std::size_t kWarmupBytes = 1024;  // over every provider's inject size
 // A teardown step slower than this is logged, with what it waits for (each of its waits has
 // its own deadline; the report is for the one that would not).
@@ -290,7 +291,7 @@ void ServedAttachment::irq_raise(std::uint16_t vector) {
   auto sent = irq_send_locked(vector, Deadline::after(kDeviceTimeout));
   if (!sent) {
     RPCIE_LOG_WARN("exportd", "attachment {}: interrupt {} not delivered: {}", id_, vector, sent.error().describe());
-    failed_.store(true);
+    failure_mark();
     return;
   }
   slot_.counters.latency_record(ExportCounters::Latency::interrupt, t0);
@@ -308,7 +309,7 @@ Result<void> ServedAttachment::dma_failed(const char* what, const Error& e) {
   // The link went down under the transfer: the device tries again once it is resumed (a
   // transfer between the window and the device is idempotent). The control side is told now,
   // in case it has not seen the loss yet.
-  failed_.store(true);
+  failure_mark();
   return fail(EAGAIN, what + e.describe() + " (the link is lost; the attachment is resuming)");
 }
 
@@ -426,7 +427,7 @@ void ServedAttachment::request_handle(const proto::Decoded& d) {
     auto pulled = doorbell_prepare();
     if (!pulled && session_->channel().failure()) {
       RPCIE_LOG_INFO("exportd", "attachment {}: link lost before a doorbell's window pull; left for the resume", id_);
-      failed_.store(true);
+      failure_mark();
       return;
     }
     pulled_ = pulled.has_value();
@@ -439,7 +440,7 @@ void ServedAttachment::request_handle(const proto::Decoded& d) {
   (void)performed_.record(d.header.request_id, answer_);
   if (!sent) {
     RPCIE_LOG_WARN("exportd", "attachment {}: reply failed: {}", id_, sent.error().describe());
-    failed_.store(true);
+    failure_mark();
   }
 }
 
@@ -490,10 +491,11 @@ void ServedAttachment::data_loop() {
     {
       auto& ch = session_->channel();
       data_doing_.store("waiting for a request", std::memory_order_relaxed);
-      auto ready = ch.message_wait(Deadline::after(100ms), [this] { return stop_.load(std::memory_order_relaxed); });
+      // park() and teardown() set stop_ before they wake the channel (Channel::wake()).
+      auto ready = ch.message_wait(Deadline::after(kDataIdleSlice), [this] { return stop_.load(); });
       if (!ready) {
         RPCIE_LOG_WARN("exportd", "attachment {}: fabric failed: {}", id_, ready.error().describe());
-        failed_.store(true);
+        failure_mark();
         return;
       }
       if (!*ready) continue;
@@ -501,7 +503,7 @@ void ServedAttachment::data_loop() {
       if (!m) {
         if (m.error().code == EPROTO) continue;  // malformed: dropped and counted by the channel
         if (m.error().code == ETIMEDOUT) continue;
-        failed_.store(true);
+        failure_mark();
         return;
       }
       data_doing_.store("performing a request", std::memory_order_relaxed);

@@ -50,6 +50,7 @@
 #include "export_slot.hpp"
 #include "performed_log.hpp"
 #include "rpcie/channel_stats.hpp"
+#include "rpcie/event_fd.hpp"
 #include "rpcie/host_buffer.hpp"
 #include "rpcie/memory.hpp"
 #include "rpcie/session.hpp"
@@ -108,6 +109,10 @@ class ServedAttachment final : public DmaPort, public IrqSink, private RequestLi
     return c.messages_foreign + c.messages_forged + c.messages_replayed;
   }
   bool failed() const { return failed_.load(); }
+  // Readable once failed() has turned true (the control side polls it beside the bootstrap
+  // connection, and drains it).
+  int failure_fd() const noexcept { return failure_news_.fd(); }
+  void failure_drain() const noexcept { failure_news_.drain(); }
   std::uint64_t id() const { return id_; }
 
   // DmaPort
@@ -147,6 +152,11 @@ class ServedAttachment final : public DmaPort, public IrqSink, private RequestLi
   void request_handle(const proto::Decoded& d);
   void data_run();
   void data_loop();
+  // failed() turns true, and the control side hears of it.
+  void failure_mark() noexcept {
+    failed_.store(true);
+    failure_news_.post();
+  }
   // Joins the data thread, reporting every kTeardownReport what it is still doing.
   void data_thread_end();
 
@@ -178,6 +188,7 @@ class ServedAttachment final : public DmaPort, public IrqSink, private RequestLi
   std::atomic<bool> ending_{false};  // teardown began: port calls fail at once
   std::atomic<bool> stop_{false};    // the data thread is to stop (park or teardown)
   std::atomic<bool> failed_{false};
+  EventFd failure_news_;  // posted when failed_ turns true
   // What the data thread is doing (a static string), for teardown's report when it is slow;
   // stored relaxed: three stores per request on the data path, read only for a log line.
   std::atomic<const char*> data_doing_{"not started"};

@@ -12,6 +12,7 @@ namespace rpcie::hostd {
 namespace {
 
 constexpr auto kBackoffFirst = std::chrono::milliseconds(100);
+constexpr auto kSuperviseSlice = std::chrono::seconds(5);
 constexpr auto kBackoffMax = std::chrono::seconds(2);
 
 // PCI Express functions have 4 KiB of config space (sysfs shows 4096), others 256.
@@ -166,7 +167,9 @@ void RemoteDevice::supervise() {
       // Only the attachment's own failure ends it (lost heartbeats, a broken connection): an
       // operation past its deadline fails alone (PCIe's completion timeout).
       auto lost = [&] { return current_ && current_->failure(); };
-      wake_.wait_for(g, std::chrono::milliseconds(200), [&] { return stop_ || lost(); });
+      // The attachment's listener and stop_request() notify under lock_: the slice only
+      // bounds the wait (each end of one is a wake-up of an idle device).
+      wake_.wait_for(g, kSuperviseSlice, [&] { return stop_ || lost(); });
       if (stop_ || !current_ || !lost()) continue;
       // Lost: take the attachment out, keep its interrupt counts, tell the tree.
       auto old = std::move(current_);

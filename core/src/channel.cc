@@ -170,7 +170,7 @@ Result<void> Channel::poll_locked() {
 }
 
 void Channel::abort() noexcept {
-  aborted_.store(true, std::memory_order_relaxed);
+  aborted_.store(true);  // before wake(): a waiter whose trywait reset the signal sees the flag
   wake();
 }
 

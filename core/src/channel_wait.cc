@@ -49,14 +49,19 @@ Result<void> Channel::post_retry_locked(Deadline::Clock::time_point first_refusa
   return {};
 }
 
-bool Channel::idle_sleep(Deadline deadline, int& idle_round) {
+bool Channel::idle_sleep(Deadline deadline, int& idle_round, const std::function<bool()>& recheck) {
   // Called without the lock. Sleep on the CQ wait fd when the provider has one; otherwise
   // back off exponentially up to backoff_max, asleep on the fabric's doorbell where it has
   // one. Returns true when it saw work pending.
   if (fabric_->wait_fd() >= 0) {
     if (!fabric_->cq_trywait()) return true;
+    // fi_trywait resets the fd's signal: a wake() that came before it is gone, and only the
+    // condition its caller set first (wake()'s contract) says it came. Looked at after the
+    // trywait, no wake-up is lost, and an idle waiter needs no short slices to find one
+    // (each slice a wake-up: 50 a second per attachment, docs/performance.md "Scaling").
+    if (recheck()) return true;
     pollfd p{fabric_->wait_fd(), POLLIN, 0};
-    return ::poll(&p, 1, std::min(deadline.remaining_ms(), 50)) > 0;
+    return ::poll(&p, 1, std::min(deadline.remaining_ms(), kWaitFdSliceMaxMs)) > 0;
   }
   // Sleeps this short mean nothing with the default timer slack (50 us added to each).
   thread_local const bool slack_set = ::prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0) == 0;

@@ -79,7 +79,11 @@ Result<bool> Channel::poll_until(Ready&& ready, Deadline deadline, Deadline::Clo
     t0 = now;
     if (now < spin_end && slot.take()) continue;
     slot.release();
-    if (idle_sleep(deadline, idle_round)) spin_end = Deadline::Clock::now() + spin;
+    const auto recheck = [&] {
+      std::lock_guard g(lock_);
+      return aborted_.load() || ready();
+    };
+    if (idle_sleep(deadline, idle_round, recheck)) spin_end = Deadline::Clock::now() + spin;
     t0 = Deadline::Clock::now();
   }
   activity_until_.store(spin_end.time_since_epoch().count(), std::memory_order_relaxed);

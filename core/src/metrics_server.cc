@@ -5,7 +5,6 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -17,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "rpcie/event_fd.hpp"
 #include "rpcie/fd.hpp"
 
 namespace rpcie::metrics {
@@ -112,7 +112,8 @@ struct MetricsServer::Impl {
   };
   Options options;
   Source source;
-  Fd listener, wake;
+  Fd listener;
+  EventFd wake;
   std::uint16_t port = 0;
   std::atomic<bool> stop{false};
   std::list<Connection> connections;  // oldest first
@@ -181,7 +182,7 @@ void MetricsServer::Impl::run() {
     const auto now = Clock::now();
     std::erase_if(connections, [&](const Connection& c) { return c.deadline <= now; });
     auto next = now + std::chrono::seconds(1);
-    fds.assign({{wake.get(), POLLIN, 0}, {listener.get(), POLLIN, 0}});
+    fds.assign({{wake.fd(), POLLIN, 0}, {listener.get(), POLLIN, 0}});
     for (const auto& c : connections) {
       fds.push_back({c.fd.get(), static_cast<short>(c.answering ? POLLOUT : POLLIN), 0});
       next = std::min(next, c.deadline);
@@ -244,7 +245,6 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& a
     return fail(errno, "metrics: getsockname");
   impl->port =
       ntohs(v6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
-  impl->wake = Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!impl->wake) return fail(errno, "metrics: eventfd");
   impl->thread = std::thread([raw = impl.get()] { raw->run(); });
   return std::unique_ptr<MetricsServer>(new MetricsServer(std::move(impl)));
@@ -254,8 +254,7 @@ MetricsServer::MetricsServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)
 
 MetricsServer::~MetricsServer() {
   impl_->stop.store(true);
-  const std::uint64_t one = 1;
-  (void)!::write(impl_->wake.get(), &one, sizeof one);
+  impl_->wake.post();
   if (impl_->thread.joinable()) impl_->thread.join();
 }
 

@@ -198,6 +198,8 @@ class Channel {
 
   // Wakes a thread sleeping on the CQ wait fd in message_wait() / progress_idle(), so that
   // it re-checks its cancel condition now (fi_cq_signal). No effect without a wait fd.
+  // Set the condition first (a seq_cst store, or one under a lock the condition takes): a
+  // waiter about to sleep may have reset the signal, and then finds only the condition.
   void wake() noexcept;
 
   // One non-blocking pass over the CQ. Error if the channel has failed.
@@ -255,7 +257,12 @@ class Channel {
   void busy_poll_calibrate_locked();
   template <class Ready>
   Result<void> wait_until(Ready&& ready, Deadline deadline, const char* what);
-  bool idle_sleep(Deadline deadline, int& idle_round);
+  // `recheck` (takes the lock itself): whether the wait is over after all, asked after the
+  // CQ's trywait and before sleeping on its fd.
+  bool idle_sleep(Deadline deadline, int& idle_round, const std::function<bool()>& recheck);
+  // The longest sleep on the CQ wait fd: every event a waiter waits for signals the fd
+  // (a completion, the peer's traffic, wake()), so this only bounds what a lost one costs.
+  static constexpr int kWaitFdSliceMaxMs = 1000;
   template <class Ready>
   // `spin_for`: how long activity keeps the thread busy-polling (options_.spin unless given;
   // zero never spins).

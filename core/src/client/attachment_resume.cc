@@ -31,6 +31,9 @@ using namespace std::chrono_literals;
 constexpr auto kTryTimeout = 2s;
 // Between tries (the link is still down: connect fails at once).
 constexpr auto kTryPause = 100ms;
+// The resume thread's sleep while the link is up: each end of one is a wake-up per
+// attachment, which an idle client pays for (docs/performance.md, "Scaling").
+constexpr auto kIdleSlice = 30s;
 
 }  // namespace
 
@@ -47,7 +50,8 @@ void Attachment::State::resume_run() {
   for (;;) {
     {
       std::unique_lock g(resumer.lock());
-      while (!resumer.stopping() && !resume_wanted) resumer.cv().wait_for(g, 1s);
+      // A lost link and stop() both notify under the lock: the slice only bounds the wait.
+      while (!resumer.stopping() && !resume_wanted) resumer.cv().wait_for(g, kIdleSlice);
       if (resumer.stopping()) return;
       resume_wanted = false;
     }

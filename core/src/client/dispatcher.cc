@@ -22,16 +22,20 @@ void Dispatcher::start() {
   worker_.start("rpcie-dispatch", [this] { run(); });
 }
 
-void Dispatcher::stop() { worker_.stop(); }
+void Dispatcher::stop() {
+  worker_.stop([this] {
+    if (on_fd_.load()) inbox_.wake();
+  });
+}
 
 Dispatcher::Call::Call(Dispatcher& d, bool posted) : d_(d), posted_(posted) {
-  d_.busy_.fetch_add(1, std::memory_order_relaxed);
+  d_.busy_.fetch_add(1);  // seq_cst, before on_fd_ is read: pairs with run()'s fence
   if (!posted_) d_.last_call_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
   // A dispatcher asleep on the CQ wait fd would wake for every completion of this call (and
   // take this thread's CPU each time): move it to its condition variable now. Not for a
   // posted call: it completes nothing the dispatcher would wake for, and a woken dispatcher
   // spins (the wake-up counts as activity) on the CPU the caller needs.
-  if (!posted_ && d_.on_fd_.load(std::memory_order_relaxed)) d_.inbox_.wake();
+  if (!posted_ && d_.on_fd_.load()) d_.inbox_.wake();
 }
 
 Dispatcher::Call::~Call() {
@@ -137,10 +141,16 @@ void Dispatcher::run() {
       std::atomic_thread_fence(std::memory_order_seq_cst);  // a writer that saw `until` finds us awake
       continue;
     }
+    // Asleep on the fd until a message, or a wake-up: a call that waits (Call), a batch
+    // (batch_waiting), stop(), a lost link (the resume aborts the channel). Each sets what
+    // the cancel below reads before it looks at on_fd_ (the fences pair up), and the channel
+    // looks at the cancel again after its trywait: an idle attachment sleeps a whole slice.
     on_fd_.store(true, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
     auto ready = app_active(Clock::now()) ? Result<bool>(false)
-                                          : inbox_.message_wait(Deadline::after(std::chrono::milliseconds(20)), [this] {
-                                              return busy_.load(std::memory_order_relaxed) > 0 || batch_.pending();
+                                          : inbox_.message_wait(Deadline::after(kIdleSlice), [this] {
+                                              return busy_.load(std::memory_order_relaxed) > 0 || batch_.pending() ||
+                                                     worker_.stopping();
                                             });
     on_fd_.store(false, std::memory_order_relaxed);
     if (!ready) {

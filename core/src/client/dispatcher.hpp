@@ -115,6 +115,8 @@ class Dispatcher {
   bool app_active(Clock::time_point now) const;
   // A parked dispatcher that wakes within this needs no wake-up from a posted call's end.
   static constexpr Clock::duration kSoon = std::chrono::microseconds(20);
+  // An idle dispatcher's sleep on the CQ wait fd; what ends it early is signalled.
+  static constexpr auto kIdleSlice = std::chrono::seconds(1);
   void run();
   // Drains what has arrived without waiting, while no call is in progress.
   void drain();

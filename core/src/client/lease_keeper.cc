@@ -1,8 +1,6 @@
 #include "lease_keeper.hpp"
 
 #include <poll.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <string>
@@ -24,13 +22,10 @@ void LeaseKeeper::start() {
 }
 
 LeaseKeeper::LeaseKeeper(Socket& socket, std::chrono::milliseconds lease, ReplyRouter& router)
-    : socket_(&socket), lease_(lease), router_(router), wake_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+    : socket_(&socket), lease_(lease), router_(router) {}
 
 void LeaseKeeper::stop() {
-  if (wake_) {
-    const std::uint64_t one = 1;
-    (void)!::write(wake_.get(), &one, sizeof one);
-  }
+  wake_.post();
   worker_.stop();
 }
 
@@ -43,7 +38,7 @@ bool LeaseKeeper::idle_wait(std::chrono::milliseconds every) {
     std::lock_guard sg(socket_lock_);
     fd = socket_->fd();
   }
-  pollfd p[2] = {{fd, POLLIN | POLLRDHUP, 0}, {wake_.get(), POLLIN, 0}};
+  pollfd p[2] = {{fd, POLLIN | POLLRDHUP, 0}, {wake_.fd(), POLLIN, 0}};
   const int n = wake_ ? 2 : 1;
   // Only stop() writes the eventfd, and it does so before the worker's stop flag is set: a
   // thread that looked at the flag just before would otherwise send a heartbeat and wait a

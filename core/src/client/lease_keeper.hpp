@@ -17,7 +17,7 @@
 
 #include "reply_router.hpp"
 #include "rpcie/bootstrap.hpp"
-#include "rpcie/fd.hpp"
+#include "rpcie/event_fd.hpp"
 #include "worker.hpp"
 
 namespace rpcie::client {
@@ -50,7 +50,7 @@ class LeaseKeeper {
   ReplyRouter& router_;
   std::mutex socket_lock_;
   std::atomic<std::uint64_t> heartbeats_{0};
-  Fd wake_;        // an eventfd stop() writes: ends idle_wait() (invalid: the wait runs its course)
+  EventFd wake_;   // stop() posts it: ends idle_wait() (invalid: the wait runs its course)
   Worker worker_;  // declared last: stopped (joined) before the members above go
 };
 

@@ -31,11 +31,18 @@ class Worker {
     });
   }
   void stop() {
+    stop([] {});
+  }
+  // `wake`, called once the flag is set and before the join, ends a sleep of the thread
+  // somewhere other than cv() (a wait fd).
+  template <class Wake>
+  void stop(Wake&& wake) {
     {
       std::lock_guard g(lock_);
       stopping_.store(true);
       cv_.notify_all();
     }
+    wake();
     if (thread_.joinable()) thread_.join();
   }
   bool stopping() const noexcept { return stopping_.load(); }

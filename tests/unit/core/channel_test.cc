@@ -549,6 +549,41 @@ TEST_CASE("a ProgressThread starts and stops within 200 ms") {
   CHECK(since(stop) < 200ms);
 }
 
+// A waiter asleep on the CQ wait fd sleeps up to a second (Channel::kWaitFdSliceMaxMs): a
+// wake-up it misses costs that second. wake() lands at every moment of the waiter's way to
+// sleep (after its look at the condition, around the trywait that resets the fd's signal):
+// each must end the wait within 500 ms, half the slice.
+TEST_CASE("wake() after its condition is set ends a message_wait on the CQ wait fd, whenever it lands") {
+  auto p = pair_open(4096, {}, {}, true);
+  REQUIRE(p->sc().fabric().wait_fd() >= 0);
+  constexpr int kRounds = 3000;
+  std::atomic<int> asked{0};   // the round whose condition is set
+  std::atomic<int> ended{-1};  // the round whose wait has ended
+  std::atomic<int> slow{0};
+  std::thread waiter([&] {
+    for (int i = 0; i < kRounds; ++i) {
+      const auto t0 = Clock::now();
+      auto r = p->sc().message_wait(Deadline::after(5s), [&] { return asked.load() > i; }, false);
+      if (!r || *r) ++slow;  // an error, or a message nobody sent: counted as a failure too
+      if (Clock::now() - t0 > 500ms) ++slow;
+      ended.store(i);
+    }
+  });
+  std::uint32_t x = 12345;
+  for (int i = 0; i < kRounds; ++i) {
+    // Let the waiter reach its wait, then land somewhere in its first 60 us.
+    while (ended.load() != i - 1) std::this_thread::yield();
+    x = x * 1103515245U + 12345U;
+    const auto land = Clock::now() + std::chrono::microseconds((x >> 16) % 60);
+    while (Clock::now() < land) {
+    }
+    asked.store(i + 1);
+    p->sc().wake();
+  }
+  waiter.join();
+  CHECK_MESSAGE(slow.load() == 0, slow.load(), " of ", kRounds, " waits missed their wake-up");
+}
+
 // --- Concurrency --------------------------------------------------------------------------
 
 namespace {
