@@ -147,11 +147,10 @@ void Dispatcher::run() {
     // looks at the cancel again after its trywait: an idle attachment sleeps a whole slice.
     on_fd_.store(true, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    auto ready = app_active(Clock::now()) ? Result<bool>(false)
-                                          : inbox_.message_wait(Deadline::after(kIdleSlice), [this] {
-                                              return busy_.load(std::memory_order_relaxed) > 0 || batch_.pending() ||
-                                                     worker_.stopping();
-                                            });
+    auto ready =
+        app_active(Clock::now()) ? Result<bool>(false) : inbox_.message_wait(Deadline::after(kIdleSlice), [this] {
+          return busy_.load(std::memory_order_relaxed) > 0 || batch_.pending() || worker_.stopping();
+        });
     on_fd_.store(false, std::memory_order_relaxed);
     if (!ready) {
       router_.link_lost(link_lost(ready.error()));

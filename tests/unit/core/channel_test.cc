@@ -563,7 +563,8 @@ TEST_CASE("wake() after its condition is set ends a message_wait on the CQ wait 
   std::thread waiter([&] {
     for (int i = 0; i < kRounds; ++i) {
       const auto t0 = Clock::now();
-      auto r = p->sc().message_wait(Deadline::after(5s), [&] { return asked.load() > i; }, false);
+      auto r = p->sc().message_wait(
+          Deadline::after(5s), [&] { return asked.load() > i; }, false);
       if (!r || *r) ++slow;  // an error, or a message nobody sent: counted as a failure too
       if (Clock::now() - t0 > 500ms) ++slow;
       ended.store(i);
