@@ -8,6 +8,8 @@
 //   irq        edu's factorial, interrupt when done: the pwrite that starts it until poll()
 //              on `events` returns (the read of the count follows, not measured)
 //                                                      vs mmio_write until interrupt_wait (us)
+//   irq_loaded the same while another thread reads edu's liveness register back to back, each
+//              side through its own path (pread of resource0 / mmio_read)            (us)
 //   map_load, map_burst, map_memcpy, plain: mapped register BARs under `rpcie run` (mmio_rows.hpp)
 // The exporter runs pinned to CPU 1, this process (the application) to CPU 0, hostd where
 // the scheduler puts it (on a compute server it shares the application's cores).
@@ -17,6 +19,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -200,6 +203,29 @@ Result<double> irq_file_once(int reg, int events) {
   return measured;
 }
 
+// Runs `inner` while another thread does `load` back to back: started before the slice,
+// stopped after it; its first error fails the slice. Bounded: a slice lasts ~25 ms.
+SliceRun slice_under_load(SliceRun inner, std::function<Result<void>()> load) {
+  return [inner = std::move(inner), load = std::move(load)](std::size_t operations) -> Result<SliceSeconds> {
+    std::atomic<bool> stop{false};
+    std::optional<Error> failed;
+    std::thread loader([&] {
+      const auto until = Deadline::after(std::chrono::seconds(60));
+      while (!stop.load(std::memory_order_relaxed) && !until.expired()) {
+        if (auto r = load(); !r) {
+          failed = r.error();
+          return;
+        }
+      }
+    });
+    auto took = inner(operations);
+    stop.store(true);
+    loader.join();
+    if (failed) return error_in(*failed, "the load of register reads");
+    return took;
+  };
+}
+
 Result<std::unique_ptr<Setup>> setup_open(const FrontendOptions& options, const std::string& provider) {
   auto setup = std::make_unique<Setup>();
   RPCIE_TRY_ASSIGN(auto dir, TempDir::make("/tmp/rpcie-bench-fe."));
@@ -276,6 +302,24 @@ std::vector<Workload> frontend_workloads(Setup& setup) {
                .subject = slice_run_each_part([reg, events = setup.events.fd()] { return irq_file_once(reg, events); }),
                .baseline_is = "api",
                .subject_is = "file"});
+  auto api_read = [&setup]() -> Result<void> {
+    RPCIE_TRY(setup.edu->mmio_read(0, edu::kRegLiveness, 4, call_deadline()));
+    return {};
+  };
+  auto file_read = [reg] {
+    std::uint32_t value;
+    return system_call(pread(reg, &value, 4, edu::kRegLiveness) == 4, "pread resource0");
+  };
+  workloads.push_back(Workload{
+      .name = "irq_loaded",
+      .size = 4,
+      .unit = Unit::microseconds,
+      .warmup_operations = 16,
+      .baseline = slice_under_load(slice_run_each_part([&setup] { return irq_api_once(*setup.edu); }), api_read),
+      .subject = slice_under_load(
+          slice_run_each_part([reg, events = setup.events.fd()] { return irq_file_once(reg, events); }), file_read),
+      .baseline_is = "api",
+      .subject_is = "file"});
   return workloads;
 }
 
