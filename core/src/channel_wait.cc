@@ -60,8 +60,13 @@ bool Channel::idle_sleep(Deadline deadline, int& idle_round, const std::function
     // trywait, no wake-up is lost, and an idle waiter needs no short slices to find one
     // (each slice a wake-up: 50 a second per attachment, docs/performance.md "Scaling").
     if (recheck()) return true;
+    // The long sleep only once the channel has been quiet a while: with data in flight the
+    // wait fd has been known to miss an event (rxm's large messages, tcp's RMA: libfabric
+    // issues 4247, 3219), and the short cap bounds what such a miss costs.
+    const auto quiet_since = Deadline::Clock::time_point(Deadline::Clock::duration(warm_until_.load()));
+    const int cap = Deadline::Clock::now() < quiet_since + kWaitFdBusyWindow ? kWaitFdSliceBusyMs : kWaitFdSliceMaxMs;
     pollfd p{fabric_->wait_fd(), POLLIN, 0};
-    return ::poll(&p, 1, std::min(deadline.remaining_ms(), kWaitFdSliceMaxMs)) > 0;
+    return ::poll(&p, 1, std::min(deadline.remaining_ms(), cap)) > 0;
   }
   // Sleeps this short mean nothing with the default timer slack (50 us added to each).
   thread_local const bool slack_set = ::prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0) == 0;

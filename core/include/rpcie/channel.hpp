@@ -261,8 +261,12 @@ class Channel {
   // CQ's trywait and before sleeping on its fd.
   bool idle_sleep(Deadline deadline, int& idle_round, const std::function<bool()>& recheck);
   // The longest sleep on the CQ wait fd: every event a waiter waits for signals the fd
-  // (a completion, the peer's traffic, wake()), so this only bounds what a lost one costs.
+  // (a completion, the peer's traffic, wake()), so this only bounds what a lost one costs:
+  // kWaitFdSliceBusyMs within kWaitFdBusyWindow of the channel's last activity (warm_until_),
+  // kWaitFdSliceMaxMs once it has been quiet that long (an idle attachment's wake-ups).
   static constexpr int kWaitFdSliceMaxMs = 1000;
+  static constexpr int kWaitFdSliceBusyMs = 50;
+  static constexpr auto kWaitFdBusyWindow = std::chrono::seconds(2);
   template <class Ready>
   // `spin_for`: how long activity keeps the thread busy-polling (options_.spin unless given;
   // zero never spins).
