@@ -97,13 +97,7 @@ start_bg "${ON_DEV[@]}" "${PIN_DEV[@]}" "$EXPORTD" --config "$TMP/exportd.toml" 
   --export mem0=membar,size=64M --export mdb=membar,size=1M,doorbell=on --export edu2=edu,delay=1ms \
   --export eduo=edu,data-path=open "${SYSFS_EXPORT[@]}" 2>"$TMP/exportd.log"
 EXPORTER=$LAST_PID
-deadline=$((SECONDS + 10))
-until grep -q "listening on" "$TMP/exportd.log"; do
-  [ $SECONDS -ge $deadline ] && die "exporter did not start: $(cat "$TMP/exportd.log")"
-  kill -0 "$EXPORTER" 2>/dev/null || die "exporter died: $(cat "$TMP/exportd.log")"
-  sleep 0.05
-done
-PORT=$(sed -n 's/.*listening on .*:\([0-9]*\)$/\1/p' "$TMP/exportd.log" | head -1)
+exportd_port_wait "$TMP/exportd.log" "$EXPORTER"
 R=$HOST:$PORT
 cli() { timeout 30 "${ON_CMP[@]}" "$RPCIE" "$@"; }
 check() { timeout 60 "${ON_CMP[@]}" "${PIN_CMP[@]}" "$DEVCHECK" -r "$R" --psk-file "$TMP/psk" --provider "$PROVIDER" "$@"; }
@@ -266,12 +260,9 @@ pass "garbage, absurd lengths and hang-ups mid-handshake: exporter keeps serving
 start_bg "${ON_DEV[@]}" "$EXPORTD" --listen "$HOST:0" --provider "$PROVIDER" --psk-file "$TMP/psk" \
   --export edu9=edu,dma=mirror 2>"$TMP/exportd2.log"
 DOOMED=$LAST_PID
-deadline=$((SECONDS + 10))
-until grep -q "listening on" "$TMP/exportd2.log"; do
-  [ $SECONDS -ge $deadline ] && die "second exporter did not start"
-  sleep 0.05
-done
-PORT2=$(sed -n 's/.*listening on .*:\([0-9]*\)$/\1/p' "$TMP/exportd2.log" | head -1)
+PORT1=$PORT
+exportd_port_wait "$TMP/exportd2.log" "$DOOMED"
+PORT2=$PORT PORT=$PORT1
 start_bg timeout 60 "${ON_CMP[@]}" "$DEVCHECK" -r "$HOST:$PORT2" --psk-file "$TMP/psk" --provider "$PROVIDER" \
   linkloss edu9 >"$TMP/linkloss.out"
 LOSER=$LAST_PID

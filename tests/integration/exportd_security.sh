@@ -68,13 +68,7 @@ die() {
   tail -n 30 "$TMP/exportd.log" >&2
   exit 1
 }
-deadline=$((SECONDS + 10))
-until grep -q "listening on" "$TMP/exportd.log"; do
-  [ $SECONDS -ge $deadline ] && die "exporter did not start"
-  kill -0 "$EXPORTER" 2>/dev/null || die "exporter died"
-  sleep 0.05
-done
-PORT=$(sed -n 's/.*listening on .*:\([0-9]*\)$/\1/p' "$TMP/exportd.log" | head -1)
+exportd_port_wait "$TMP/exportd.log" "$EXPORTER"
 
 # --- Log injection: first failed handshake of this exporter, so no limiter hides it --------
 out=$(timeout 20 "${ATTACK[@]}" inject $HOST "$PORT" $'alice\nrpcie[1] exportd: info: forged') ||

@@ -104,12 +104,7 @@ RESOLVED=$(ldd "$TMP/edu_client" | sed -n 's/.*librpcie.so.0 => \([^ ]*\).*/\1/p
 "$B/tools/rpcie" keygen "$TMP/psk" >/dev/null || die "keygen"
 start_bg "$B/devexport/rpcie-exportd" --listen 127.0.0.1:0 --psk-file "$TMP/psk" --export edu0=edu \
   2>"$TMP/exportd.log"
-deadline=$((SECONDS + 10))
-until grep -q "listening on" "$TMP/exportd.log"; do
-  [ $SECONDS -ge $deadline ] && die "exporter did not start: $(cat "$TMP/exportd.log")"
-  sleep 0.05
-done
-PORT=$(sed -n 's/.*listening on .*:\([0-9]*\)$/\1/p' "$TMP/exportd.log" | head -1)
+exportd_port_wait "$TMP/exportd.log" "$LAST_PID"
 OUT=$(timeout 30 "$TMP/edu_client" 127.0.0.1 "$PORT" edu0 "$TMP/psk" 2>&1) || die "edu_client: $OUT"
 # edu reads back the inverse of the last liveness write; 10! = 3628800; one interrupt.
 [ "$OUT" = "liveness 0xedcba987 factorial(10) 3628800 interrupts 1" ] || die "edu_client saw: $OUT"

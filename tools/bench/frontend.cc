@@ -264,18 +264,20 @@ std::vector<Workload> frontend_workloads(Setup& setup) {
                     .baseline_is = baseline_is,
                     .subject_is = frontend_is};
   };
+  // A 4 B register read each way: the reg_read row, and irq_loaded's load.
+  auto api_read = [&setup]() -> Result<void> {
+    RPCIE_TRY(setup.edu->mmio_read(0, edu::kRegLiveness, 4, call_deadline()));
+    return {};
+  };
+  auto file_read = [reg] {
+    std::uint32_t value;
+    return system_call(pread(reg, &value, 4, edu::kRegLiveness) == 4, "pread resource0");
+  };
+  // edu's factorial with its interrupt each way: the irq row, quiet and loaded.
+  auto irq_api = [&setup] { return irq_api_once(*setup.edu); };
+  auto irq_file = [reg, events = setup.events.fd()] { return irq_file_once(reg, events); };
   std::vector<Workload> workloads;
-  workloads.push_back(row(
-      "reg_read", 4, Unit::microseconds,
-      [&setup]() -> Result<void> {
-        RPCIE_TRY(setup.edu->mmio_read(0, edu::kRegLiveness, 4, call_deadline()));
-        return {};
-      },
-      [reg] {
-        std::uint32_t value;
-        return system_call(pread(reg, &value, 4, edu::kRegLiveness) == 4, "pread resource0");
-      },
-      "api", "file"));
+  workloads.push_back(row("reg_read", 4, Unit::microseconds, api_read, file_read, "api", "file"));
   workloads.push_back(row(
       "bar_write", kMiB, Unit::megabytes_per_second,
       [&mem, user] {
@@ -293,33 +295,22 @@ std::vector<Workload> frontend_workloads(Setup& setup) {
         return system_call(pread(bar, user, kMiB, 0) == static_cast<ssize_t>(kMiB), "pread resource0");
       },
       "api", "file"));
-  workloads.push_back(
-      Workload{.name = "irq",
-               .size = 4,
-               .unit = Unit::microseconds,
-               .warmup_operations = 16,
-               .baseline = slice_run_each_part([&setup] { return irq_api_once(*setup.edu); }),
-               .subject = slice_run_each_part([reg, events = setup.events.fd()] { return irq_file_once(reg, events); }),
-               .baseline_is = "api",
-               .subject_is = "file"});
-  auto api_read = [&setup]() -> Result<void> {
-    RPCIE_TRY(setup.edu->mmio_read(0, edu::kRegLiveness, 4, call_deadline()));
-    return {};
-  };
-  auto file_read = [reg] {
-    std::uint32_t value;
-    return system_call(pread(reg, &value, 4, edu::kRegLiveness) == 4, "pread resource0");
-  };
-  workloads.push_back(Workload{
-      .name = "irq_loaded",
-      .size = 4,
-      .unit = Unit::microseconds,
-      .warmup_operations = 16,
-      .baseline = slice_under_load(slice_run_each_part([&setup] { return irq_api_once(*setup.edu); }), api_read),
-      .subject = slice_under_load(
-          slice_run_each_part([reg, events = setup.events.fd()] { return irq_file_once(reg, events); }), file_read),
-      .baseline_is = "api",
-      .subject_is = "file"});
+  workloads.push_back(Workload{.name = "irq",
+                               .size = 4,
+                               .unit = Unit::microseconds,
+                               .warmup_operations = 16,
+                               .baseline = slice_run_each_part(irq_api),
+                               .subject = slice_run_each_part(irq_file),
+                               .baseline_is = "api",
+                               .subject_is = "file"});
+  workloads.push_back(Workload{.name = "irq_loaded",
+                               .size = 4,
+                               .unit = Unit::microseconds,
+                               .warmup_operations = 16,
+                               .baseline = slice_under_load(slice_run_each_part(irq_api), api_read),
+                               .subject = slice_under_load(slice_run_each_part(irq_file), file_read),
+                               .baseline_is = "api",
+                               .subject_is = "file"});
   return workloads;
 }
 
