@@ -188,26 +188,67 @@ void device_read(Watchdog& watchdog, fuse_req_t req, const OpenFile& f, std::siz
   r.data(&value, size);
 }
 
-void device_write(Watchdog& watchdog, fuse_req_t req, const OpenFile& f, const char* data, std::size_t size,
-                  off_t off) {
+namespace {
+
+// FUSE_BUFVEC_INIT without its C compound literal: one buffer of `size` bytes at `mem`.
+fuse_bufvec memory_bufvec(void* mem, std::size_t size) {
+  fuse_bufvec v{};
+  v.count = 1;
+  v.buf[0].size = size;
+  v.buf[0].mem = mem;
+  v.buf[0].fd = -1;
+  return v;
+}
+
+}  // namespace
+
+const char* write_bytes(fuse_bufvec& src, std::size_t size, std::vector<char>& copy) {
+  if (src.count == 1 && !(src.buf[0].flags & FUSE_BUF_IS_FD)) return static_cast<const char*>(src.buf[0].mem) + src.off;
+  copy.resize(size);
+  fuse_bufvec dst = memory_bufvec(copy.data(), size);
+  return fuse_buf_copy(&dst, &src, FUSE_BUF_NO_SPLICE) == static_cast<ssize_t>(size) ? copy.data() : nullptr;
+}
+
+namespace {
+
+// A memory BAR's write: each piece of the staging buffer filled from `src` (out of the pipe
+// when spliced), then sent.
+Result<void> memory_write(DeviceRequest& r, const client::BarDesc& b, fuse_bufvec& src, std::size_t size, off_t off) {
+  return r.a().bar_write_fill(
+      b.bar, static_cast<std::uint64_t>(off), size,
+      [&src](std::uint64_t, std::span<std::uint8_t> piece) -> Result<void> {
+        fuse_bufvec dst = memory_bufvec(piece.data(), piece.size());
+        const ssize_t got = fuse_buf_copy(&dst, &src, FUSE_BUF_NO_SPLICE);
+        if (got < 0) return fail(static_cast<int>(-got), "reading the write's data from FUSE");
+        if (static_cast<std::size_t>(got) != piece.size()) return fail(EIO, "the write's data ended early");
+        return {};
+      },
+      r.deadline());
+}
+
+}  // namespace
+
+void device_write(Watchdog& watchdog, fuse_req_t req, const OpenFile& f, fuse_bufvec& src, off_t off) {
   DeviceRequest r(watchdog, req, f);
+  std::size_t size = fuse_buf_size(&src);
   const Region g = region_of(f);
   if (!g.exists) return r.fail(EBADF);
   if (static_cast<std::uint64_t>(off) >= g.limit) return r.fail(EFBIG);  // as sysfs
   if (g.registers && !register_access_valid(*g.bar, size, off)) return r.fail(EINVAL);
   if (!r.link()) return;
-  if (!g.bar) return config_write(r, data, clip(size, off, g.limit), off);
-  Result<void> done;
-  if (g.registers) {
-    std::uint64_t v = 0;
-    std::memcpy(&v, data, size);
-    done = r.a().mmio_write(g.bar->bar, static_cast<std::uint64_t>(off), static_cast<unsigned>(size), v, r.deadline());
-  } else {
-    size = clip(size, off, g.limit);
-    done =
-        r.a().bar_write(g.bar->bar, static_cast<std::uint64_t>(off),
-                        std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(data), size), r.deadline());
+  size = clip(size, off, g.limit);
+  if (g.bar && !g.registers) {
+    auto done = memory_write(r, *g.bar, src, size, off);
+    return done ? r.written(size) : r.fail(done.error());
   }
+  std::vector<char> copy;
+  const char* data = write_bytes(src, size, copy);
+  if (!data) return r.fail(EIO);
+  if (!g.bar) return config_write(r, data, size, off);
+  std::uint64_t v = 0;
+  std::memcpy(&v, data, size);
+  auto done =
+      r.a().mmio_write(g.bar->bar, static_cast<std::uint64_t>(off), static_cast<unsigned>(size), v, r.deadline());
   return done ? r.written(size) : r.fail(done.error());
 }
 

@@ -13,6 +13,7 @@
 #include <fuse_lowlevel.h>
 
 #include <cstddef>
+#include <vector>
 
 #include "open_file.hpp"
 #include "rpcie/result.hpp"
@@ -26,7 +27,13 @@ namespace rpcie::hostd {
 int errno_of(const Error& e);
 
 void device_read(Watchdog& watchdog, fuse_req_t req, const OpenFile& f, std::size_t size, off_t off);
-void device_write(Watchdog& watchdog, fuse_req_t req, const OpenFile& f, const char* data, std::size_t size, off_t off);
+// The bytes of a write are `src`: in memory, or in the pipe the request was spliced into
+// (FUSE_CAP_SPLICE_READ), which a memory BAR's write empties straight into the attachment's
+// staging buffer (one copy fewer). What is left unread of `src` the caller discards.
+void device_write(Watchdog& watchdog, fuse_req_t req, const OpenFile& f, fuse_bufvec& src, off_t off);
+// The first `size` bytes of a write (at most its size) in memory: in `src` itself when it is
+// there, else read out of its pipe into `copy`. Null when the pipe cannot be read.
+const char* write_bytes(fuse_bufvec& src, std::size_t size, std::vector<char>& copy);
 // fsync (`sync`) or flush (close): every earlier write has reached the device, or its error.
 // A flush of a file not opened for writing, and of a file that is no device file, answers 0 at once.
 void device_flush(Watchdog& watchdog, fuse_req_t req, const OpenFile& f, bool sync);

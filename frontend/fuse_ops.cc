@@ -2,6 +2,7 @@
 // to the part that answers it (inode attributes, sysfs text, events, device I/O).
 #include <fcntl.h>
 #include <poll.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -11,6 +12,7 @@
 
 #include "device_io.hpp"
 #include "open_file.hpp"
+#include "rpcie/log.hpp"
 #include "rpcie/pci.hpp"
 #include "sysfs_text.hpp"
 #include "tree_impl.hpp"
@@ -19,17 +21,44 @@ namespace rpcie::hostd {
 
 namespace {
 
+constexpr std::size_t kEventsWriteMax = 64;
+// The largest request, 1 MiB: libfuse's largest buffer, and the largest a read or write of a
+// memory BAR may carry; libfuse adds a page for headers.
+constexpr unsigned kRequestMax = 1u << 20;
+constexpr unsigned kRequestHeaders = 4096;
+
 TreeImpl& impl_of(fuse_req_t req) { return *static_cast<TreeImpl*>(fuse_req_userdata(req)); }
 OpenFile& file_of(const fuse_file_info* fi) { return *reinterpret_cast<OpenFile*>(fi->fh); }
+
+// libfuse splices a request into a pipe only if the pipe grows to hold the largest one
+// (max_write and a page of headers; the kernel rounds it up to 2 MiB), which beyond
+// fs.pipe-max-size needs CAP_SYS_RESOURCE; otherwise it reads the request into memory.
+bool pipe_holds_request() {
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0) return false;
+  const bool grown = ::fcntl(p[0], F_SETPIPE_SZ, kRequestMax + kRequestHeaders) >= 0;
+  ::close(p[0]);
+  ::close(p[1]);
+  return grown;
+}
 
 void op_init(void* userdata, fuse_conn_info* conn) {
   (void)userdata;
   // Large requests for memory BARs (1 MiB is libfuse's largest buffer); write-through,
   // never the writeback cache: a write must reach the device before it is reported done.
-  conn->max_write = 1u << 20;
-  conn->max_readahead = 1u << 20;
+  conn->max_write = kRequestMax;
+  conn->max_readahead = kRequestMax;
   conn->want &= ~static_cast<unsigned>(FUSE_CAP_WRITEBACK_CACHE);
   conn->want |= FUSE_CAP_ASYNC_READ;
+  // A write's pages come as references in a pipe, read once into the staging buffer.
+  if ((conn->capable & FUSE_CAP_SPLICE_READ) && pipe_holds_request()) {
+    conn->want |= FUSE_CAP_SPLICE_READ;
+    RPCIE_LOG_INFO("hostd", "memory-BAR writes are spliced (one copy fewer)");
+  } else {
+    RPCIE_LOG_INFO("hostd",
+                   "memory-BAR writes are copied once more than they could be: a pipe cannot hold a FUSE request "
+                   "(fs.pipe-max-size below 2097152 and no CAP_SYS_RESOURCE; see rpcie-hostd(8), TUNING)");
+  }
 }
 
 void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
@@ -156,12 +185,20 @@ void op_read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info*
   fuse_reply_buf(req, text.data() + off, std::min(size, text.size() - static_cast<std::size_t>(off)));
 }
 
-void op_write(fuse_req_t req, fuse_ino_t, const char* buf, size_t size, off_t off, fuse_file_info* fi) {
+// Writes arrive spliced (FUSE_CAP_SPLICE_READ): `src` may be a pipe. libfuse discards what a
+// handler leaves unread of it.
+void op_write_buf(fuse_req_t req, fuse_ino_t, fuse_bufvec* src, off_t off, fuse_file_info* fi) {
   auto& t = impl_of(req);
   auto& f = file_of(fi);
-  if (f.id >= kEvents) return t.events.write(req, f, buf, size);
-  if (f.id == kConfig || f.node->bar(f.id)) return device_write(t.watchdog, req, f, buf, size, off);
-  fuse_reply_err(req, EACCES);
+  if (f.id == kConfig || f.node->bar(f.id)) return device_write(t.watchdog, req, f, *src, off);
+  if (f.id < kEvents) return (void)fuse_reply_err(req, EACCES);
+  // An events write is 4 bytes; anything much longer is refused as the parser would.
+  const std::size_t size = fuse_buf_size(src);
+  if (size > kEventsWriteMax) return (void)fuse_reply_err(req, EINVAL);
+  std::vector<char> copy;
+  const char* bytes = write_bytes(*src, size, copy);
+  if (!bytes) return (void)fuse_reply_err(req, EIO);
+  t.events.write(req, f, bytes, size);
 }
 
 // close (flush) of a file opened for writing, and fsync: earlier writes are performed.
@@ -194,7 +231,7 @@ const fuse_lowlevel_ops& fuse_ops_table() {
     o.open = op_open;
     o.release = op_release;
     o.read = op_read;
-    o.write = op_write;
+    o.write_buf = op_write_buf;
     o.flush = op_flush;
     o.fsync = op_fsync;
     o.poll = op_poll;

@@ -556,6 +556,40 @@ int membar_check(const Common& c, const std::string& name, std::size_t size) {
   auto m = a->mmio_read(0, 4096, 8, soon());
   CHECK_THAT(m && *m == v, "mmio read of bulk-written data");
   ok("membar bulk write/read through the staging buffer, checksum equal");
+  // bar_write_fill: the caller fills the staging buffer piece by piece, each byte asked for
+  // once and in order (as hostd's spliced writes need); an error from the fill ends the write.
+  {
+    const std::uint64_t at = 4099;  // unaligned
+    const std::size_t n = std::min<std::size_t>(size - at, 9u << 20);
+    std::vector<std::uint8_t> fresh(n);
+    random_fill(fresh.data(), n, 44);
+    std::uint64_t expected_at = 0, pieces = 0;
+    bool in_order = true;
+    auto filled = a->bar_write_fill(
+        0, at, n,
+        [&](std::uint64_t from, std::span<std::uint8_t> piece) -> rpcie::Result<void> {
+          in_order = in_order && from == expected_at && !piece.empty();
+          std::memcpy(piece.data(), fresh.data() + from, piece.size());
+          expected_at = from + piece.size();
+          ++pieces;
+          return {};
+        },
+        Deadline::after(60s));
+    CHECK_THAT(filled.has_value(), "bar_write_fill: %s", filled ? "" : filled.error().describe().c_str());
+    CHECK_THAT(in_order && expected_at == n, "bar_write_fill asked for every byte once, in order (%llu pieces)",
+               static_cast<unsigned long long>(pieces));
+    std::vector<std::uint8_t> seen(n);
+    rd_ok = a->bar_read(0, at, seen, Deadline::after(60s));
+    CHECK_THAT(rd_ok && fnv(seen.data(), n) == fnv(fresh.data(), n), "checksum after bar_write_fill");
+    auto refused = a->bar_write_fill(
+        0, 0, 16,
+        [](std::uint64_t, std::span<std::uint8_t>) -> rpcie::Result<void> { return rpcie::fail(EPIPE, "source gone"); },
+        soon());
+    CHECK_THAT(!refused && refused.error().code == EPIPE, "a fill that fails ends bar_write_fill with its error");
+    rd_ok = a->bar_read(0, 0, std::span(seen.data(), 16), soon());
+    CHECK_THAT(rd_ok && std::memcmp(seen.data(), data.data(), 16) == 0, "a failed fill wrote nothing");
+    ok("membar bar_write_fill: pieces in order, checksum equal; a failing fill writes nothing and returns its error");
+  }
   // Zero-copy from / into the window, at an unaligned offset.
   random_fill(w.base, 1u << 20, 43);
   const auto sum = fnv(w.base, 1u << 20);

@@ -86,6 +86,12 @@ for args in "--timeout soon" "--attach-timeout 0" "--dma-window 3" "--mode 999" 
 done
 pass "CLI and daemon misuse: usage errors, exit 2"
 
+# Memory-BAR writes reach hostd two ways (rpcie-hostd(8), TUNING): spliced when a pipe can
+# hold a FUSE request, out of libfuse's buffer otherwise. This hostd splices; the one
+# restarted after the SIGKILL below copies, and the membar check runs under each.
+PIPE_MAX=$(cat /proc/sys/fs/pipe-max-size)
+CLEANUPS+=("echo $PIPE_MAX >/proc/sys/fs/pipe-max-size")
+echo 2097152 >/proc/sys/fs/pipe-max-size || die "cannot raise fs.pipe-max-size"
 exportd_start 1
 hostd_start
 out=$(attach nosuch 2>&1); rc=$?
@@ -173,6 +179,7 @@ $CHECK events "$D0" || die "events"
 $CHECK eventsstream "$D0" 2000 || die "interrupts awaited by blocking events reads"
 $CHECK interrupted "$D0" || die "interrupted events read"
 $CHECK membar "$DM" 64 || die "membar"
+grep -q "memory-BAR writes are spliced" "$TMP/hostd.log" || die "hostd did not splice with fs.pipe-max-size 2097152"
 [ -x "$DRIVER" ] || die "sample driver $DRIVER not built"
 "$DRIVER" "$D0" >"$TMP/drv0" 2>&1 || die "sample driver, on-demand DMA: $(cat "$TMP/drv0")"
 "$DRIVER" "$DEVDIR/rpcie1" >"$TMP/drv1" 2>&1 || die "sample driver, mirror DMA: $(cat "$TMP/drv1")"
@@ -307,6 +314,7 @@ stat -f "$MNT" >/dev/null 2>&1 && die "mount is not stale after SIGKILL (test pr
 # The exporter frozen at the restart: the restores wait, and status lists them as restoring,
 # with why the last try failed once one has (its deadline: --attach-timeout).
 stop_wait "$EXPORTER" || die "the exporter did not stop"
+echo 1048576 >/proc/sys/fs/pipe-max-size || die "cannot lower fs.pipe-max-size"
 hostd_start
 stat "$MNT/pci/devices" >/dev/null || die "restart did not replace the stale mount"
 [ "$(grep -c " $MNT " /proc/mounts)" = 1 ] || die "mounts at $MNT: $(grep -c " $MNT " /proc/mounts)"
@@ -336,6 +344,7 @@ done
 grep -q "$N0: re-attached edu0 on $HOST:7385 from the state file" "$TMP/hostd.log" || die "no restore log line for $N0"
 $CHECK liveness "$D0" >/dev/null || die "edu0 after the restore"
 $CHECK membar "$DM" 4 >/dev/null || die "mem0 after the restore: $($CHECK membar "$DM" 4)"
+grep -q "memory-BAR writes are copied once more" "$TMP/hostd.log" || die "the restarted hostd did not log its copied writes"
 "$RPCIE" status -o json | python3 -c '
 import json, sys
 a = {x["device"]: x for x in json.load(sys.stdin)["attachments"]}

@@ -22,7 +22,9 @@ done
 for u in rpcie-exportd rpcie-exportd-unprivileged rpcie-hostd; do
   [ -f "$STAGE/usr/local/lib/systemd/system/$u.service" ] || die "not installed: $u.service"
 done
-pass "6 programs and 3 systemd units installed"
+SYSCTL=$STAGE/usr/local/lib/sysctl.d/60-rpcie-hostd.conf
+grep -qx "fs.pipe-max-size = 2097152" "$SYSCTL" 2>/dev/null || die "not installed, or without its setting: $SYSCTL"
+pass "6 programs, 3 systemd units and hostd's sysctl.d file installed"
 # rpcie-k8s-plugin, where gRPC was found (tools/k8s-plugin/meson.build), and its page.
 PAGES="rpcie:1 rpcie-run:1 rpcie-bench:1 rpcie-selftest:1 rpcie-edu-driver:1 rpcie-exportd:8 rpcie-hostd:8"
 if [ -x "$B/tools/k8s-plugin/rpcie-k8s-plugin" ]; then

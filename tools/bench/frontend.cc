@@ -86,6 +86,7 @@ struct Setup {
   OpenFile events;                               // through hostd: edu-b's events
   std::optional<HostBuffer> user;                // kMiB: the user's buffer
   std::string edu_dir;                           // edu-b's directory through hostd
+  std::string data_path;                         // what both sides run on: sealed or open
   CommandChild mapped, plain;                    // rpcie-bench-mmio under rpcie run, and without it
 };
 
@@ -106,10 +107,11 @@ Result<void> daemons_start(Setup& setup, const FrontendOptions& options, const s
                       {"edu-a=edu", "edu-b=edu", "mem-a=membar,size=4M", "mem-b=membar,size=4M,scratch=on"}));
   }
   setup.control_socket = dir + "/hostd.sock";
-  RPCIE_TRY(setup.hostd.start({program_find(options.hostd, "rpcie-hostd", "frontend"), "--foreground", "--mount",
-                               dir + "/mnt", "--control", setup.control_socket, "--dev-dir", dir, "--psk-file",
-                               setup.psk, "--provider", provider, "--state-file", dir + "/hostd-state.json"},
-                              -1, nullptr));
+  RPCIE_TRY(setup.hostd.start(
+      {program_find(options.hostd, "rpcie-hostd", "frontend"), "--foreground", "--mount", dir + "/mnt", "--control",
+       setup.control_socket, "--dev-dir", dir, "--psk-file", setup.psk, "--provider", provider, "--state-file",
+       dir + "/hostd-state.json", "--data-path", options.data_path},
+      -1, nullptr));
   auto ready = Deadline::after(10s);
   while (!control::call(setup.control_socket, {{"op", "status"}}, Deadline::after(200ms))) {
     if (ready.expired()) return fail(ETIMEDOUT, "rpcie-hostd did not start");
@@ -127,9 +129,10 @@ Result<std::string> hostd_attach(const Setup& setup, const char* export_name) {
   return reply["sysfs"].get<std::string>();
 }
 
-Result<void> client_attach(Setup& setup, const std::string& provider) {
+Result<void> client_attach(Setup& setup, const std::string& provider, const std::string& data_path) {
   RPCIE_TRY_ASSIGN(auto key, auth::key_load(setup.psk));
   client::ClientOptions client_options;
+  RPCIE_TRY_ASSIGN(client_options.data_path, data_path_choice_parse(data_path));
   client_options.name = "bench";
   client_options.key = std::make_shared<const auth::Key>(std::move(key));
   client_options.provider = *providers::provider_parse(provider);
@@ -140,6 +143,20 @@ Result<void> client_attach(Setup& setup, const std::string& provider) {
   RPCIE_TRY_ASSIGN(setup.mem, client::Attachment::open(setup.host, setup.port, "mem-a", client_options,
                                                        {window + kMiB, kMiB}, Deadline::after(10s)));
   return {};
+}
+
+// The data path both sides run on: the API's attachments and hostd's must agree, or the rows
+// would compare two modes.
+Result<std::string> data_path_agreed(const Setup& setup) {
+  const std::string api = data_path_name(setup.mem->data_path());
+  if (data_path_name(setup.edu->data_path()) != api)
+    return fail(EPROTO, "the API's attachments disagree on the data path");
+  RPCIE_TRY_ASSIGN(auto status, control::call(setup.control_socket, {{"op", "status"}}, Deadline::after(10s)));
+  for (const auto& device : status["attachments"])
+    if (device.value("data_path", "") != api)
+      return fail(EPROTO, "hostd's " + device.value("device", "?") + " runs on the " + device.value("data_path", "?") +
+                              " data path, the API on the " + api + " one");
+  return api;
 }
 
 // hostd's files of edu-b and mem-b, and the user's buffer.
@@ -236,8 +253,11 @@ Result<std::unique_ptr<Setup>> setup_open(const FrontendOptions& options, const 
   auto edu_dir = hostd_attach(*setup, "edu-b");
   auto mem_dir = hostd_attach(*setup, "mem-b");
   if (!edu_dir || !mem_dir) return error_in((edu_dir ? mem_dir : edu_dir).error(), "attach through hostd");
-  if (auto attached = client_attach(*setup, provider); !attached)
+  if (auto attached = client_attach(*setup, provider, options.data_path); !attached)
     return error_in(attached.error(), "attach through the client API");
+  auto data_path = data_path_agreed(*setup);
+  if (!data_path) return error_in(data_path.error(), "data path");
+  setup->data_path = *data_path;
   if (auto opened = files_open(*setup, *edu_dir, *mem_dir); !opened)
     return error_in(opened.error(), "open the device files");
   if (auto enabled = irq_enable(*setup); !enabled) return error_in(enabled.error(), "edu's factorial interrupt");
@@ -335,12 +355,18 @@ int frontend_bench(const FrontendOptions& options) {
       .verbose = options.verbose,
       .progress_fd = options.progress_fd,
       .stop = &stop_requested()};
-  if (driver.text) std::printf("# commit: %s\n%s", kBenchCommit, table_header(driver.columns).c_str());
+  if (driver.text)
+    std::printf("# commit: %s\n# data path: %s\n%s", kBenchCommit, (*setup)->data_path.c_str(),
+                table_header(driver.columns).c_str());
   auto rows = workloads_run(workloads, driver);
   if (!rows) return die(rows.error().describe());
   (void)(*setup)->edu->detach(call_deadline());
   (void)(*setup)->mem->detach(call_deadline());
-  if (options.json) document_print(results_document(provider, options.rounds, *rows, driver.columns), kBenchCommit);
+  if (options.json) {
+    auto document = results_document(provider, options.rounds, *rows, driver.columns);
+    document["data_path"] = (*setup)->data_path;
+    document_print(document, kBenchCommit);
+  }
   return 0;
 }
 

@@ -23,6 +23,8 @@ struct FrontendOptions {
   std::string remote_host;
   std::uint16_t remote_port = 0;
   std::string psk_file;
+  // The data path both sides ask for by name (sealed or open), or auto: each side's default.
+  std::string data_path = "auto";
 };
 
 // Prints the table (or JSON); returns the exit status.

@@ -65,7 +65,8 @@ std::optional<int> options_parse(int argc, char** argv, Options& options) {
                "device workloads through the client API against an rpcie-exportd started here "
                "(mmio_read, bar_write, bar_read, edu_dma, edu_dma_push)");
   app.add_option("--exportd", options.exportd, "rpcie-exportd to start for --device (default: next to this program)");
-  app.add_option("--data-path", options.data_path, "--device: sealed, open or auto (the client's choice; default auto)")
+  app.add_option("--data-path", options.data_path,
+                 "--device, --frontend: sealed, open or auto (what the clients ask for; default auto)")
       ->check(CLI::IsMember({"sealed", "open", "auto"}));
   app.add_option("--raw-cipher", options.raw_cipher,
                  "--device, sealed data path: the bar rows' raw side seals its messages (aead, default) or sends "
@@ -108,6 +109,7 @@ int frontend_run(const Options& options, const providers::ProviderChoice& choice
   frontend.progress_fd = options.progress_fd;
   frontend.exportd = options.exportd;
   frontend.hostd = options.hostd;
+  frontend.data_path = options.data_path;
   if (!options.remote.empty()) {
     auto address = address_parse(options.remote, kDefaultPort);
     if (!address) return die(address.error().describe());

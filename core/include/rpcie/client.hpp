@@ -178,7 +178,7 @@ struct AttachmentStats {
 //    the posted writes queued before (rule 2).
 //  - flush: flush() calls.
 //  - bar_read, bar_write: one call of bar_read/bar_read_visit/bar_read_into_window or
-//    bar_write/bar_write_from_window, whatever its size (a direct BAR's write returns once
+//    bar_write/bar_write_fill/bar_write_from_window, whatever its size (a direct BAR's write returns once
 //    the provider took the data: that is what is timed).
 // Not here, because no call of this side spans them:
 //  - mmio_write() and window_push(): posted, they return once queued, so their time says
@@ -261,6 +261,16 @@ class Attachment {
   // next operation. Through the bounce buffer a write has reached the BAR on return.
   Result<void> bar_write(std::uint8_t bar, std::uint64_t offset, std::span<const std::uint8_t> bytes,
                          Deadline deadline);
+  // bar_write from a source the caller copies itself: `fill(at, piece)` writes the bytes of
+  // [offset + at, + piece.size()) into `piece` of the attachment's registered staging buffer
+  // (in order, `at` counted from `offset`, at most 4 MiB each). Each byte is asked for exactly
+  // once, also when a resumed link sends a piece again, so the source may be a stream (a
+  // pipe). An error from `fill` ends the write there (earlier pieces may have been written)
+  // and is returned. It runs on the calling thread with the staging buffer held: it must not
+  // call this attachment's bulk operations.
+  Result<void> bar_write_fill(std::uint8_t bar, std::uint64_t offset, std::uint64_t length,
+                              const std::function<Result<void>(std::uint64_t at, std::span<std::uint8_t> piece)>& fill,
+                              Deadline deadline);
   Result<void> bar_read(std::uint8_t bar, std::uint64_t offset, std::span<std::uint8_t> bytes, Deadline deadline);
   // bar_read without the copy into a caller's buffer: `take(at, piece)` sees each piece of
   // [offset, +length) where it arrived, in the attachment's registered staging buffer (in

@@ -112,28 +112,39 @@ Result<void> bounce_read(Attachment::State& s, std::uint8_t bar, std::uint64_t o
 
 Result<void> Attachment::bar_write(std::uint8_t bar, std::uint64_t offset, std::span<const std::uint8_t> bytes,
                                    Deadline deadline) {
+  return bar_write_fill(
+      bar, offset, bytes.size(),
+      [&](std::uint64_t at, std::span<std::uint8_t> piece) -> Result<void> {
+        std::memcpy(piece.data(), bytes.data() + at, piece.size());
+        return {};
+      },
+      deadline);
+}
+
+Result<void> Attachment::bar_write_fill(std::uint8_t bar, std::uint64_t offset, std::uint64_t length,
+                                        const std::function<Result<void>(std::uint64_t, std::span<std::uint8_t>)>& fill,
+                                        Deadline deadline) {
   Dispatcher::Call call(*s_->dispatcher);
   OperationTimer timer(s_->latency.bar_write, s_->operations_failed);
-  RPCIE_TRY_ASSIGN(const BarDesc* b, s_->bulk_begin(bar, offset, bytes.size(), true, deadline));
+  RPCIE_TRY_ASSIGN(const BarDesc* b, s_->bulk_begin(bar, offset, length, true, deadline));
   std::lock_guard sg(s_->staging_lock);
-  const auto attempt = [&]() -> Result<void> {
-    auto& ch = s_->session->channel();
-    for (std::size_t done = 0; done < bytes.size();) {
-      const std::size_t n = std::min(bytes.size() - done, kStagingSize);
-      std::memcpy(s_->staging->data(), bytes.data() + done, n);
-      if (b->direct) {
-        RPCIE_TRY_ASSIGN(auto remote, s_->session->peer_region(bar));
-        RPCIE_TRY(ch.rma_write(*s_->staging_mr, 0, remote, offset + done, n, deadline));
-        RPCIE_TRY(ch.rma_flush(deadline));
-      } else {
-        RPCIE_TRY(bounce_write(*s_, bar, offset + done, n, deadline));
-      }
-      done += n;
-    }
-    return {};
-  };
-  RPCIE_TRY(s_->bulk_run(attempt, deadline));
-  s_->stats_update([&](AttachmentStats& st) { st.bar_bytes_written += bytes.size(); });
+  for (std::uint64_t done = 0; done < length;) {
+    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(length - done, kStagingSize));
+    // Filled once, outside the attempt: a source such as a pipe cannot be read twice, and a
+    // resumed link's retry sends what the staging buffer still holds.
+    RPCIE_TRY(fill(done, std::span<std::uint8_t>(s_->staging->data(), n)));
+    const std::uint64_t at = offset + done;
+    const auto attempt = [&]() -> Result<void> {
+      auto& ch = s_->session->channel();
+      if (!b->direct) return bounce_write(*s_, bar, at, n, deadline);
+      RPCIE_TRY_ASSIGN(auto remote, s_->session->peer_region(bar));
+      RPCIE_TRY(ch.rma_write(*s_->staging_mr, 0, remote, at, n, deadline));
+      return ch.rma_flush(deadline);
+    };
+    RPCIE_TRY(s_->bulk_run(attempt, deadline));
+    done += n;
+  }
+  s_->stats_update([&](AttachmentStats& st) { st.bar_bytes_written += length; });
   timer.done();
   return {};
 }
