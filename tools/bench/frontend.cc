@@ -58,8 +58,8 @@ class OpenFile {
   ~OpenFile() {
     if (fd_ >= 0) close(fd_);
   }
-  Result<void> open(const std::string& path) {
-    fd_ = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  Result<void> open(const std::string& path, int flags = 0) {
+    fd_ = ::open(path.c_str(), O_RDWR | O_CLOEXEC | flags);
     if (fd_ < 0) return fail(errno, "open " + path);
     return {};
   }
@@ -83,6 +83,7 @@ struct Setup {
   std::optional<HostBuffer> window;              // the client API's DMA windows, 1 MiB each
   std::unique_ptr<client::Attachment> edu, mem;  // edu-a, mem-a through the client API
   OpenFile reg, bar;                             // through hostd: edu-b's resource0, mem-b's resource0
+  OpenFile bar_direct;                           // mem-b's resource0 again, O_DIRECT
   OpenFile events;                               // through hostd: edu-b's events
   std::optional<HostBuffer> user;                // kMiB: the user's buffer
   std::string edu_dir;                           // edu-b's directory through hostd
@@ -163,6 +164,7 @@ Result<std::string> data_path_agreed(const Setup& setup) {
 Result<void> files_open(Setup& setup, const std::string& edu_dir, const std::string& mem_dir) {
   RPCIE_TRY(setup.reg.open(edu_dir + "/resource0"));
   RPCIE_TRY(setup.bar.open(mem_dir + "/resource0"));
+  RPCIE_TRY(setup.bar_direct.open(mem_dir + "/resource0", O_DIRECT));
   RPCIE_TRY(setup.events.open(edu_dir + "/events"));
   RPCIE_TRY_ASSIGN(setup.user, HostBuffer::create(kMiB));
   std::memset(setup.user->data(), 0x5a, kMiB);
@@ -313,6 +315,26 @@ std::vector<Workload> frontend_workloads(Setup& setup) {
       [bar, user] {
         posix_fadvise(bar, 0, kMiB, POSIX_FADV_DONTNEED);  // read the device, not the page cache
         return system_call(pread(bar, user, kMiB, 0) == static_cast<ssize_t>(kMiB), "pread resource0");
+      },
+      "api", "file"));
+  // The same with O_DIRECT: past the page cache, hostd's reply lands in the caller's pages.
+  const int direct = setup.bar_direct.fd();
+  workloads.push_back(row(
+      "bar_write_direct", kMiB, Unit::megabytes_per_second,
+      [&mem, user] {
+        return mem.bar_write(0, 0, {user, kMiB}, call_deadline());
+      },
+      [direct, user] {
+        return system_call(pwrite(direct, user, kMiB, 0) == static_cast<ssize_t>(kMiB), "pwrite resource0 (O_DIRECT)");
+      },
+      "api", "file"));
+  workloads.push_back(row(
+      "bar_read_direct", kMiB, Unit::megabytes_per_second,
+      [&mem, user] {
+        return mem.bar_read(0, 0, {user, kMiB}, call_deadline());
+      },
+      [direct, user] {
+        return system_call(pread(direct, user, kMiB, 0) == static_cast<ssize_t>(kMiB), "pread resource0 (O_DIRECT)");
       },
       "api", "file"));
   workloads.push_back(Workload{.name = "irq",
