@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # rpcie-bench runs briefly (one round, one size) and its -o json is what docs/rpcie-bench.md
 # says: the transport rows (raw libfabric vs the core, both ends here) and the device rows
-# (rpcie-exportd started by the bench, sealed data path), each with the medians, the spread
+# (rpcie-exportd started by the bench, sealed data path) and the front-end rows (rpcie-hostd
+# started by the bench, open data path), each with the medians, the spread
 # of the round values and percentiles of both sides; scripts/bench-plot draws them as an SVG.
 #   bench_json.sh BUILDDIR
 . "$(dirname "$0")/lib.sh"
@@ -83,8 +84,29 @@ rc=0
 [ "$rc" = 2 ] && grep -q "raw-cipher" "$TMP/usage.txt" || die "--raw-cipher rc4: exit $rc, want 2: $(cat "$TMP/usage.txt")"
 pass "rpcie-bench --device --raw-cipher none: bar rows against unsealed messages; an unknown cipher is a usage error"
 
-# The front end's dma_read/dma_write rows (memcpy against memcpy) are gone; --frontend needs
-# FUSE and is not run here, so its list of rows is checked where the program states it.
+# The front end (rpcie-hostd, a real FUSE mount, started by the bench) against the client API
+# on the open data path: every row with its figures, the mode named; the memcpy-against-memcpy
+# dma_read/dma_write rows are gone.
+if [ ! -e /dev/fuse ]; then
+  skip_check "no /dev/fuse: rpcie-bench --frontend"
+else
+  timeout 120 "$BENCH" --frontend --rounds 1 --data-path open -o json >"$TMP/frontend.json" 2>"$TMP/frontend.err" ||
+    die "rpcie-bench --frontend: exit $?: $(grep -v ': info: ' "$TMP/frontend.err" | tail -n 5)"
+  PYTHONPATH=$TMP python3 - "$TMP/frontend.json" <<'PY' || die "frontend JSON: $(cat "$TMP/frontend.json")"
+import json, sys, common
+d = json.load(open(sys.argv[1]))
+assert d["data_path"] == "open" and d["provider"] == "tcp" and d["rounds"] == 1, d
+rows = {r["workload"]: r for r in d["results"]}
+assert set(rows) == {"reg_read", "bar_write", "bar_read", "bar_write_direct", "bar_read_direct", "irq", "irq_loaded",
+                     "map_load", "map_store", "map_burst", "map_memcpy", "plain"}, rows.keys()
+for r in rows.values():
+    common.figures(r, sides=("baseline", "frontend"))
+    assert r["unit"] in ("us", "MB/s"), r
+for w in ("bar_write", "bar_read", "bar_write_direct", "bar_read_direct"):
+    assert rows[w]["size"] == 1 << 20 and rows[w]["unit"] == "MB/s" and (rows[w]["baseline_is"], rows[w]["frontend_is"]) == ("api", "file"), rows[w]
+PY
+  pass "rpcie-bench --frontend --data-path open: 12 rows with their figures, the data path named"
+fi
 "$BENCH" --help >"$TMP/help.txt" 2>&1 || die "rpcie-bench --help: exit $?"
 grep -q "dma_read\|dma_write" "$TMP/help.txt" && die "rpcie-bench --help still lists dma_read/dma_write"
 pass "rpcie-bench --help: no dma_read/dma_write rows"
