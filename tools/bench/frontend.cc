@@ -17,6 +17,8 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -40,6 +42,7 @@
 #include "rpcie/control.hpp"
 #include "rpcie/edu_registers.hpp"
 #include "rpcie/host_buffer.hpp"
+#include "rpcie/mapping.hpp"
 #include "rpcie/process.hpp"
 #include "support.hpp"
 
@@ -49,6 +52,14 @@ namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
+// What the bar_fault row reads of mem-b, each way (issue 14: a 64 MiB mapping).
+constexpr std::size_t kFaultSpan = 64 * kMiB;
+// `done` as a Result: errno's error when it failed.
+Result<void> system_call(bool done, const char* what) {
+  if (!done) return fail(errno, what);
+  return {};
+}
+
 // A file opened read-write, closed on destruction.
 class OpenFile {
  public:
@@ -84,6 +95,7 @@ struct Setup {
   std::unique_ptr<client::Attachment> edu, mem;  // edu-a, mem-a through the client API
   OpenFile reg, bar;                             // through hostd: edu-b's resource0, mem-b's resource0
   OpenFile bar_direct;                           // mem-b's resource0 again, O_DIRECT
+  Mapping bar_map;                               // kFaultSpan bytes of mem-b's resource0, shared
   OpenFile events;                               // through hostd: edu-b's events
   std::optional<HostBuffer> user;                // kMiB: the user's buffer
   std::string edu_dir;                           // edu-b's directory through hostd
@@ -105,7 +117,7 @@ Result<void> daemons_start(Setup& setup, const FrontendOptions& options, const s
     RPCIE_TRY_ASSIGN(
         setup.port,
         exportd_start(setup.exporter, program_find(options.exportd, "rpcie-exportd", "devexport"), provider, setup.psk,
-                      {"edu-a=edu", "edu-b=edu", "mem-a=membar,size=4M", "mem-b=membar,size=4M,scratch=on"}));
+                      {"edu-a=edu", "edu-b=edu", "mem-a=membar,size=4M", "mem-b=membar,size=64M,scratch=on"}));
   }
   setup.control_socket = dir + "/hostd.sock";
   RPCIE_TRY(setup.hostd.start(
@@ -165,6 +177,11 @@ Result<void> files_open(Setup& setup, const std::string& edu_dir, const std::str
   RPCIE_TRY(setup.reg.open(edu_dir + "/resource0"));
   RPCIE_TRY(setup.bar.open(mem_dir + "/resource0"));
   RPCIE_TRY(setup.bar_direct.open(mem_dir + "/resource0", O_DIRECT));
+  struct stat st;
+  RPCIE_TRY(system_call(fstat(setup.bar.fd(), &st) == 0, "fstat resource0"));
+  if (static_cast<std::uint64_t>(st.st_size) < kFaultSpan)
+    return fail(EINVAL, "mem-b is smaller than the 64 MiB the bar_fault row maps");
+  RPCIE_TRY_ASSIGN(setup.bar_map, Mapping::shared(setup.bar.fd(), kFaultSpan));
   RPCIE_TRY(setup.events.open(edu_dir + "/events"));
   RPCIE_TRY_ASSIGN(setup.user, HostBuffer::create(kMiB));
   std::memset(setup.user->data(), 0x5a, kMiB);
@@ -184,9 +201,23 @@ Result<void> mmio_children_start(Setup& setup, const FrontendOptions& options) {
   return {};
 }
 
-// `done` as a Result: errno's error when it failed.
-Result<void> system_call(bool done, const char* what) {
-  if (!done) return fail(errno, what);
+// bar_fault, both sides reading kFaultSpan of mem-b from the device (its cached pages dropped
+// first, and the mapping's page-table entries): pread in 1 MiB requests, and a load from each
+// page of the mapping in order, so each page is faulted in (the kernel reads ahead).
+Result<void> bar_fault_pread(int fd, std::uint8_t* user) {
+  posix_fadvise(fd, 0, kFaultSpan, POSIX_FADV_DONTNEED);
+  for (std::size_t at = 0; at < kFaultSpan; at += kMiB)
+    RPCIE_TRY(
+        system_call(pread(fd, user, kMiB, static_cast<off_t>(at)) == static_cast<ssize_t>(kMiB), "pread resource0"));
+  return {};
+}
+Result<void> bar_fault_mapped(int fd, const Mapping& map) {
+  RPCIE_TRY(system_call(madvise(map.data(), kFaultSpan, MADV_DONTNEED) == 0, "madvise"));
+  posix_fadvise(fd, 0, kFaultSpan, POSIX_FADV_DONTNEED);
+  std::uint8_t sum = 0;
+  for (std::size_t at = 0; at < kFaultSpan; at += 4096)
+    sum ^= static_cast<const volatile std::uint8_t*>(map.data())[at];
+  asm volatile("" : : "r"(sum));
   return {};
 }
 
@@ -337,6 +368,9 @@ std::vector<Workload> frontend_workloads(Setup& setup) {
         return system_call(pread(direct, user, kMiB, 0) == static_cast<ssize_t>(kMiB), "pread resource0 (O_DIRECT)");
       },
       "api", "file"));
+  workloads.push_back(row(
+      "bar_fault", kFaultSpan, Unit::megabytes_per_second, [bar, user] { return bar_fault_pread(bar, user); },
+      [bar, &map = setup.bar_map] { return bar_fault_mapped(bar, map); }, "pread", "mmap"));
   workloads.push_back(Workload{.name = "irq",
                                .size = 4,
                                .unit = Unit::microseconds,

@@ -18,8 +18,8 @@ struct FrontendOptions {
   std::string rpcie;         // the CLI, for `rpcie run` of rpcie-bench-mmio
   std::string mmio_program;  // rpcie-bench-mmio
   // An exporter already running (e.g. in another network namespace) with the exports
-  // edu-a, edu-b (edu) and mem-a, mem-b (membar, >= 1 MiB), and its key; else one is
-  // started here on loopback.
+  // edu-a, edu-b (edu), mem-a (membar, >= 1 MiB) and mem-b (membar, >= 64 MiB, scratch=on),
+  // and its key; else one is started here on loopback.
   std::string remote_host;
   std::uint16_t remote_port = 0;
   std::string psk_file;
