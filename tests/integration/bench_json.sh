@@ -97,7 +97,7 @@ import json, sys, common
 d = json.load(open(sys.argv[1]))
 assert d["data_path"] == "open" and d["provider"] == "tcp" and d["rounds"] == 1, d
 rows = {r["workload"]: r for r in d["results"]}
-assert set(rows) == {"reg_read", "bar_write", "bar_read", "bar_write_direct", "bar_read_direct", "irq", "irq_loaded",
+assert set(rows) == {"reg_read", "bar_write", "bar_read", "bar_write_direct", "bar_read_direct", "bar_fault", "irq", "irq_loaded",
                      "map_load", "map_store", "map_burst", "map_memcpy", "plain"}, rows.keys()
 for r in rows.values():
     common.figures(r, sides=("baseline", "frontend"))
@@ -105,7 +105,7 @@ for r in rows.values():
 for w in ("bar_write", "bar_read", "bar_write_direct", "bar_read_direct"):
     assert rows[w]["size"] == 1 << 20 and rows[w]["unit"] == "MB/s" and (rows[w]["baseline_is"], rows[w]["frontend_is"]) == ("api", "file"), rows[w]
 PY
-  pass "rpcie-bench --frontend --data-path open: 12 rows with their figures, the data path named"
+  pass "rpcie-bench --frontend --data-path open: 13 rows with their figures, the data path named"
 fi
 "$BENCH" --help >"$TMP/help.txt" 2>&1 || die "rpcie-bench --help: exit $?"
 grep -q "dma_read\|dma_write" "$TMP/help.txt" && die "rpcie-bench --help still lists dma_read/dma_write"
