@@ -60,6 +60,15 @@ Result<OptionSetting> option_get(std::string_view key, const toml::node& n, cons
     s.values.push_back(number_text(n));
     return s;
   }
+  if (key == "splice-writes") {
+    if (auto b = n.value_exact<bool>())
+      s.values.push_back(*b ? "on" : "off");
+    else if (auto text = n.value_exact<std::string>())
+      s.values.push_back(*text);  // the option checks it
+    else
+      return fail(EINVAL, where + "must be true, false, \"on\" or \"off\"");
+    return s;
+  }
   auto v = n.value_exact<std::string>();
   if (!v) return fail(EINVAL, where + (numeric_key(key) ? "must be a number or a string" : "must be a string"));
   s.values.push_back(std::move(*v));

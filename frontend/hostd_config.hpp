@@ -4,7 +4,8 @@
 //
 // Format:
 //   Top-level keys are hostd's long option names (kOptionKeys) with the option's value: a
-//   string, or a number where the option takes one (timeout = 2.5, dma-window = 16777216),
+//   string, or a number where the option takes one (timeout = 2.5, dma-window = 16777216), or
+//   a boolean where it is on or off (splice-writes = true),
 //   allow-remote an array of strings. A later file's key replaces an earlier file's; the
 //   command line overrides every file.
 //   [[attach]] tables: host (required), port (default 7385), export (required), dma-window
@@ -44,8 +45,9 @@ inline constexpr const char* kConfigDirName = "hostd.d";  // beside the default 
 // The top-level keys: every long option of rpcie-hostd but --config and --foreground (how
 // the daemon is run, not what it does).
 inline constexpr std::string_view kOptionKeys[] = {
-    "mount",          "control",      "psk-file", "provider", "timeout", "attach-timeout", "data-path",  "dma-window",
-    "max-dma-window", "allow-remote", "group",    "mode",     "name",    "dev-dir",        "state-file", "metrics",
+    "mount",     "control",    "psk-file",       "provider",     "timeout",       "attach-timeout",
+    "data-path", "dma-window", "max-dma-window", "allow-remote", "group",         "mode",
+    "name",      "dev-dir",    "state-file",     "metrics",      "splice-writes",
 };
 
 // One top-level key's value as the option's text (numbers written as the option reads them).

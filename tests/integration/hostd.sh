@@ -54,7 +54,7 @@ hostd_start() {
   start_bg "${ON_CMP[@]}" "$HOSTD" --foreground --mount "$MNT" --control "$SOCK" --dev-dir "$DEVDIR" \
     --psk-file "$TMP/psk" --provider tcp --timeout "$TIMEOUT_S" --attach-timeout "$ATTACH_TIMEOUT_S" \
     --group "$GROUP" --mode 0660 \
-    --state-file "$TMP/hostd-state.json" 2>>"$TMP/hostd.log"
+    --state-file "$TMP/hostd-state.json" "$@" 2>>"$TMP/hostd.log"
   HOSTD_PID=$LAST_PID
   local deadline=$((SECONDS + 10))
   until "$RPCIE" status >/dev/null 2>&1; do
@@ -79,21 +79,23 @@ done
 "$RPCIE" status >/dev/null 2>"$TMP/err"; rc=$?
 [ $rc = 1 ] && grep -q "rpcie: error: no rpcie-hostd listens" "$TMP/err" || die "status without hostd: rc $rc, $(cat "$TMP/err")"
 for args in "--timeout soon" "--attach-timeout 0" "--dma-window 3" "--mode 999" "--group no-such-group-$$" "--bogus" "--max-dma-window 3" \
-            "--dma-window 512M" "--max-dma-window 8M" "--allow-remote a/b" "--allow-remote [::1" "--data-path clear"; do
+            "--dma-window 512M" "--max-dma-window 8M" "--allow-remote a/b" "--allow-remote [::1" "--data-path clear" \
+            "--splice-writes maybe"; do
   "$HOSTD" --foreground --mount "$MNT" --control "$SOCK" --psk-file "$TMP/psk" --state-file "$TMP/hostd-state.json" \
     $args >/dev/null 2>"$TMP/err"; rc=$?
   [ $rc = 2 ] || die "rpcie-hostd $args: exit $rc, expected 2 ($(cat "$TMP/err"))"
 done
 pass "CLI and daemon misuse: usage errors, exit 2"
 
-# Memory-BAR writes reach hostd two ways (rpcie-hostd(8), TUNING): spliced when a pipe can
-# hold a FUSE request, out of libfuse's buffer otherwise. This hostd splices; the one
-# restarted after the SIGKILL below copies, and the membar check runs under each.
+# Memory-BAR writes reach hostd two ways (rpcie-hostd(8), TUNING): with --splice-writes on
+# and a pipe that holds a FUSE request, spliced; otherwise out of libfuse's buffer. This
+# hostd splices; the one restarted after the SIGKILL below asks to, but its pipes are too
+# small, so it copies (and warns); the membar check runs under each.
 PIPE_MAX=$(cat /proc/sys/fs/pipe-max-size)
 CLEANUPS+=("echo $PIPE_MAX >/proc/sys/fs/pipe-max-size")
 echo 2097152 >/proc/sys/fs/pipe-max-size || die "cannot raise fs.pipe-max-size"
 exportd_start 1
-hostd_start
+hostd_start --splice-writes on
 out=$(attach nosuch 2>&1); rc=$?
 [ $rc = 1 ] && grep -q "rpcie: error:.*nosuch" <<<"$out" || die "attach of an unknown export: rc $rc, $out"
 J0=$(attach edu0) || die "attach edu0"
@@ -315,7 +317,7 @@ stat -f "$MNT" >/dev/null 2>&1 && die "mount is not stale after SIGKILL (test pr
 # with why the last try failed once one has (its deadline: --attach-timeout).
 stop_wait "$EXPORTER" || die "the exporter did not stop"
 echo 1048576 >/proc/sys/fs/pipe-max-size || die "cannot lower fs.pipe-max-size"
-hostd_start
+hostd_start --splice-writes on
 stat "$MNT/pci/devices" >/dev/null || die "restart did not replace the stale mount"
 [ "$(grep -c " $MNT " /proc/mounts)" = 1 ] || die "mounts at $MNT: $(grep -c " $MNT " /proc/mounts)"
 deadline=$((SECONDS + 2 * ATTACH_TIMEOUT_S + 5))
@@ -344,7 +346,9 @@ done
 grep -q "$N0: re-attached edu0 on $HOST:7385 from the state file" "$TMP/hostd.log" || die "no restore log line for $N0"
 $CHECK liveness "$D0" >/dev/null || die "edu0 after the restore"
 $CHECK membar "$DM" 4 >/dev/null || die "mem0 after the restore: $($CHECK membar "$DM" 4)"
-grep -q "memory-BAR writes are copied once more" "$TMP/hostd.log" || die "the restarted hostd did not log its copied writes"
+grep -q "warn: --splice-writes on, but a pipe cannot hold a FUSE request" "$TMP/hostd.log" &&
+  [ "$(grep -c "memory-BAR writes are spliced" "$TMP/hostd.log")" = 1 ] ||
+  die "the restarted hostd (pipes too small) did not warn, or spliced: $(grep -i splice "$TMP/hostd.log")"
 "$RPCIE" status -o json | python3 -c '
 import json, sys
 a = {x["device"]: x for x in json.load(sys.stdin)["attachments"]}

@@ -120,11 +120,12 @@ Result<void> daemons_start(Setup& setup, const FrontendOptions& options, const s
                       {"edu-a=edu", "edu-b=edu", "mem-a=membar,size=4M", "mem-b=membar,size=64M,scratch=on"}));
   }
   setup.control_socket = dir + "/hostd.sock";
-  RPCIE_TRY(setup.hostd.start(
-      {program_find(options.hostd, "rpcie-hostd", "frontend"), "--foreground", "--mount", dir + "/mnt", "--control",
-       setup.control_socket, "--dev-dir", dir, "--psk-file", setup.psk, "--provider", provider, "--state-file",
-       dir + "/hostd-state.json", "--data-path", options.data_path},
-      -1, nullptr));
+  RPCIE_TRY(
+      setup.hostd.start({program_find(options.hostd, "rpcie-hostd", "frontend"), "--foreground", "--mount",
+                         dir + "/mnt", "--control", setup.control_socket, "--dev-dir", dir, "--psk-file", setup.psk,
+                         "--provider", provider, "--state-file", dir + "/hostd-state.json", "--data-path",
+                         options.data_path, "--splice-writes", options.splice_writes ? "on" : "off"},
+                        -1, nullptr));
   auto ready = Deadline::after(10s);
   while (!control::call(setup.control_socket, {{"op", "status"}}, Deadline::after(200ms))) {
     if (ready.expired()) return fail(ETIMEDOUT, "rpcie-hostd did not start");
@@ -417,7 +418,8 @@ int frontend_bench(const FrontendOptions& options) {
       .progress_fd = options.progress_fd,
       .stop = &stop_requested()};
   if (driver.text)
-    std::printf("# commit: %s\n# data path: %s\n%s", kBenchCommit, (*setup)->data_path.c_str(),
+    std::printf("# commit: %s\n# data path: %s, hostd --splice-writes %s\n%s", kBenchCommit,
+                (*setup)->data_path.c_str(), options.splice_writes ? "on" : "off",
                 table_header(driver.columns).c_str());
   auto rows = workloads_run(workloads, driver);
   if (!rows) return die(rows.error().describe());
@@ -426,6 +428,7 @@ int frontend_bench(const FrontendOptions& options) {
   if (options.json) {
     auto document = results_document(provider, options.rounds, *rows, driver.columns);
     document["data_path"] = (*setup)->data_path;
+    document["splice_writes"] = options.splice_writes;
     document_print(document, kBenchCommit);
   }
   return 0;

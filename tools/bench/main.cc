@@ -75,6 +75,8 @@ std::optional<int> options_parse(int argc, char** argv, Options& options) {
   app.add_flag("--frontend", options.frontend,
                "file front end (rpcie-hostd started here) vs the client API: reg_read, bar_write, bar_read, irq, "
                "and the mapped-BAR rows");
+  app.add_flag("--splice-writes", options.splice_writes,
+               "--frontend: hostd splices memory-BAR writes (rpcie-hostd --splice-writes on)");
   app.add_option("--hostd", options.hostd, "rpcie-hostd to start for --frontend (default: next to this program)");
   app.add_option("--psk-file", options.psk_file,
                  "--frontend -r HOST: the running exporter's key (it exports edu-a, edu-b, mem-a, mem-b)");
@@ -110,6 +112,7 @@ int frontend_run(const Options& options, const providers::ProviderChoice& choice
   frontend.exportd = options.exportd;
   frontend.hostd = options.hostd;
   frontend.data_path = options.data_path;
+  frontend.splice_writes = options.splice_writes;
   if (!options.remote.empty()) {
     auto address = address_parse(options.remote, kDefaultPort);
     if (!address) return die(address.error().describe());

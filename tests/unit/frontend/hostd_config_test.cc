@@ -51,7 +51,7 @@ std::string read(const std::string& path) {
 TEST_CASE("hostd config: option keys are read as the options' texts, with their lines") {
   auto c = parsed(
       "provider = \"tcp\"\ntimeout = 2.5\nattach-timeout = \"500ms\"\ndma-window = 8388608\n"
-      "allow-remote = [\"10.0.0.1\", \"h:7400\"]\nstate-file = \"\"\n");
+      "allow-remote = [\"10.0.0.1\", \"h:7400\"]\nstate-file = \"\"\nsplice-writes = true\n");
   CHECK(c.options.at("provider").values == std::vector<std::string>{"tcp"});
   CHECK(c.options.at("provider").origin == "h.toml:1");
   CHECK(c.options.at("timeout").values.at(0) == "2.5");
@@ -60,6 +60,9 @@ TEST_CASE("hostd config: option keys are read as the options' texts, with their 
   CHECK(c.options.at("allow-remote").values == std::vector<std::string>{"10.0.0.1", "h:7400"});
   CHECK(c.options.at("allow-remote").origin == "h.toml:5");
   CHECK(c.options.at("state-file").values.at(0).empty());
+  CHECK(c.options.at("splice-writes").values == std::vector<std::string>{"on"});
+  CHECK(parsed("splice-writes = false\n").options.at("splice-writes").values.at(0) == "off");
+  CHECK(parsed("splice-writes = \"on\"\n").options.at("splice-writes").values.at(0) == "on");
   CHECK(c.attaches.empty());
 }
 
@@ -91,6 +94,7 @@ TEST_CASE("hostd config: unknown keys, wrong types and bad values are EINVAL at 
   CHECK(error_of("foreground = true\n") == "h.toml:1: unknown key 'foreground'");
   CHECK(error_of("\n\ntimeout = true\n") == "h.toml:3: timeout: must be a number or a string");
   CHECK(error_of("provider = 3\n") == "h.toml:1: provider: must be a string");
+  CHECK(error_of("splice-writes = 1\n") == "h.toml:1: splice-writes: must be true, false, \"on\" or \"off\"");
   CHECK(error_of("allow-remote = \"h\"\n").starts_with("h.toml:1: allow-remote: must be an array"));
   CHECK(error_of("timeout = -1\n") == "h.toml:1: timeout: must not be negative");
   CHECK(error_of("[[attach]]\nhost = \"h\"\nexport = \"e\"\nport = 70000\n") ==
