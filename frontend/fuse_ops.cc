@@ -53,14 +53,15 @@ void op_init(void* userdata, fuse_conn_info* conn) {
   // A write's pages come as references in a pipe, read once into the staging buffer.
   // libfuse asks for splicing by default once write_buf is set: it is this option's alone.
   conn->want &= ~static_cast<unsigned>(FUSE_CAP_SPLICE_READ);
-  if (!t.opt.splice_writes) return;
-  if ((conn->capable & FUSE_CAP_SPLICE_READ) && pipe_holds_request()) {
+  if (!t.opt.splice_writes) {
+    RPCIE_LOG_INFO("hostd", "memory-BAR writes are copied (--splice-writes off)");
+  } else if ((conn->capable & FUSE_CAP_SPLICE_READ) && pipe_holds_request()) {
     conn->want |= FUSE_CAP_SPLICE_READ;
-    RPCIE_LOG_INFO("hostd", "memory-BAR writes are spliced (--splice-writes on)");
+    RPCIE_LOG_INFO("hostd", "memory-BAR writes are spliced");
   } else {
-    RPCIE_LOG_WARN("hostd",
-                   "--splice-writes on, but a pipe cannot hold a FUSE request (fs.pipe-max-size below 2097152 and no "
-                   "CAP_SYS_RESOURCE; rpcie-hostd(8), TUNING): memory-BAR writes are copied");
+    RPCIE_LOG_INFO("hostd",
+                   "memory-BAR writes are copied: a pipe cannot hold a FUSE request (fs.pipe-max-size below 2097152 "
+                   "and no CAP_SYS_RESOURCE; rpcie-hostd(8), TUNING)");
   }
 }
 

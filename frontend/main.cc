@@ -105,7 +105,7 @@ struct Options {
 // The options' texts, before they are checked and made values.
 struct OptionTexts {
   std::string psk_file = auth::kDefaultKeyPath, provider, timeout = "5", attach_timeout = "10", window = "16M",
-              window_max = "256M", group, mode = "0660", name, data_path = "auto", splice_writes = "off";
+              window_max = "256M", group, mode = "0660", name, data_path = "auto", splice_writes = "on";
   std::vector<std::string> remotes;
   std::string metrics;
 };
@@ -229,8 +229,8 @@ std::optional<int> options_parse(int argc, char** argv, Options& o) {
   app.add_option("--metrics", t.metrics,
                  "ADDR:PORT or [IPV6]:PORT to serve Prometheus metrics on (http://ADDR:PORT/metrics; default: none)");
   app.add_option("--splice-writes", t.splice_writes,
-                 "on or off: memory-BAR writes spliced from FUSE, one copy fewer, for a few us more per request "
-                 "(default off; rpcie-hostd(8), TUNING)");
+                 "on or off: memory-BAR writes spliced from FUSE, one copy fewer, where a pipe holds a request "
+                 "(default on; rpcie-hostd(8), TUNING)");
   app.add_flag("--foreground", o.foreground, "stay in the foreground (default: background once mounted)");
   try {
     app.parse(argc, argv);

@@ -35,7 +35,7 @@ struct TreeOptions {
   mode_t mode = 0660;  // device files (config, resourceN, events) and the DMA window
   // Memory-BAR writes spliced from FUSE into the staging buffer (where a pipe holds a
   // request): one copy fewer per write, a splice and a read instead of one read per request.
-  bool splice_writes = false;
+  bool splice_writes = true;
 };
 
 class Tree {

@@ -95,7 +95,8 @@ else
   PYTHONPATH=$TMP python3 - "$TMP/frontend.json" <<'PY' || die "frontend JSON: $(cat "$TMP/frontend.json")"
 import json, sys, common
 d = json.load(open(sys.argv[1]))
-assert d["data_path"] == "open" and d["provider"] == "tcp" and d["rounds"] == 1 and d["splice_writes"] is False, d
+assert d["data_path"] == "open" and d["provider"] == "tcp" and d["rounds"] == 1 and d["splice_writes"] == "on", d
+assert d["pipe_max_size"] == int(open("/proc/sys/fs/pipe-max-size").read()), d
 rows = {r["workload"]: r for r in d["results"]}
 assert set(rows) == {"reg_read", "bar_write", "bar_read", "bar_write_direct", "bar_read_direct", "bar_fault", "irq", "irq_loaded",
                      "map_load", "map_store", "map_burst", "map_memcpy", "plain"}, rows.keys()

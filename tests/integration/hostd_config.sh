@@ -56,7 +56,7 @@ pass "bad configuration files: unknown key, wrong type, bad port, duplicate entr
 
 # --- the stack: exporter A now, exporter B later ------------------------------------------
 cat >"$CONF" <<EOF
-# rpcie-hostd test configuration
+splice-writes = false  # rpcie-hostd test configuration (memory-BAR writes copied, not spliced)
 dma-window = "8M"
 
 [[attach]]
@@ -105,7 +105,9 @@ EXPORTD_B=$LAST_PID
 # Its back-off is at most 60 s (with 25% jitter); hostd has run a few seconds: far less here.
 wait_status 40 "a.get('rpcie1', {}).get('state') == 'connected'"
 $CHECK membar "$DEVDIR/rpcie1" 16 >"$TMP/membar" || die "membar through the configured rpcie1: $(cat "$TMP/membar")"
-pass "rpcie1 (mem0) attached once exporter B started; 16 MiB written and read back with the device's checksum"
+grep -q "memory-BAR writes are copied (--splice-writes off)" "$TMP/hostd.log" &&
+  ! grep -q "memory-BAR writes are spliced" "$TMP/hostd.log" || die "splice-writes = false: $(grep "memory-BAR" "$TMP/hostd.log")"
+pass "rpcie1 (mem0) attached once exporter B started; 16 MiB written (copied: splice-writes = false) and read back with the device's checksum"
 
 # restart_hostd [fresh]: SIGTERM, start again (fresh: without the state file, as after a
 # reboot), and wait until both configured devices are connected.

@@ -120,12 +120,11 @@ Result<void> daemons_start(Setup& setup, const FrontendOptions& options, const s
                       {"edu-a=edu", "edu-b=edu", "mem-a=membar,size=4M", "mem-b=membar,size=64M,scratch=on"}));
   }
   setup.control_socket = dir + "/hostd.sock";
-  RPCIE_TRY(
-      setup.hostd.start({program_find(options.hostd, "rpcie-hostd", "frontend"), "--foreground", "--mount",
-                         dir + "/mnt", "--control", setup.control_socket, "--dev-dir", dir, "--psk-file", setup.psk,
-                         "--provider", provider, "--state-file", dir + "/hostd-state.json", "--data-path",
-                         options.data_path, "--splice-writes", options.splice_writes ? "on" : "off"},
-                        -1, nullptr));
+  RPCIE_TRY(setup.hostd.start(
+      {program_find(options.hostd, "rpcie-hostd", "frontend"), "--foreground", "--mount", dir + "/mnt", "--control",
+       setup.control_socket, "--dev-dir", dir, "--psk-file", setup.psk, "--provider", provider, "--state-file",
+       dir + "/hostd-state.json", "--data-path", options.data_path, "--splice-writes", options.splice_writes},
+      -1, nullptr));
   auto ready = Deadline::after(10s);
   while (!control::call(setup.control_socket, {{"op", "status"}}, Deadline::after(200ms))) {
     if (ready.expired()) return fail(ETIMEDOUT, "rpcie-hostd did not start");
@@ -157,6 +156,17 @@ Result<void> client_attach(Setup& setup, const std::string& provider, const std:
   RPCIE_TRY_ASSIGN(setup.mem, client::Attachment::open(setup.host, setup.port, "mem-a", client_options,
                                                        {window + kMiB, kMiB}, Deadline::after(10s)));
   return {};
+}
+
+// fs.pipe-max-size, which decides whether hostd can splice (rpcie-hostd(8), TUNING); -1 if
+// unreadable.
+long pipe_max_size() {
+  long size = -1;
+  if (FILE* f = std::fopen("/proc/sys/fs/pipe-max-size", "r")) {
+    if (std::fscanf(f, "%ld", &size) != 1) size = -1;
+    std::fclose(f);
+  }
+  return size;
 }
 
 // The data path both sides run on: the API's attachments and hostd's must agree, or the rows
@@ -418,8 +428,8 @@ int frontend_bench(const FrontendOptions& options) {
       .progress_fd = options.progress_fd,
       .stop = &stop_requested()};
   if (driver.text)
-    std::printf("# commit: %s\n# data path: %s, hostd --splice-writes %s\n%s", kBenchCommit,
-                (*setup)->data_path.c_str(), options.splice_writes ? "on" : "off",
+    std::printf("# commit: %s\n# data path: %s, hostd --splice-writes %s, fs.pipe-max-size %ld\n%s", kBenchCommit,
+                (*setup)->data_path.c_str(), options.splice_writes.c_str(), pipe_max_size(),
                 table_header(driver.columns).c_str());
   auto rows = workloads_run(workloads, driver);
   if (!rows) return die(rows.error().describe());
@@ -429,6 +439,7 @@ int frontend_bench(const FrontendOptions& options) {
     auto document = results_document(provider, options.rounds, *rows, driver.columns);
     document["data_path"] = (*setup)->data_path;
     document["splice_writes"] = options.splice_writes;
+    document["pipe_max_size"] = pipe_max_size();
     document_print(document, kBenchCommit);
   }
   return 0;

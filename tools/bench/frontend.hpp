@@ -25,7 +25,7 @@ struct FrontendOptions {
   std::string psk_file;
   // The data path both sides ask for by name (sealed or open), or auto: each side's default.
   std::string data_path = "auto";
-  bool splice_writes = false;  // hostd's --splice-writes on
+  std::string splice_writes = "on";  // hostd's --splice-writes
 };
 
 // Prints the table (or JSON); returns the exit status.

@@ -75,8 +75,9 @@ std::optional<int> options_parse(int argc, char** argv, Options& options) {
   app.add_flag("--frontend", options.frontend,
                "file front end (rpcie-hostd started here) vs the client API: reg_read, bar_write, bar_read, irq, "
                "and the mapped-BAR rows");
-  app.add_flag("--splice-writes", options.splice_writes,
-               "--frontend: hostd splices memory-BAR writes (rpcie-hostd --splice-writes on)");
+  app.add_option("--splice-writes", options.splice_writes,
+                 "--frontend: on or off, hostd's --splice-writes (default on, as hostd's)")
+      ->check(CLI::IsMember({"on", "off"}));
   app.add_option("--hostd", options.hostd, "rpcie-hostd to start for --frontend (default: next to this program)");
   app.add_option("--psk-file", options.psk_file,
                  "--frontend -r HOST: the running exporter's key (it exports edu-a, edu-b, mem-a, mem-b)");

@@ -28,7 +28,7 @@ struct Options {
   std::string data_path = "auto";   // --device: what the client asks for (sealed, open, auto)
   std::string raw_cipher = "aead";  // --device, sealed: the bar rows' raw messages (aead, none)
   bool frontend = false;
-  bool splice_writes = false;  // --frontend: hostd runs with --splice-writes on
+  std::string splice_writes = "on";  // --frontend: hostd's --splice-writes
   std::string hostd;
   std::string psk_file = auth::kDefaultKeyPath;  // --frontend -r: the running exporter's key
 
