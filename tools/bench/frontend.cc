@@ -346,43 +346,26 @@ std::vector<Workload> frontend_workloads(Setup& setup) {
   auto irq_file = [reg, events = setup.events.fd()] { return irq_file_once(reg, events); };
   std::vector<Workload> workloads;
   workloads.push_back(row("reg_read", 4, Unit::microseconds, api_read, file_read, "api", "file"));
-  workloads.push_back(row(
-      "bar_write", kMiB, Unit::megabytes_per_second,
-      [&mem, user] {
-        return mem.bar_write(0, 0, {user, kMiB}, call_deadline());
-      },
-      [bar, user] { return system_call(pwrite(bar, user, kMiB, 0) == static_cast<ssize_t>(kMiB), "pwrite resource0"); },
-      "api", "file"));
-  workloads.push_back(row(
-      "bar_read", kMiB, Unit::megabytes_per_second,
-      [&mem, user] {
-        return mem.bar_read(0, 0, {user, kMiB}, call_deadline());
-      },
-      [bar, user] {
-        posix_fadvise(bar, 0, kMiB, POSIX_FADV_DONTNEED);  // read the device, not the page cache
-        return system_call(pread(bar, user, kMiB, 0) == static_cast<ssize_t>(kMiB), "pread resource0");
-      },
-      "api", "file"));
-  // The same with O_DIRECT: past the page cache, hostd's reply lands in the caller's pages.
+  // 1 MiB to and from the memory BAR each way: through the page cache, then with O_DIRECT
+  // (past it: hostd's reply lands in the caller's pages).
+  auto api_bar_write = [&mem, user] { return mem.bar_write(0, 0, {user, kMiB}, call_deadline()); };
+  auto api_bar_read = [&mem, user] { return mem.bar_read(0, 0, {user, kMiB}, call_deadline()); };
+  auto file_bar_write = [user](int fd) {
+    return
+        [fd, user] { return system_call(pwrite(fd, user, kMiB, 0) == static_cast<ssize_t>(kMiB), "pwrite resource0"); };
+  };
+  auto file_bar_read = [user](int fd, bool cached) {
+    return [fd, user, cached] {
+      if (cached) posix_fadvise(fd, 0, kMiB, POSIX_FADV_DONTNEED);  // read the device, not the page cache
+      return system_call(pread(fd, user, kMiB, 0) == static_cast<ssize_t>(kMiB), "pread resource0");
+    };
+  };
   const int direct = setup.bar_direct.fd();
-  workloads.push_back(row(
-      "bar_write_direct", kMiB, Unit::megabytes_per_second,
-      [&mem, user] {
-        return mem.bar_write(0, 0, {user, kMiB}, call_deadline());
-      },
-      [direct, user] {
-        return system_call(pwrite(direct, user, kMiB, 0) == static_cast<ssize_t>(kMiB), "pwrite resource0 (O_DIRECT)");
-      },
-      "api", "file"));
-  workloads.push_back(row(
-      "bar_read_direct", kMiB, Unit::megabytes_per_second,
-      [&mem, user] {
-        return mem.bar_read(0, 0, {user, kMiB}, call_deadline());
-      },
-      [direct, user] {
-        return system_call(pread(direct, user, kMiB, 0) == static_cast<ssize_t>(kMiB), "pread resource0 (O_DIRECT)");
-      },
-      "api", "file"));
+  const auto mb_s = Unit::megabytes_per_second;
+  workloads.push_back(row("bar_write", kMiB, mb_s, api_bar_write, file_bar_write(bar), "api", "file"));
+  workloads.push_back(row("bar_read", kMiB, mb_s, api_bar_read, file_bar_read(bar, true), "api", "file"));
+  workloads.push_back(row("bar_write_direct", kMiB, mb_s, api_bar_write, file_bar_write(direct), "api", "file"));
+  workloads.push_back(row("bar_read_direct", kMiB, mb_s, api_bar_read, file_bar_read(direct, false), "api", "file"));
   workloads.push_back(row(
       "bar_fault", kFaultSpan, Unit::megabytes_per_second,
       [bar, user, &map = setup.bar_map] { return bar_fault_pread(bar, map, user); },
