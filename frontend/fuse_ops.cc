@@ -189,8 +189,8 @@ void op_read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info*
   fuse_reply_buf(req, text.data() + off, std::min(size, text.size() - static_cast<std::size_t>(off)));
 }
 
-// Writes arrive spliced (FUSE_CAP_SPLICE_READ): `src` may be a pipe. libfuse discards what a
-// handler leaves unread of it.
+// A write's bytes are in memory, or in a pipe where splicing is on (FUSE_CAP_SPLICE_READ);
+// libfuse discards what a handler leaves unread of the pipe.
 void op_write_buf(fuse_req_t req, fuse_ino_t, fuse_bufvec* src, off_t off, fuse_file_info* fi) {
   auto& t = impl_of(req);
   auto& f = file_of(fi);

@@ -178,8 +178,8 @@ struct AttachmentStats {
 //    the posted writes queued before (rule 2).
 //  - flush: flush() calls.
 //  - bar_read, bar_write: one call of bar_read/bar_read_visit/bar_read_into_window or
-//    bar_write/bar_write_fill/bar_write_from_window, whatever its size (a direct BAR's write returns once
-//    the provider took the data: that is what is timed).
+//    bar_write/bar_write_fill/bar_write_from_window, whatever its size (a direct BAR's write
+//    returns once the provider took the data: that is what is timed).
 // Not here, because no call of this side spans them:
 //  - mmio_write() and window_push(): posted, they return once queued, so their time says
 //    nothing about the device. The device's DMA itself is a one-sided transfer the exporter
