@@ -44,6 +44,8 @@ class DeviceRequest {
  public:
   // Holds the node (and so its device) itself: once the watchdog has answered, the
   // application may close the file and free `f` while this request is still in the fabric.
+  // So nothing of `f` is read after this is made (the watchdog may answer at any time after,
+  // if this thread stalls for the timeout: seen under ThreadSanitizer).
   DeviceRequest(Watchdog& w, fuse_req_t req, const OpenFile& f)
       : w_(w), req_(req), node_(f.node), generation_(f.generation), ticket_(w.track(req)), deadline_(w.op_deadline()) {}
   // The attachment, or false after answering the error (reconnecting, reset since the file
@@ -174,8 +176,8 @@ int errno_of(const Error& e) {
 }
 
 void device_read(Watchdog& watchdog, fuse_req_t req, const OpenFile& f, std::size_t size, off_t off) {
+  const Region g = region_of(f);  // before tracking: see DeviceRequest
   DeviceRequest r(watchdog, req, f);
-  const Region g = region_of(f);
   if (!g.exists) return r.fail(EBADF);
   if (static_cast<std::uint64_t>(off) >= g.limit) return r.data(nullptr, 0);  // end of file
   if (g.registers && !register_access_valid(*g.bar, size, off)) return r.fail(EINVAL);
@@ -229,9 +231,9 @@ Result<void> memory_write(DeviceRequest& r, const client::BarDesc& b, fuse_bufve
 }  // namespace
 
 void device_write(Watchdog& watchdog, fuse_req_t req, const OpenFile& f, fuse_bufvec& src, off_t off) {
+  const Region g = region_of(f);  // before tracking: see DeviceRequest
   DeviceRequest r(watchdog, req, f);
   std::size_t size = fuse_buf_size(&src);
-  const Region g = region_of(f);
   if (!g.exists) return r.fail(EBADF);
   if (static_cast<std::uint64_t>(off) >= g.limit) return r.fail(EFBIG);  // as sysfs
   if (g.registers && !register_access_valid(*g.bar, size, off)) return r.fail(EINVAL);
@@ -254,9 +256,10 @@ void device_write(Watchdog& watchdog, fuse_req_t req, const OpenFile& f, fuse_bu
 
 void device_flush(Watchdog& watchdog, fuse_req_t req, const OpenFile& f, bool sync) {
   if (!region_of(f).exists) return (void)fuse_reply_err(req, 0);
+  const bool writable = f.writable;  // before tracking: see DeviceRequest
   DeviceRequest r(watchdog, req, f);
   if (!r.link()) return;  // a reset device: even a read-only file's close says so
-  if (!sync && !f.writable) return r.ok();
+  if (!sync && !writable) return r.ok();
   auto done = r.a().flush(r.deadline());
   return done ? r.ok() : r.fail(done.error());
 }
