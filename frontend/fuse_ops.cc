@@ -14,6 +14,7 @@
 #include "open_file.hpp"
 #include "rpcie/log.hpp"
 #include "rpcie/pci.hpp"
+#include "rpcie/sanitizer.hpp"
 #include "sysfs_text.hpp"
 #include "tree_impl.hpp"
 
@@ -22,20 +23,6 @@ namespace rpcie::hostd {
 namespace {
 
 constexpr std::size_t kEventsWriteMax = 64;
-// ThreadSanitizer orders a reply before the requests it leads to (a flush before its file's
-// release) through the write and the read on /dev/fuse; a request spliced into a pipe hides
-// that read from it, and it reports races that the kernel's ordering rules out.
-#if defined(__SANITIZE_THREAD__)
-constexpr bool kThreadSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-constexpr bool kThreadSanitizer = true;
-#else
-constexpr bool kThreadSanitizer = false;
-#endif
-#else
-constexpr bool kThreadSanitizer = false;
-#endif
 // The largest request, 1 MiB: libfuse's largest buffer, and the largest a read or write of a
 // memory BAR may carry; libfuse adds a page for headers.
 constexpr unsigned kRequestMax = 1u << 20;
@@ -70,6 +57,9 @@ void op_init(void* userdata, fuse_conn_info* conn) {
   if (!t.opt.splice_writes) {
     RPCIE_LOG_INFO("hostd", "memory-BAR writes are copied (--splice-writes off)");
   } else if ((conn->capable & FUSE_CAP_SPLICE_READ) && pipe_holds_request()) {
+    // ThreadSanitizer orders a reply before the requests it leads to (a flush before its
+    // file's release) through the write and the read on /dev/fuse; a request spliced into a
+    // pipe hides that read from it, and it reports races that the kernel's ordering rules out.
     if (kThreadSanitizer) {
       RPCIE_LOG_INFO("hostd", "memory-BAR writes are copied: a ThreadSanitizer build does not splice");
     } else {

@@ -44,6 +44,7 @@
 #include "rpcie/edu_registers.hpp"
 #include "rpcie/memory.hpp"
 #include "rpcie/process.hpp"
+#include "rpcie/sanitizer.hpp"
 #include "rpcie/session.hpp"
 #include "rpcie/units.hpp"
 
@@ -61,17 +62,7 @@ int g_failures = 0;
 // a failing one). What always fails is deterministic: data, and the count of replies (posted
 // writes are never acknowledged one by one). The speed itself is rpcie-bench's to measure.
 // Never checked under sanitizers (every call is several times slower).
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kTimingCheckable = false;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr bool kTimingCheckable = false;
-#else
-constexpr bool kTimingCheckable = true;
-#endif
-#else
-constexpr bool kTimingCheckable = true;
-#endif
+constexpr bool kTimingCheckable = !rpcie::kThreadSanitizer && !rpcie::kAddressSanitizer;
 bool timing_checked() {
   const char* v = std::getenv("RPCIE_TIMING_CHECKS");
   return kTimingCheckable && v != nullptr && std::string(v) == "1";

@@ -16,6 +16,8 @@
 
 #include <doctest/doctest.h>
 
+#include "rpcie/sanitizer.hpp"
+
 using namespace rpcie::mmio;
 
 namespace {
@@ -250,14 +252,7 @@ TEST_CASE("slots freed without a wake-up leave a waiting producer asleep until p
 // ThreadSanitizer sees no synchronisation made by another process (the child's stores to the
 // shared ring), so under it this case reports races that are not there: it runs on every
 // other build.
-#if defined(__SANITIZE_THREAD__)
-#define RPCIE_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define RPCIE_TSAN 1
-#endif
-#endif
-#ifndef RPCIE_TSAN
+#ifndef RPCIE_THREAD_SANITIZER
 TEST_CASE("producers in a forked child and the parent share the ring") {
   SharedRing ring(8);
   RingProducer producer;
