@@ -144,6 +144,9 @@ Result<void> AttachmentRequests::handle(const proto::Decoded& d) {
           auto r = bar_copy(m, true);
           calls.unlock();
           sent = link_.reply_send(proto::WriteAck{r ? 0 : r.error().to_errno()}, rid);
+        } else if constexpr (std::is_same_v<M, proto::TelemetryRequest>) {
+          calls.unlock();  // the device is not asked
+          sent = link_.reply_send(link_.telemetry(), rid);
         } else if constexpr (std::is_same_v<M, proto::Pong>) {
           calls.unlock();  // the answer to the warm-up ping of setup()
         } else {

@@ -8,7 +8,8 @@
 // Answers (docs/protocol.md): config_read, mmio_read -> read_reply; config_write,
 // bar_fetch, bar_commit -> write_ack (each with the errno of a failed access, 0 if
 // performed); mmio_write, mmio_write_batch, window_push -> nothing, or an error with the
-// first failure; pong -> nothing; anything else -> error EPROTO.
+// first failure; telemetry_request -> telemetry_reply; pong -> nothing; anything else ->
+// error EPROTO.
 //
 // Threads: handle() is called by one thread at a time (the attachment's data thread); it
 // takes ExportSlot::calls around each device call.
@@ -38,6 +39,8 @@ class RequestLink {
   virtual Result<void> doorbell_prepare() = 0;
   // A window push's bytes for what the device reads next (ExportSlot::calls held).
   virtual Result<void> window_fill(std::uint64_t iova, std::span<const std::uint8_t> bytes) = 0;
+  // What the attachment's device did so far (telemetry_request's answer).
+  virtual proto::TelemetryReply telemetry() const = 0;
 };
 
 class AttachmentRequests {

@@ -13,6 +13,8 @@
 #include <cstdint>
 
 #include "rpcie/latency_histogram.hpp"
+#include "rpcie/latency_wire.hpp"
+#include "rpcie/protocol.hpp"
 
 namespace rpcie::dev {
 
@@ -66,6 +68,27 @@ struct ExportCounters {
   // Records `op` as having taken from `since` until now (steady clock).
   void latency_record(Latency op, std::chrono::steady_clock::time_point since) noexcept {
     latency[static_cast<std::size_t>(op)].record(std::chrono::steady_clock::now() - since);
+  }
+};
+
+// What one attachment's device did since the attachment began: ExportCounters' DMA bytes and
+// latencies for this attachment alone (the export's add up all of its attachments), as
+// telemetry_reply tells the client. Lock-free like ExportCounters; record() with the same
+// latency as the export's.
+struct AttachmentTelemetry {
+  std::array<LatencyHistogram, static_cast<std::size_t>(ExportCounters::Latency::count_)> latency{};
+  std::atomic<std::uint64_t> dma_read_bytes{0};
+  std::atomic<std::uint64_t> dma_written_bytes{0};
+
+  proto::TelemetryReply reply() const {
+    using L = ExportCounters::Latency;
+    const auto counts = [&](L op) { return latency_counts_of(latency[static_cast<std::size_t>(op)].snapshot()); };
+    return {.dma_read_bytes = dma_read_bytes.load(std::memory_order_relaxed),
+            .dma_written_bytes = dma_written_bytes.load(std::memory_order_relaxed),
+            .dma_read = counts(L::dma_read),
+            .dma_write = counts(L::dma_write),
+            .window_pull = counts(L::window_pull),
+            .interrupt = counts(L::interrupt)};
   }
 };
 

@@ -218,6 +218,20 @@ void ServedAttachment::data_thread_end() {
 
 // --- DmaPort and IrqSink ----------------------------------------------------------------
 
+void ServedAttachment::latency_record(ExportCounters::Latency op,
+                                      std::chrono::steady_clock::time_point since) noexcept {
+  const auto took = std::chrono::steady_clock::now() - since;
+  slot_.counters.latency[static_cast<std::size_t>(op)].record(took);
+  telemetry_.latency[static_cast<std::size_t>(op)].record(took);
+}
+
+void ServedAttachment::dma_bytes_add(bool written, std::uint64_t bytes) noexcept {
+  auto& exported = written ? slot_.counters.dma_written_bytes : slot_.counters.dma_read_bytes;
+  auto& attached = written ? telemetry_.dma_written_bytes : telemetry_.dma_read_bytes;
+  exported.fetch_add(bytes, std::memory_order_relaxed);
+  attached.fetch_add(bytes, std::memory_order_relaxed);
+}
+
 Result<void> ServedAttachment::dma_read(std::uint64_t iova, std::span<std::uint8_t> into, Deadline deadline) {
   // From the device's request: waiting behind another transfer for the DMA lock is part of it.
   const auto t0 = std::chrono::steady_clock::now();
@@ -226,8 +240,8 @@ Result<void> ServedAttachment::dma_read(std::uint64_t iova, std::span<std::uint8
   if (mirror_) {
     std::lock_guard g(dma_lock_);
     std::memcpy(into.data(), local_->data() + iova, into.size());
-    slot_.counters.dma_read_bytes.fetch_add(into.size(), std::memory_order_relaxed);
-    slot_.counters.latency_record(ExportCounters::Latency::dma_read, t0);
+    dma_bytes_add(false, into.size());
+    latency_record(ExportCounters::Latency::dma_read, t0);
     return {};
   }
   auto link = link_share();
@@ -242,8 +256,8 @@ Result<void> ServedAttachment::dma_read(std::uint64_t iova, std::span<std::uint8
     std::memcpy(into.data() + done, local_->data(), n);
     done += n;
   }
-  slot_.counters.dma_read_bytes.fetch_add(into.size(), std::memory_order_relaxed);
-  slot_.counters.latency_record(ExportCounters::Latency::dma_read, t0);
+  dma_bytes_add(false, into.size());
+  latency_record(ExportCounters::Latency::dma_read, t0);
   return {};
 }
 
@@ -256,8 +270,8 @@ Result<void> ServedAttachment::dma_write(std::uint64_t iova, std::span<const std
     std::lock_guard g(dma_lock_);
     std::memcpy(local_->data() + iova, from.data(), from.size());
     dirty_.add(iova, from.size());
-    slot_.counters.dma_written_bytes.fetch_add(from.size(), std::memory_order_relaxed);
-    slot_.counters.latency_record(ExportCounters::Latency::dma_write, t0);
+    dma_bytes_add(true, from.size());
+    latency_record(ExportCounters::Latency::dma_write, t0);
     return {};
   }
   auto link = link_share();
@@ -274,8 +288,8 @@ Result<void> ServedAttachment::dma_write(std::uint64_t iova, std::span<const std
     if (!w) return dma_failed("DMA write to the client's window failed: ", w.error());
     done += n;
   }
-  slot_.counters.dma_written_bytes.fetch_add(from.size(), std::memory_order_relaxed);
-  slot_.counters.latency_record(ExportCounters::Latency::dma_write, t0);
+  dma_bytes_add(true, from.size());
+  latency_record(ExportCounters::Latency::dma_write, t0);
   return {};
 }
 
@@ -294,7 +308,7 @@ void ServedAttachment::irq_raise(std::uint16_t vector) {
     failure_mark();
     return;
   }
-  slot_.counters.latency_record(ExportCounters::Latency::interrupt, t0);
+  latency_record(ExportCounters::Latency::interrupt, t0);
 }
 
 Result<void> ServedAttachment::irq_send_locked(std::uint16_t vector, Deadline deadline) {
@@ -451,7 +465,7 @@ Result<void> ServedAttachment::doorbell_prepare() {
   std::lock_guard g(dma_lock_);  // rule 3: the driver's memory before the doorbell
   auto pulled = window_pull_locked();
   if (!pulled) return fail(EIO, "window pull before a doorbell failed: " + pulled.error().describe());
-  slot_.counters.latency_record(ExportCounters::Latency::window_pull, t0);
+  latency_record(ExportCounters::Latency::window_pull, t0);
   return {};
 }
 

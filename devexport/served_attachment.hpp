@@ -147,6 +147,11 @@ class ServedAttachment final : public DmaPort, public IrqSink, private RequestLi
   Result<void> error_send(int code, const std::string& text, std::uint64_t rid) override;
   Result<void> doorbell_prepare() override;
   Result<void> window_fill(std::uint64_t iova, std::span<const std::uint8_t> bytes) override;
+  proto::TelemetryReply telemetry() const override { return telemetry_.reply(); }
+  // A device transfer or interrupt that took from `since` until now, and a transfer's bytes:
+  // recorded for the export (slot_.counters) and for this attachment (telemetry_).
+  void latency_record(ExportCounters::Latency op, std::chrono::steady_clock::time_point since) noexcept;
+  void dma_bytes_add(bool written, std::uint64_t bytes) noexcept;
   // Keeps the encoded answer to request `rid` (answer_) for the PerformedLog.
   void answer_keep(const proto::Message& m, std::uint64_t rid);
   void request_handle(const proto::Decoded& d);
@@ -161,6 +166,7 @@ class ServedAttachment final : public DmaPort, public IrqSink, private RequestLi
   void data_thread_end();
 
   ExportSlot& slot_;
+  AttachmentTelemetry telemetry_;
   std::uint64_t id_;
   std::uint64_t window_size_;
   bool mirror_;

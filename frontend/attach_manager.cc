@@ -73,7 +73,12 @@ ControlServer::Reply AttachManager::request(const json& r, const ucred& peer) {
   if (op == "mmio_ring") return mmio_ring(r, peer);
   if (op == "attach") return {.answer = attach(r, peer.uid)};
   if (op == "detach") return {.answer = detach(r, peer.uid)};
-  if (op == "status") return {.answer = status(peer.uid)};
+  if (op == "status") {
+    const auto t = r.find("device_telemetry");
+    if (t != r.end() && !t->is_boolean())
+      return {.answer = {{"error", "status: \"device_telemetry\" must be true or false"}, {"errno", EINVAL}}};
+    return {.answer = status(peer.uid, t != r.end() && t->get<bool>())};
+  }
   return {.answer = {{"error", "unknown op '" + log_escape(op.substr(0, 64)) + "'"}, {"errno", EINVAL}}};
 }
 
@@ -216,7 +221,9 @@ std::string AttachManager::metrics() const {
   return metrics_text(samples);
 }
 
-json AttachManager::status(uid_t peer) const {
+json AttachManager::status(uid_t peer, bool telemetry) const {
+  // One budget for all devices: a stalled exporter costs the answer this much at most.
+  const Deadline telemetry_until = Deadline::after(kTelemetryBudget);
   json list = json::array();
   for (const auto& v : tree_.devices()) {
     const auto owner = owners_.owner(v.device->index());
@@ -246,6 +253,11 @@ json AttachManager::status(uid_t peer) const {
            {"dma", v.device->window_path()},
            {"counters", counters_of(s.stats)},
            {"latency", latency_json(s)}};
+    if (telemetry && s.state == LinkState::connected) {
+      auto a = v.device->link();
+      auto t = a ? (*a)->device_telemetry(telemetry_until) : Result<client::DeviceTelemetry>(tl::unexpected(a.error()));
+      e["device_telemetry"] = t ? telemetry_json(*t) : json{{"error", t.error().describe()}};
+    }
     // Only while it explains something: a connected device's last loss is history.
     if (s.state != LinkState::connected && !s.last_error.empty()) e["error"] = s.last_error;
     list.push_back(std::move(e));

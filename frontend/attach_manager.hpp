@@ -90,12 +90,16 @@ class AttachManager {
   // is not attached twice; a pending one of those is retried the configured way.
   static constexpr auto kConfiguredBackoffFirst = std::chrono::milliseconds(1000);
   static constexpr auto kConfiguredBackoffMax = std::chrono::milliseconds(60000);
+  // What a {"op":"status","device_telemetry":true} may spend asking exporters, all devices
+  // together: one that has not answered by then shows {"error": ...} instead.
+  static constexpr auto kTelemetryBudget = std::chrono::seconds(2);
 
   // One request ({"op": ...}, already checked to be an object with a string "op") from a
   // process with credentials `peer`; an unknown op or a failure is answered {"error",
   // "errno"} (EPERM: another user's attachment). Also serves {"op":"mmio_ring","bdf":B}
   // (the memfd of a new ring for the device's register BARs passed with the answer
-  // {"ring_bytes":N,"timeout_ms":T}, the connection kept by the ring's server).
+  // {"ring_bytes":N,"timeout_ms":T}, the connection kept by the ring's server), and
+  // {"op":"status","device_telemetry":true|false} (EINVAL for another type).
   ControlServer::Reply request(const nlohmann::json& request, const ucred& peer);
 
   // The Prometheus text of every attached device, every owner's (the --metrics address is
@@ -106,7 +110,9 @@ class AttachManager {
   ControlServer::Reply mmio_ring(const nlohmann::json& request, const ucred& peer);
   nlohmann::json attach(const nlohmann::json& request, uid_t peer);
   nlohmann::json detach(const nlohmann::json& request, uid_t peer);
-  nlohmann::json status(uid_t peer) const;
+  // `telemetry`: each connected device's DeviceTelemetry asked of its exporter as well
+  // ("device_telemetry"), all of them within kTelemetryBudget.
+  nlohmann::json status(uid_t peer, bool telemetry) const;
 
   // An attachment the state file lists that is not attached yet (attach_restore.cc).
   struct Pending {

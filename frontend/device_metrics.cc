@@ -57,6 +57,16 @@ nlohmann::json histogram_json(const LatencyHistogram::Snapshot& s) {
           {"count", s.count}};
 }
 
+nlohmann::json telemetry_json(const client::DeviceTelemetry& t) {
+  return {{"dma_read_bytes", t.dma_read_bytes},
+          {"dma_written_bytes", t.dma_written_bytes},
+          {"latency",
+           {{"dma_read", histogram_json(t.dma_read)},
+            {"dma_write", histogram_json(t.dma_write)},
+            {"window_pull", histogram_json(t.window_pull)},
+            {"interrupt", histogram_json(t.interrupt)}}}};
+}
+
 nlohmann::json latency_json(const RemoteDevice::Status& s) {
   nlohmann::json out = nlohmann::json::object();
   for (const auto& [name, h] : latency_named(s)) out[name] = histogram_json(*h);

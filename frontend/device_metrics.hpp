@@ -27,6 +27,10 @@ nlohmann::json histogram_json(const LatencyHistogram::Snapshot& s);
 // {"mmio_read": histogram_json, "config_read": ..., ...}: every histogram of the device's
 // AttachmentLatency, then "interrupt_delivery" (Status::interrupt_delivery).
 nlohmann::json latency_json(const RemoteDevice::Status& s);
+// {"dma_read_bytes": N, "dma_written_bytes": N, "latency": {"dma_read": histogram_json,
+//  "dma_write": ..., "window_pull": ..., "interrupt": ...}}: what the exporter measured of the
+// device (client::DeviceTelemetry).
+nlohmann::json telemetry_json(const client::DeviceTelemetry& t);
 
 // The Prometheus text (format 0.0.4) of these devices, names starting rpcie_.
 std::string metrics_text(const std::vector<DeviceSample>& devices);

@@ -65,6 +65,7 @@ class FakeLink final : public RequestLink {
     return {};
   }
   Result<void> doorbell_prepare() override { return {}; }
+  proto::TelemetryReply telemetry() const override { return AttachmentTelemetry{}.reply(); }
   Result<void> window_fill(std::uint64_t iova, std::span<const std::uint8_t> bytes) override {
     if (iova > window.size() || bytes.size() > window.size() - iova) return fail(EINVAL, "window push outside");
     std::memcpy(window.data() + iova, bytes.data(), bytes.size());
@@ -154,6 +155,9 @@ void answers_check(const proto::Decoded& d, const std::vector<Answer>& got) {
     case T::mmio_write_batch:
     case T::window_push:
       check(got.empty() || (got.size() == 1 && got[0].type == T::error), "a posted write got an answer", name);
+      break;
+    case T::telemetry_request:
+      one_of(T::telemetry_reply);
       break;
     case T::pong:
       check(got.empty(), "pong got an answer");

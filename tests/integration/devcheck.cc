@@ -750,6 +750,12 @@ int postedfail_check(const Common& c, const std::string& name) {
   CHECK_THAT(vendor && *vendor == a->device().vendor, "config read of the vendor id");
   auto posted = a->mmio_write(bar->bar, 0, 4, 0, soon());
   CHECK_THAT(posted.has_value(), "a posted write returns at once: %s", posted ? "" : posted.error().describe().c_str());
+  // Asking for the exporter's telemetry is no access of the device: the error stays for the
+  // next one (the error arrives before the telemetry's answer, which follows it on the fabric).
+  auto telemetry = a->device_telemetry(soon());
+  CHECK_THAT(telemetry && telemetry->dma_read.count == 0 && telemetry->interrupt.count == 0,
+             "device telemetry after the refused posted write: %s",
+             telemetry ? "nonzero counts" : telemetry.error().describe().c_str());
   auto next = a->config_read(0, 2, soon());
   CHECK_THAT(!next && next.error().code == EPERM, "the next access reports the refused posted write: %s",
              next ? "succeeded" : next.error().describe().c_str());

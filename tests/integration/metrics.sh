@@ -105,12 +105,14 @@ pass "1 MiB each way on a memory BAR: bytes and bulk histograms"
 DMA_ROUNDS=4 FACTORIALS=2
 scrape dma0
 "$RPCIE" status -o json >"$TMP/status2.json" || die "status"
-read -r _ _ st_irq0 st_del0 < <($CHECK status "$TMP/status2.json" rpcie0) || die "status histograms (before DMA)"
+read -r _ _ st_irq0 st_del0 t_rd0 t_wr0 t_pull0 t_irq0 t_bytes0 < <($CHECK status "$TMP/status2.json" rpcie0) ||
+  die "status histograms (before DMA)"
 irqs=$($CHECK edu "$D0" $DMA_ROUNDS $FACTORIALS) || die "edu DMA and interrupts through hostd's files"
 [ "$irqs" = $((2 * DMA_ROUNDS + FACTORIALS)) ] || die "edu: $irqs interrupts"
 scrape dma1
 "$RPCIE" status -o json >"$TMP/status3.json" || die "status"
-read -r _ _ st_irq1 st_del1 < <($CHECK status "$TMP/status3.json" rpcie0) || die "status histograms (after DMA)"
+read -r _ _ st_irq1 st_del1 t_rd1 t_wr1 t_pull1 t_irq1 t_bytes1 < <($CHECK status "$TMP/status3.json" rpcie0) ||
+  die "status histograms (after DMA)"
 ddelta() { echo $(($(val "$TMP/dma1.$1" "${@:2}") - $(val "$TMP/dma0.$1" "${@:2}"))); }
 # Sums are seconds: compared as numbers by python (the shell has integers only).
 dsum() { python3 -c 'import sys; print(float(sys.argv[1]) - float(sys.argv[2]) > 0)' \
@@ -156,6 +158,34 @@ d=$(ddelta hostd rpcie_device_latency_seconds_bucket device=rpcie0 op=interrupt_
 pass "hostd: $irqs interrupts, $irqs deliveries timed in /metrics and status -o json" \
   "(mean $(dmean hostd "$irqs" rpcie_device_latency_seconds_sum device=rpcie0 op=interrupt_delivery))"
 
+# The exporter's figures of this attachment, asked through hostd (telemetry_request).
+[ $((t_rd1 - t_rd0)) = $DMA_ROUNDS ] && [ $((t_wr1 - t_wr0)) = $DMA_ROUNDS ] ||
+  die "status -o json: device_telemetry dma_read $t_rd0 -> $t_rd1, dma_write $t_wr0 -> $t_wr1, want +$DMA_ROUNDS"
+[ $((t_irq1 - t_irq0)) = "$irqs" ] || die "status -o json: device_telemetry interrupt $t_irq0 -> $t_irq1, want +$irqs"
+[ "$t_pull1" = 0 ] || die "status -o json: device_telemetry window_pull $t_pull1 on an on-demand export"
+[ $((t_bytes1 - t_bytes0)) = $((DMA_ROUNDS * 4096)) ] ||
+  die "status -o json: device_telemetry dma_read_bytes $t_bytes0 -> $t_bytes1"
+# The attachment's own figures equal the export's (one attachment since exportd started).
+[ "$t_rd1" = "$(val "$TMP/dma1.exportd" rpcie_export_latency_seconds_count $E op=dma_read)" ] ||
+  die "device_telemetry dma_read $t_rd1 differs from exportd's"
+pass "status -o json: the exporter's device telemetry of rpcie0: +$DMA_ROUNDS DMA reads and writes," \
+  "+$irqs interrupts, no window pull"
+# Without device_telemetry (the default op, as hostd's own watchdog asks it) no exporter is asked.
+python3 - "$SOCK" <<'PY' || die "status without device_telemetry"
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall(b'{"op":"status"}\n')
+a = json.loads(s.makefile().readline())
+assert all("device_telemetry" not in x for x in a["attachments"]), a
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall(b'{"op":"status","device_telemetry":1}\n')
+a = json.loads(s.makefile().readline())
+assert a.get("errno") == 22 and "device_telemetry" in a["error"], a
+PY
+pass "status: device_telemetry only when asked; a non-boolean is EINVAL"
+
 [ "$(val "$TMP/after.hostd" rpcie_devices_attached)" = 2 ] || die "rpcie_devices_attached"
 [ "$(val "$TMP/after.hostd" rpcie_device_generation device=rpcie0)" = 1 ] || die "generation of rpcie0"
 [ "$(val "$TMP/after.hostd" rpcie_device_connected device=rpcie1)" = 1 ] || die "rpcie1 not connected"
@@ -193,7 +223,8 @@ assert len(frames) == 2, frames
 for f in frames:
     lines = f.strip("\n").split("\n")
     assert lines[0].startswith("rpcie top: 2 devices, rates over "), lines
-    assert re.match(r"DEVICE +EXPORT +STATE +READS/s +WRITES/s +MB/s +IRQ/s +RD_P50 +RD_P99 +IRQ_P99$", lines[1]), lines
+    assert re.match(r"DEVICE +EXPORT +STATE +READS/s +WRITES/s +MB/s +IRQ/s +RD_P50 +RD_P99 +IRQ_P99 +DMA/s +DMA_P99$",
+                    lines[1]), lines
     rows = {l.split()[0]: l.split() for l in lines[2:]}
     assert set(rows) == {"rpcie0", "rpcie1"}, rows
     r = rows["rpcie0"]
@@ -202,32 +233,29 @@ for f in frames:
     assert re.match(r"^\d+(us|ms)$", r[7]) and re.match(r"^\d+(us|ms)$", r[8]), r
     assert rows["rpcie1"][7] == "-", rows["rpcie1"]  # no register reads on mem0
     assert r[9] == "-" and rows["rpcie1"][9] == "-", rows  # no interrupts meanwhile
+    assert r[10] == "0.0" and r[11] == "-", r  # nor DMA
 PY
 pass "rpcie top --count 2: two frames, a line per device, read rate and p50/p99"
 
-# IRQ_P99 while interrupts are delivered: factorials with an interrupt each for 2.5 s.
-python3 -c '
-import os, struct, sys, time
-bar = os.open(sys.argv[1] + "/resource0", os.O_RDWR)
-events = os.open(sys.argv[1] + "/events", os.O_RDWR)
-end = time.monotonic() + 2.5
-while time.monotonic() < end:
-    os.pwrite(bar, struct.pack("<I", 0x80), 0x20)  # interrupt when done
-    os.pwrite(bar, struct.pack("<I", 6), 0x08)
-    os.read(events, 4)
-    os.pwrite(bar, struct.pack("<I", 1), 0x64)
-' "$D0" &
+# IRQ_P99 and DMA_P99 while edu moves data and raises interrupts: its DMA engine both ways and
+# a factorial, each with an interrupt, for 2.5 s.
+(
+  end=$((SECONDS + 3))
+  while [ $SECONDS -lt $end ]; do $CHECK edu "$D0" 10 1 >/dev/null || exit 1; done
+) &
 raiser=$!
 "$RPCIE" top --count 2 --interval 0.5 >"$TMP/top2.out" 2>"$TMP/top.err" || die "rpcie top: $(cat "$TMP/top.err")"
-wait $raiser || die "interrupts during top"
-python3 - "$TMP/top2.out" <<'PY' || die "rpcie top output (interrupts): $(cat "$TMP/top2.out")"
+wait $raiser || die "DMA and interrupts during top"
+python3 - "$TMP/top2.out" <<'PY' || die "rpcie top output (DMA and interrupts): $(cat "$TMP/top2.out")"
 import re, sys
 for f in open(sys.argv[1]).read().split("\n\n"):
     rows = {l.split()[0]: l.split() for l in f.strip("\n").split("\n")[2:]}
     r = rows["rpcie0"]
     assert float(r[6]) > 10 and re.match(r"^\d+(us|ms)$", r[9]), r  # IRQ/s and IRQ_P99
+    assert float(r[10]) > 10 and re.match(r"^\d+(us|ms)$", r[11]), r  # DMA/s and DMA_P99 (the exporter's)
+    assert rows["rpcie1"][10] == "0.0" and rows["rpcie1"][11] == "-", rows["rpcie1"]
 PY
-pass "rpcie top: IRQ/s and IRQ_P99 while edu raises interrupts"
+pass "rpcie top: IRQ/s, IRQ_P99, DMA/s and DMA_P99 while edu moves data and raises interrupts"
 
 
 # --- a real Prometheus server scraping both daemons --------------------------------------------

@@ -52,16 +52,29 @@ def value(path, name, wanted):
     print(int(v) if v == int(v) else v)
 
 
-def status(path, device):
-    a = {x["device"]: x for x in json.load(open(path))["attachments"]}[device]
-    lat = a["latency"]
-    for op in ("mmio_read", "config_read", "config_write", "flush", "bar_read", "bar_write", "interrupt_delivery"):
+def histograms_check(lat, ops):
+    for op in ops:
         h = lat[op]
         assert len(h["le_seconds"]) == 22 and h["le_seconds"][0] == 1e-06 and h["le_seconds"][-1] == 10, h
         assert len(h["counts"]) == 23 and sum(h["counts"]) == h["count"], (op, h)
         assert h["sum_seconds"] >= 0 and (h["count"] == 0) == (h["sum_seconds"] == 0), (op, h)
+
+
+# Prints hostd's mmio_reads, mmio_read count, interrupts, interrupt_delivery count, then what
+# the exporter reported (device_telemetry): dma_read, dma_write, window_pull and interrupt
+# counts, and the DMA bytes read.
+def status(path, device):
+    a = {x["device"]: x for x in json.load(open(path))["attachments"]}[device]
+    lat = a["latency"]
+    histograms_check(lat, ("mmio_read", "config_read", "config_write", "flush", "bar_read", "bar_write",
+                           "interrupt_delivery"))
+    t = a["device_telemetry"]
+    assert "error" not in t, t
+    histograms_check(t["latency"], ("dma_read", "dma_write", "window_pull", "interrupt"))
+    tl = t["latency"]
     print(a["counters"]["mmio_reads"], lat["mmio_read"]["count"], a["counters"]["interrupts"],
-          lat["interrupt_delivery"]["count"])
+          lat["interrupt_delivery"]["count"], tl["dma_read"]["count"], tl["dma_write"]["count"],
+          tl["window_pull"]["count"], tl["interrupt"]["count"], t["dma_read_bytes"])
 
 
 # edu's registers (core/include/rpcie/edu_registers.hpp).

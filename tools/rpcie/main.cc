@@ -270,7 +270,8 @@ int main(int argc, char** argv) {
   if (*c.detach) return detach_run(o);
   if (*c.top) return rpcie::cli::top_run(o.top);
   if (*c.status)
-    return control_run(o.control_path, {{"op", "status"}}, o.control_timeout_s, o.json(),
-                       rpcie::cli::ControlCommand::status);
+    // The exporters' DMA figures cost a round trip per device: only the JSON shows them.
+    return control_run(o.control_path, {{"op", "status"}, {"device_telemetry", o.json()}}, o.control_timeout_s,
+                       o.json(), rpcie::cli::ControlCommand::status);
   return list_run(o);
 }

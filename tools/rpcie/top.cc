@@ -21,12 +21,12 @@ std::uint64_t counter_of(const json& j, const char* key) {
   return it != j.end() && it->is_number_unsigned() ? it->get<std::uint64_t>() : 0;
 }
 
-// The histogram `op` (latency.OP) of a status entry, as a snapshot (empty if absent or
-// malformed).
-LatencyHistogram::Snapshot histogram_of(const json& device, const char* op) {
+// The histogram `op` of a `latency` object (a status entry's, or its device_telemetry's),
+// as a snapshot (empty if absent or malformed).
+LatencyHistogram::Snapshot histogram_in(const json& holder, const char* op) {
   LatencyHistogram::Snapshot s;
-  const auto l = device.find("latency");
-  if (l == device.end() || !l->is_object()) return s;
+  const auto l = holder.is_object() ? holder.find("latency") : holder.end();
+  if (!holder.is_object() || l == holder.end() || !l->is_object()) return s;
   const auto h = l->find(op);
   if (h == l->end() || !h->is_object()) return s;
   const auto c = h->find("counts");
@@ -37,6 +37,21 @@ LatencyHistogram::Snapshot histogram_of(const json& device, const char* op) {
   }
   const auto sum = h->find("sum_seconds");
   if (sum != h->end() && sum->is_number()) s.sum_ns = static_cast<std::uint64_t>(sum->get<double>() * 1e9);
+  return s;
+}
+
+LatencyHistogram::Snapshot histogram_of(const json& device, const char* op) { return histogram_in(device, op); }
+
+// The device's DMA in both directions, as the exporter timed it (device_telemetry; empty
+// where the answer has none).
+LatencyHistogram::Snapshot dma_of(const json& device) {
+  const auto t = device.find("device_telemetry");
+  if (t == device.end()) return {};
+  auto s = histogram_in(*t, "dma_read");
+  const auto w = histogram_in(*t, "dma_write");
+  for (std::size_t i = 0; i < s.counts.size(); ++i) s.counts[i] += w.counts[i];
+  s.count += w.count;
+  s.sum_ns += w.sum_ns;
   return s;
 }
 
@@ -77,8 +92,8 @@ std::string top_frame(const json& before, const json& now, double seconds) {
   std::snprintf(line, sizeof line, "rpcie top: %zu device%s, rates over %.1f s\n", cur.size(),
                 cur.size() == 1 ? "" : "s", seconds);
   std::string out = line;
-  std::snprintf(line, sizeof line, "%-8s %-16s %-12s %10s %10s %9s %8s %8s %8s %8s\n", "DEVICE", "EXPORT", "STATE",
-                "READS/s", "WRITES/s", "MB/s", "IRQ/s", "RD_P50", "RD_P99", "IRQ_P99");
+  std::snprintf(line, sizeof line, "%-8s %-16s %-12s %10s %10s %9s %8s %8s %8s %8s %8s %8s\n", "DEVICE", "EXPORT",
+                "STATE", "READS/s", "WRITES/s", "MB/s", "IRQ/s", "RD_P50", "RD_P99", "IRQ_P99", "DMA/s", "DMA_P99");
   out += line;
   for (const auto& [name, d] : cur) {
     if (d.value("hidden", false)) {
@@ -99,11 +114,14 @@ std::string top_frame(const json& before, const json& now, double seconds) {
     const double bytes = delta("bar_bytes_read") + delta("bar_bytes_written");
     const auto reads = histogram_of(d, "mmio_read").since(histogram_of(p, "mmio_read"));
     const auto irqs = histogram_of(d, "interrupt_delivery").since(histogram_of(p, "interrupt_delivery"));
-    std::snprintf(line, sizeof line, "%-8s %-16.16s %-12.12s %10.1f %10.1f %9.2f %8.1f %8s %8s %8s\n", name.c_str(),
-                  text_of(d, "export").c_str(), text_of(d, "state").c_str(), delta("mmio_reads") / seconds,
-                  delta("mmio_writes") / seconds, bytes / seconds / 1e6, delta("interrupts") / seconds,
-                  latency_text(reads.quantile_ns(0.5)).c_str(), latency_text(reads.quantile_ns(0.99)).c_str(),
-                  latency_text(irqs.quantile_ns(0.99)).c_str());
+    // A count that went down is a new attachment's: since() then keeps what it has.
+    const auto dma = dma_of(d).since(dma_of(p));
+    std::snprintf(line, sizeof line, "%-8s %-16.16s %-12.12s %10.1f %10.1f %9.2f %8.1f %8s %8s %8s %8.1f %8s\n",
+                  name.c_str(), text_of(d, "export").c_str(), text_of(d, "state").c_str(),
+                  delta("mmio_reads") / seconds, delta("mmio_writes") / seconds, bytes / seconds / 1e6,
+                  delta("interrupts") / seconds, latency_text(reads.quantile_ns(0.5)).c_str(),
+                  latency_text(reads.quantile_ns(0.99)).c_str(), latency_text(irqs.quantile_ns(0.99)).c_str(),
+                  static_cast<double>(dma.count) / seconds, latency_text(dma.quantile_ns(0.99)).c_str());
     out += line;
   }
   return out;
@@ -112,7 +130,8 @@ std::string top_frame(const json& before, const json& now, double seconds) {
 int top_run(const TopOptions& o) {
   const auto path = control::socket_path_resolve(o.control_path);
   const auto ask = [&]() {
-    return control::call(path, {{"op", "status"}}, Deadline::after(std::chrono::seconds(o.timeout_s)));
+    return control::call(path, {{"op", "status"}, {"device_telemetry", true}},
+                         Deadline::after(std::chrono::seconds(o.timeout_s)));
   };
   auto before = ask();
   if (!before) {

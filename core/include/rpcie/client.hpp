@@ -184,8 +184,8 @@ struct AttachmentStats {
 //  - mmio_write() and window_push(): posted, they return once queued, so their time says
 //    nothing about the device. The device's DMA itself is a one-sided transfer the exporter
 //    performs against the window, unseen here (zero copy): rpcie-exportd times each one,
-//    request to completion (its --metrics, rpcie_export_latency_seconds{op="dma_read"|
-//    "dma_write"|"window_pull"}).
+//    request to completion, and tells it (device_telemetry(), DeviceTelemetry; also its
+//    --metrics, rpcie_export_latency_seconds{op="dma_read"|"dma_write"|"window_pull"}).
 //  - an interrupt's way from the device: no interval across the two hosts is timed, since
 //    their clocks are not synchronised. Each side times its own part on its own clock:
 //    rpcie-exportd from the device's raise to the message handed to the fabric (op
@@ -195,6 +195,22 @@ struct AttachmentStats {
 //    clock); AttachmentStats::interrupts counts the interrupts.
 struct AttachmentLatency {
   LatencyHistogram::Snapshot mmio_read, config_read, config_write, flush, bar_read, bar_write;
+};
+
+// What the exporter measured of this attachment's device since the attachment began (on a
+// resumed one: since its first link), each interval on the exporter's clock alone, successful
+// operations only (Attachment::device_telemetry, protocol message telemetry_reply):
+//  - dma_read, dma_write: one device transfer from its request to its completion. On-demand
+//    exports: the one-sided RMA read or write of this side's window, completed. Mirror
+//    exports: the copy to or from the exporter's mirror (their fabric cost is in
+//    window_pull and interrupt). dma_read_bytes / dma_written_bytes: what they moved.
+//  - window_pull: a mirror export's pull of the whole window before a doorbell (none where
+//    this side pushes, ClientOptions::window_push, and none on-demand).
+//  - interrupt: from the device raising one to its message handed to the fabric, behind the
+//    DMA writes before it.
+struct DeviceTelemetry {
+  std::uint64_t dma_read_bytes = 0, dma_written_bytes = 0;
+  LatencyHistogram::Snapshot dma_read, dma_write, window_pull, interrupt;
 };
 
 class Attachment {
@@ -326,6 +342,14 @@ class Attachment {
   AttachmentStats stats() const;
   // Thread-safe, lock-free snapshot (each histogram read once; see AttachmentLatency).
   AttachmentLatency latency() const;
+  // Asks the exporter for DeviceTelemetry: one request and its answer on the data path,
+  // behind the posted writes sent before it. Not an operation of the device: a posted write's
+  // error is neither reported nor consumed (the next operation reports it), nothing is timed
+  // or counted, and it does not wait for a lost link: EAGAIN while one is being resumed,
+  // ECONNRESET if it is lost meanwhile. Other errors: the attachment's failure, ETIMEDOUT at
+  // `deadline`, EPROTO from an exporter that does not know the request.
+  // Thread-safe.
+  Result<DeviceTelemetry> device_telemetry(Deadline deadline);
   ChannelStats channel_stats() const;
 
   // Opaque here; defined by the implementation (core/src/client/attachment_state.hpp).

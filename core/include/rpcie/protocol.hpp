@@ -484,13 +484,57 @@ struct WindowPush {
   static constexpr bool valid(const WindowPush& p) noexcept { return wire::range_fits(p.window_offset, p.data.size()); }
 };
 
+// --- Device telemetry (data path) ---
+// What the exporter timed of one kind of device operation for this attachment: per bucket
+// (kLatencyBuckets, LatencyHistogram's bounds, not cumulative), the operations whose
+// latency fell in it, and all their latencies added up.
+struct BucketCount {
+  std::uint64_t count = 0;
+  static void fields(auto& m, auto&& f) { f("count", m.count); }
+};
+struct LatencyCounts {
+  std::uint64_t sum_ns = 0;
+  std::vector<BucketCount> buckets;  // exactly kLatencyBuckets
+  static void fields(auto& m, auto&& f) {
+    f("sum_ns", m.sum_ns);
+    f("buckets", m.buckets, wire::Len<std::uint8_t, kLatencyBuckets, kLatencyBuckets>{});
+  }
+};
+// telemetry_request: what the exporter measured of this attachment's device since the
+// attachment began (docs/protocol.md 8.4.3). No payload; answered with telemetry_reply.
+struct TelemetryRequest {
+  static constexpr MsgType kType = MsgType::telemetry_request;
+  static constexpr const char* kName = "telemetry_request";
+  static void fields(auto&, auto&&) {}
+};
+// telemetry_reply: the device's DMA through the fabric and its interrupts, each interval on
+// the exporter's clock alone: dma_read / dma_write, one device transfer from its request to
+// its completion (bytes: what they moved); window_pull, a mirror export's pull of the window
+// before a doorbell; interrupt, from the device raising one to its message handed to the
+// fabric. Successful operations only.
+struct TelemetryReply {
+  static constexpr MsgType kType = MsgType::telemetry_reply;
+  static constexpr const char* kName = "telemetry_reply";
+  std::uint64_t dma_read_bytes = 0;
+  std::uint64_t dma_written_bytes = 0;
+  LatencyCounts dma_read, dma_write, window_pull, interrupt;
+  static void fields(auto& m, auto&& f) {
+    f("dma_read_bytes", m.dma_read_bytes);
+    f("dma_written_bytes", m.dma_written_bytes);
+    f("dma_read", m.dma_read);
+    f("dma_write", m.dma_write);
+    f("window_pull", m.window_pull);
+    f("interrupt", m.interrupt);
+  }
+};
+
 // Every message, in no particular order: the codec derives its type table (number -> name,
 // decoder) and message_type() from this list.
-using Message =
-    std::variant<Hello, HelloAck, ErrorMsg, Ping, Pong, Heartbeat, Goodbye, ConfigRead, ConfigWrite, MmioRead,
-                 MmioWrite, ReadReply, WriteAck, Interrupt, RmaNotify, AuthHello, AuthChallenge, AuthProof, AuthOk,
-                 ListRequest, ListReply, AttachRequest, AttachReply, BarCommit, BarFetch, MmioWriteBatch, WindowPush,
-                 SealedHello, RmaPut, RmaGet, RmaData, RmaDone, ResumeRequest, ResumeReply>;
+using Message = std::variant<Hello, HelloAck, ErrorMsg, Ping, Pong, Heartbeat, Goodbye, ConfigRead, ConfigWrite,
+                             MmioRead, MmioWrite, ReadReply, WriteAck, Interrupt, RmaNotify, AuthHello, AuthChallenge,
+                             AuthProof, AuthOk, ListRequest, ListReply, AttachRequest, AttachReply, BarCommit, BarFetch,
+                             MmioWriteBatch, WindowPush, SealedHello, RmaPut, RmaGet, RmaData, RmaDone, ResumeRequest,
+                             ResumeReply, TelemetryRequest, TelemetryReply>;
 
 // A type number or a name given twice would make the table ambiguous.
 static_assert(wire::kMessagesUnique<Message>, "two messages share a type number or a name");

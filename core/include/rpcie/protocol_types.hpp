@@ -31,6 +31,9 @@ inline constexpr std::size_t kMaxBatch = 256;            // writes in one mmio_w
 inline constexpr std::size_t kMaxPushBytes = 32 * 1024;  // window bytes in one window_push
 inline constexpr std::size_t kMaxHelloEnvelope = 4096;   // sealed hello / hello_ack
 inline constexpr std::uint8_t kAeadOfferMask = 3;        // auth::Aead bits
+// Buckets of a latency histogram in telemetry_reply: LatencyHistogram's 22 bounds (1 us to
+// 10 s, 1-2-5 per decade) and one above 10 s.
+inline constexpr std::size_t kLatencyBuckets = 23;
 // Bytes of one rma_put / rma_data: a maximal message less the other fields, rounded down to
 // a multiple of 4 KiB so that chunks of a large transfer stay page-aligned.
 inline constexpr std::size_t kMaxRmaBytes = 60 * 1024;
@@ -81,6 +84,8 @@ enum class MsgType : std::uint8_t {
   rma_done = 37,
   resume_request = 38,
   resume_reply = 39,
+  telemetry_request = 40,
+  telemetry_reply = 41,
 };
 
 // Header flags. Bit 0: a kMacTrailer-byte MAC follows the message in its bootstrap frame

@@ -8,6 +8,7 @@
 #include "attachment_state.hpp"
 #include "exporter_reply.hpp"
 #include "rpcie/client_protocol.hpp"
+#include "rpcie/latency_wire.hpp"
 #include "rpcie/log.hpp"
 #include "rpcie/pci.hpp"
 
@@ -109,7 +110,9 @@ Result<const BarDesc*> Attachment::State::bulk_begin(std::uint8_t bar, std::uint
   return b;
 }
 
-Result<ReplyRouter::Reply> Attachment::State::request(const proto::Message& m, Deadline deadline, bool across_resume) {
+Result<ReplyRouter::Reply> Attachment::State::request(const proto::Message& m, Deadline deadline, bool across_resume,
+                                                      RequestKind kind) {
+  const bool observing = kind == RequestKind::observation;
   std::uint64_t rid = 0;
   {
     // The request's id is taken under the send lock, as a batch's is: ids then leave in
@@ -120,7 +123,7 @@ Result<ReplyRouter::Reply> Attachment::State::request(const proto::Message& m, D
     std::unique_lock sl(send_lock, std::defer_lock);
     if (!sl.try_lock_until(deadline.when())) return fail(ETIMEDOUT, "deadline passed waiting to send a request");
     RPCIE_TRY(batch_send_locked(deadline));
-    if (auto e = router->error_pending()) return tl::unexpected(*e);
+    if (auto e = observing ? router->failure() : router->error_pending()) return tl::unexpected(*e);
     rid = router->request_id();
     auto sent = send_kept(m, rid, deadline);
     // Kept: a link that is being resumed sends it again, and its answer comes then.
@@ -137,7 +140,10 @@ Result<ReplyRouter::Reply> Attachment::State::request(const proto::Message& m, D
     return tl::unexpected(awaited.error());
   }
   posted_unconfirmed.store(false);
-  return router->reply_collect(rid);
+  if (!observing) return router->reply_collect(rid);
+  auto reply = router->reply_take(rid);
+  if (!reply) return fail(EPROTO, "no reply filed for request " + std::to_string(rid));
+  return std::move(*reply);
 }
 
 void Attachment::State::threads_stop() {
@@ -343,6 +349,20 @@ AttachmentLatency Attachment::latency() const {
   const auto& l = s_->latency;
   return {l.mmio_read.snapshot(), l.config_read.snapshot(), l.config_write.snapshot(),
           l.flush.snapshot(),     l.bar_read.snapshot(),    l.bar_write.snapshot()};
+}
+
+Result<DeviceTelemetry> Attachment::device_telemetry(Deadline deadline) {
+  if (s_->router->resuming()) return fail(EAGAIN, "device telemetry: the link to the exporter is being resumed");
+  RPCIE_TRY_ASSIGN(auto r, s_->request(proto::TelemetryRequest{}, deadline, false, State::RequestKind::observation));
+  RPCIE_TRY(status_check(r.status, r.text, "device telemetry"));
+  if (!r.telemetry) return fail(EPROTO, "device telemetry: the exporter answered with another message");
+  const auto& t = *r.telemetry;
+  return DeviceTelemetry{.dma_read_bytes = t.dma_read_bytes,
+                         .dma_written_bytes = t.dma_written_bytes,
+                         .dma_read = snapshot_of(t.dma_read),
+                         .dma_write = snapshot_of(t.dma_write),
+                         .window_pull = snapshot_of(t.window_pull),
+                         .interrupt = snapshot_of(t.interrupt)};
 }
 
 ChannelStats Attachment::channel_stats() const {

@@ -142,7 +142,11 @@ struct Attachment::State {
   // Sends a request after the posted writes and waits for its reply, across a resume of the
   // link unless `across_resume` is false (a bulk transfer's step, which holds link_lock: it
   // fails with ECONNRESET instead, and bulk_run retries the transfer once resumed).
-  Result<ReplyRouter::Reply> request(const proto::Message& m, Deadline deadline, bool across_resume = true);
+  // An `observation` (device_telemetry) is no operation of the device: a posted write's error
+  // is left for the next operation instead of reported by it.
+  enum class RequestKind { operation, observation };
+  Result<ReplyRouter::Reply> request(const proto::Message& m, Deadline deadline, bool across_resume = true,
+                                     RequestKind kind = RequestKind::operation);
   // Start of every bulk transfer: range checks, earlier posted writes settled where the
   // transfer bypasses the ordered queue (direct BARs), a pending error reported.
   Result<const BarDesc*> bulk_begin(std::uint8_t bar, std::uint64_t offset, std::uint64_t length, bool write,

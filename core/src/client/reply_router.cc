@@ -81,10 +81,13 @@ bool ReplyRouter::store_locked(const proto::Decoded& d, Deadline::Clock::time_po
         using M = std::decay_t<decltype(m)>;
         if constexpr (std::is_same_v<M, proto::ReadReply>) {
           answer_note();
-          reply_file(Reply{m.status, m.value, {}});
+          reply_file(Reply{m.status, m.value, {}, {}});
         } else if constexpr (std::is_same_v<M, proto::WriteAck>) {
           answer_note();
-          reply_file(Reply{m.status, 0, {}});
+          reply_file(Reply{m.status, 0, {}, {}});
+        } else if constexpr (std::is_same_v<M, proto::TelemetryReply>) {
+          answer_note();
+          reply_file(Reply{0, 0, {}, m});
         } else if constexpr (std::is_same_v<M, proto::ErrorMsg>) {
           answer_note();
           // Either the answer to a request that waits, or a posted write that failed at
@@ -107,7 +110,7 @@ bool ReplyRouter::store_locked(const proto::Decoded& d, Deadline::Clock::time_po
               erred_.store(true, std::memory_order_release);
             }
           } else {
-            reply_file(Reply{code, 0, std::string(m.text)});
+            reply_file(Reply{code, 0, std::string(m.text), {}});
           }
         } else if constexpr (std::is_same_v<M, proto::Interrupt>) {
           // Counts only grow (a stale one changes nothing), and never by more than

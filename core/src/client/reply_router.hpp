@@ -45,6 +45,7 @@ class ReplyRouter {
     std::int32_t status = 0;  // 0 or an errno value from the device side
     std::uint64_t value = 0;
     std::string text;
+    std::optional<proto::TelemetryReply> telemetry;  // a telemetry_reply's content
   };
 
   // `vectors`: interrupt vectors of the device; interrupts on others are ignored. `name`

@@ -4,6 +4,7 @@
 #include <array>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -17,6 +18,7 @@
 
 #include <doctest/doctest.h>
 
+#include "rpcie/latency_wire.hpp"
 #include "rpcie/protocol.hpp"
 
 namespace proto = rpcie::proto;
@@ -375,25 +377,52 @@ TEST_CASE("the request id is carried unchanged, including 0 and the all-ones val
 }
 
 TEST_CASE("message_type and msg_type_name agree with the header for every message") {
-  const Message all[] = {proto::Hello{},         proto::HelloAck{},       proto::ErrorMsg{},    proto::Ping{},
-                         proto::Pong{},          proto::Heartbeat{},      proto::Goodbye{},     proto::ConfigRead{},
-                         proto::ConfigWrite{},   proto::MmioRead{},       proto::MmioWrite{},   proto::ReadReply{},
-                         proto::WriteAck{},      proto::Interrupt{},      proto::RmaNotify{},   proto::AuthHello{},
-                         proto::AuthChallenge{}, proto::AuthProof{},      proto::AuthOk{},      proto::ListRequest{},
-                         proto::ListReply{},     proto::AttachRequest{},  proto::AttachReply{}, proto::BarCommit{},
-                         proto::BarFetch{},      proto::MmioWriteBatch{}, proto::WindowPush{},  proto::SealedHello{},
-                         proto::RmaPut{},        proto::RmaGet{},         proto::RmaData{},     proto::RmaDone{},
-                         proto::ResumeRequest{}, proto::ResumeReply{}};
-  const MsgType types[] = {
-      MsgType::hello,          MsgType::hello_ack,        MsgType::error,        MsgType::ping,
-      MsgType::pong,           MsgType::heartbeat,        MsgType::goodbye,      MsgType::config_read,
-      MsgType::config_write,   MsgType::mmio_read,        MsgType::mmio_write,   MsgType::read_reply,
-      MsgType::write_ack,      MsgType::interrupt,        MsgType::rma_notify,   MsgType::auth_hello,
-      MsgType::auth_challenge, MsgType::auth_proof,       MsgType::auth_ok,      MsgType::list_request,
-      MsgType::list_reply,     MsgType::attach_request,   MsgType::attach_reply, MsgType::bar_commit,
-      MsgType::bar_fetch,      MsgType::mmio_write_batch, MsgType::window_push,  MsgType::sealed_hello,
-      MsgType::rma_put,        MsgType::rma_get,          MsgType::rma_data,     MsgType::rma_done,
-      MsgType::resume_request, MsgType::resume_reply};
+  const Message all[] = {
+      proto::Hello{},         proto::HelloAck{},       proto::ErrorMsg{},         proto::Ping{},
+      proto::Pong{},          proto::Heartbeat{},      proto::Goodbye{},          proto::ConfigRead{},
+      proto::ConfigWrite{},   proto::MmioRead{},       proto::MmioWrite{},        proto::ReadReply{},
+      proto::WriteAck{},      proto::Interrupt{},      proto::RmaNotify{},        proto::AuthHello{},
+      proto::AuthChallenge{}, proto::AuthProof{},      proto::AuthOk{},           proto::ListRequest{},
+      proto::ListReply{},     proto::AttachRequest{},  proto::AttachReply{},      proto::BarCommit{},
+      proto::BarFetch{},      proto::MmioWriteBatch{}, proto::WindowPush{},       proto::SealedHello{},
+      proto::RmaPut{},        proto::RmaGet{},         proto::RmaData{},          proto::RmaDone{},
+      proto::ResumeRequest{}, proto::ResumeReply{},    proto::TelemetryRequest{}, proto::TelemetryReply{}};
+  const MsgType types[] = {MsgType::hello,
+                           MsgType::hello_ack,
+                           MsgType::error,
+                           MsgType::ping,
+                           MsgType::pong,
+                           MsgType::heartbeat,
+                           MsgType::goodbye,
+                           MsgType::config_read,
+                           MsgType::config_write,
+                           MsgType::mmio_read,
+                           MsgType::mmio_write,
+                           MsgType::read_reply,
+                           MsgType::write_ack,
+                           MsgType::interrupt,
+                           MsgType::rma_notify,
+                           MsgType::auth_hello,
+                           MsgType::auth_challenge,
+                           MsgType::auth_proof,
+                           MsgType::auth_ok,
+                           MsgType::list_request,
+                           MsgType::list_reply,
+                           MsgType::attach_request,
+                           MsgType::attach_reply,
+                           MsgType::bar_commit,
+                           MsgType::bar_fetch,
+                           MsgType::mmio_write_batch,
+                           MsgType::window_push,
+                           MsgType::sealed_hello,
+                           MsgType::rma_put,
+                           MsgType::rma_get,
+                           MsgType::rma_data,
+                           MsgType::rma_done,
+                           MsgType::resume_request,
+                           MsgType::resume_reply,
+                           MsgType::telemetry_request,
+                           MsgType::telemetry_reply};
   static_assert(std::size(all) == std::variant_size_v<Message>);
   for (std::size_t i = 0; i < std::size(all); ++i) {
     CHECK(proto::message_type(all[i]) == types[i]);
@@ -1029,6 +1058,49 @@ TEST_CASE("resume_request and resume_reply round trip; a performed order with bi
   CHECK(d.error().code == EPROTO);
 }
 
+TEST_CASE("telemetry_request and telemetry_reply round trip; a histogram of another bucket count is refused") {
+  using rpcie::LatencyHistogram, rpcie::latency_counts_of, rpcie::snapshot_of;
+  Bytes s1, s2;
+  auto q = round_trip(proto::TelemetryRequest{}, 9, s1);
+  CHECK(std::holds_alternative<proto::TelemetryRequest>(q.message));
+  LatencyHistogram h;
+  h.record(std::chrono::microseconds(3));
+  h.record(std::chrono::microseconds(3));
+  h.record(std::chrono::seconds(11));
+  proto::TelemetryReply t{.dma_read_bytes = 4096,
+                          .dma_written_bytes = 0xffffffffffffffffULL,
+                          .dma_read = latency_counts_of(h.snapshot()),
+                          .dma_write = latency_counts_of(LatencyHistogram::Snapshot{}),
+                          .window_pull = latency_counts_of(LatencyHistogram::Snapshot{}),
+                          .interrupt = latency_counts_of(h.snapshot())};
+  auto r = round_trip(t, 9, s2);
+  const auto& got = as<proto::TelemetryReply>(r);
+  CHECK(got.dma_read_bytes == 4096);
+  CHECK(got.dma_written_bytes == 0xffffffffffffffffULL);
+  const auto back = snapshot_of(got.dma_read);
+  CHECK(back.count == 3);
+  CHECK(back.sum_ns == 11'000'006'000ULL);
+  CHECK(back.counts[LatencyHistogram::bucket_of(3'000)] == 2);
+  CHECK(back.counts[LatencyHistogram::kBuckets] == 1);  // above 10 s
+  CHECK(snapshot_of(got.interrupt).count == 3);
+  CHECK(snapshot_of(got.dma_write).count == 0);
+  CHECK(got.window_pull.buckets.size() == proto::kLatencyBuckets);
+
+  // The bucket list is exactly kLatencyBuckets long, both ways.
+  auto short_list = t;
+  short_list.dma_write.buckets.pop_back();
+  CHECK(encode_error(short_list) == EINVAL);
+  auto bytes = proto::message_encode(t, 9);
+  REQUIRE(bytes);
+  // dma_read's count byte follows the two byte counts and its sum: 22 buckets claimed.
+  const std::size_t count_at = proto::kHeaderSize + 8 + 8 + 8;
+  REQUIRE((*bytes)[count_at] == proto::kLatencyBuckets);
+  (*bytes)[count_at] = proto::kLatencyBuckets - 1;
+  auto d = proto::message_decode(*bytes);
+  REQUIRE_FALSE(d);
+  CHECK(d.error().code == EPROTO);
+}
+
 TEST_CASE("export entries out of range are refused by encoder and decoder") {
   auto bad = [](auto mutate) {
     proto::ListReply l;
@@ -1335,6 +1407,8 @@ TEST_CASE("a message decodes as the alternative that declares its type number, f
   proto::Hello hello{"p", "", address, {}, {}};
   proto::HelloAck ack;
   static_cast<proto::Hello&>(ack) = hello;
+  const proto::LatencyCounts empty = rpcie::latency_counts_of({});
+  const proto::TelemetryReply telemetry{0, 0, empty, empty, empty, empty};
   const Message samples[] = {hello,
                              ack,
                              proto::ErrorMsg{EIO, ""},
@@ -1368,7 +1442,9 @@ TEST_CASE("a message decodes as the alternative that declares its type number, f
                              proto::RmaData{0, data},
                              proto::RmaDone{},
                              proto::ResumeRequest{},
-                             proto::ResumeReply{}};
+                             proto::ResumeReply{},
+                             proto::TelemetryRequest{},
+                             telemetry};
   std::array<bool, std::variant_size_v<Message>> seen{};
   for (const Message& m : samples) {
     CAPTURE(proto::msg_type_name(proto::message_type(m)));
