@@ -229,6 +229,8 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& a
   }
   const std::string where = (v6 ? "[" + address + "]" : address) + ":" + std::to_string(port);
   auto impl = std::make_unique<Impl>();
+  // errno is eventfd()'s only here, before the socket calls below.
+  if (!impl->wake) return fail(errno, "metrics: eventfd");
   impl->options = options;
   impl->source = std::move(source);
   impl->listener = Fd(::socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
@@ -245,7 +247,6 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& a
     return fail(errno, "metrics: getsockname");
   impl->port =
       ntohs(v6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
-  if (!impl->wake) return fail(errno, "metrics: eventfd");
   impl->thread = std::thread([raw = impl.get()] { raw->run(); });
   return std::unique_ptr<MetricsServer>(new MetricsServer(std::move(impl)));
 }
