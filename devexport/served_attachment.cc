@@ -221,15 +221,13 @@ void ServedAttachment::data_thread_end() {
 void ServedAttachment::latency_record(ExportCounters::Latency op,
                                       std::chrono::steady_clock::time_point since) noexcept {
   const auto took = std::chrono::steady_clock::now() - since;
-  slot_.counters.latency[static_cast<std::size_t>(op)].record(took);
-  telemetry_.latency[static_cast<std::size_t>(op)].record(took);
+  slot_.counters.latency_record(op, took);
+  activity_.latency_record(op, took);
 }
 
 void ServedAttachment::dma_bytes_add(bool written, std::uint64_t bytes) noexcept {
-  auto& exported = written ? slot_.counters.dma_written_bytes : slot_.counters.dma_read_bytes;
-  auto& attached = written ? telemetry_.dma_written_bytes : telemetry_.dma_read_bytes;
-  exported.fetch_add(bytes, std::memory_order_relaxed);
-  attached.fetch_add(bytes, std::memory_order_relaxed);
+  slot_.counters.dma_bytes_add(written, bytes);
+  activity_.dma_bytes_add(written, bytes);
 }
 
 Result<void> ServedAttachment::dma_read(std::uint64_t iova, std::span<std::uint8_t> into, Deadline deadline) {

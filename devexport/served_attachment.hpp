@@ -147,9 +147,9 @@ class ServedAttachment final : public DmaPort, public IrqSink, private RequestLi
   Result<void> error_send(int code, const std::string& text, std::uint64_t rid) override;
   Result<void> doorbell_prepare() override;
   Result<void> window_fill(std::uint64_t iova, std::span<const std::uint8_t> bytes) override;
-  proto::TelemetryReply telemetry() const override { return telemetry_.reply(); }
+  proto::TelemetryReply telemetry() const override { return activity_.telemetry(); }
   // A device transfer or interrupt that took from `since` until now, and a transfer's bytes:
-  // recorded for the export (slot_.counters) and for this attachment (telemetry_).
+  // recorded for the export (slot_.counters) and for this attachment (activity_).
   void latency_record(ExportCounters::Latency op, std::chrono::steady_clock::time_point since) noexcept;
   void dma_bytes_add(bool written, std::uint64_t bytes) noexcept;
   // Keeps the encoded answer to request `rid` (answer_) for the PerformedLog.
@@ -166,7 +166,7 @@ class ServedAttachment final : public DmaPort, public IrqSink, private RequestLi
   void data_thread_end();
 
   ExportSlot& slot_;
-  AttachmentTelemetry telemetry_;
+  DeviceActivity activity_;  // this attachment's alone; the export's add up all of its own
   std::uint64_t id_;
   std::uint64_t window_size_;
   bool mirror_;

@@ -65,7 +65,7 @@ class FakeLink final : public RequestLink {
     return {};
   }
   Result<void> doorbell_prepare() override { return {}; }
-  proto::TelemetryReply telemetry() const override { return AttachmentTelemetry{}.reply(); }
+  proto::TelemetryReply telemetry() const override { return DeviceActivity{}.telemetry(); }
   Result<void> window_fill(std::uint64_t iova, std::span<const std::uint8_t> bytes) override {
     if (iova > window.size() || bytes.size() > window.size() - iova) return fail(EINVAL, "window push outside");
     std::memcpy(window.data() + iova, bytes.data(), bytes.size());

@@ -23,7 +23,7 @@ std::uint64_t counter_of(const json& j, const char* key) {
 
 // The histogram `op` of a `latency` object (a status entry's, or its device_telemetry's),
 // as a snapshot (empty if absent or malformed).
-LatencyHistogram::Snapshot histogram_in(const json& holder, const char* op) {
+LatencyHistogram::Snapshot histogram_of(const json& holder, const char* op) {
   LatencyHistogram::Snapshot s;
   const auto l = holder.is_object() ? holder.find("latency") : holder.end();
   if (!holder.is_object() || l == holder.end() || !l->is_object()) return s;
@@ -40,15 +40,13 @@ LatencyHistogram::Snapshot histogram_in(const json& holder, const char* op) {
   return s;
 }
 
-LatencyHistogram::Snapshot histogram_of(const json& device, const char* op) { return histogram_in(device, op); }
-
 // The device's DMA in both directions, as the exporter timed it (device_telemetry; empty
 // where the answer has none).
 LatencyHistogram::Snapshot dma_of(const json& device) {
   const auto t = device.find("device_telemetry");
   if (t == device.end()) return {};
-  auto s = histogram_in(*t, "dma_read");
-  const auto w = histogram_in(*t, "dma_write");
+  auto s = histogram_of(*t, "dma_read");
+  const auto w = histogram_of(*t, "dma_write");
   for (std::size_t i = 0; i < s.counts.size(); ++i) s.counts[i] += w.counts[i];
   s.count += w.count;
   s.sum_ns += w.sum_ns;

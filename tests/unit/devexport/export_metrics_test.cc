@@ -38,10 +38,13 @@ TEST_CASE("export metrics: DMA and interrupt latencies per export and op, each r
   // Records of 3 ms (the interval ended at least 3 ms after `since`; a loaded machine may
   // stretch it, never past the 1 s bucket in a unit test).
   const auto since = std::chrono::steady_clock::now() - 3ms;
-  edu0.counters.latency_record(ExportCounters::Latency::dma_read, since);
-  edu0.counters.latency_record(ExportCounters::Latency::dma_read, since);
-  edu0.counters.latency_record(ExportCounters::Latency::dma_write, since);
-  edu0.counters.latency_record(ExportCounters::Latency::interrupt, since);
+  const auto record = [&](ExportCounters::Latency op) {
+    edu0.counters.latency_record(op, std::chrono::steady_clock::now() - since);
+  };
+  record(ExportCounters::Latency::dma_read);
+  record(ExportCounters::Latency::dma_read);
+  record(ExportCounters::Latency::dma_write);
+  record(ExportCounters::Latency::interrupt);
   const std::string text = export_metrics_text(t, Exporter::Stats{});
   INFO(text);
   const std::string e0 = R"(export="edu0",backend="edu",op=)";
@@ -61,4 +64,11 @@ TEST_CASE("export metrics: DMA and interrupt latencies per export and op, each r
   const auto snap = edu0.counters.latency[static_cast<std::size_t>(ExportCounters::Latency::dma_read)].snapshot();
   CHECK(snap.count == 2);
   CHECK(snap.sum_ns >= 6'000'000);
+  // The same records as telemetry_reply carries them.
+  const auto reply = edu0.counters.telemetry();
+  CHECK(rpcie::snapshot_of(reply.dma_read).count == 2);
+  CHECK(rpcie::snapshot_of(reply.dma_write).count == 1);
+  CHECK(rpcie::snapshot_of(reply.window_pull).count == 0);
+  CHECK(rpcie::snapshot_of(reply.interrupt).count == 1);
+  CHECK(rpcie::snapshot_of(reply.dma_read).sum_ns == snap.sum_ns);
 }
