@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <doctest/doctest.h>
+#include <openssl/evp.h>
 
 #include "rpcie/auth.hpp"
 #include "rpcie/message_seal.hpp"
@@ -61,6 +62,61 @@ TEST_CASE("both directions open what the other side sealed, with either cipher")
     CHECK(opened(p.server, sealed(p.client, "")).empty());
     CHECK(p.client.send_sequence() == 2);
     CHECK(p.server.receive_sequence() == 2);
+  }
+}
+
+// `plain` sealed as message `sequence` under `key` by OpenSSL's EVP, one call at a time: the
+// standard AEAD, written apart from MessageSeal (nonce = 4 zero bytes | sequence LE).
+Bytes reference_sealed(Aead aead, const std::array<std::uint8_t, kDataKeyBytes>& key, std::uint64_t sequence,
+                       const Bytes& plain) {
+  Bytes out(kSealSequenceBytes + plain.size() + kSealTagBytes);
+  unsigned char nonce[12] = {};
+  for (int i = 0; i < 8; ++i) {
+    out[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(sequence >> (8 * i));
+    nonce[4 + i] = static_cast<unsigned char>(sequence >> (8 * i));
+  }
+  EVP_CIPHER_CTX* ctx = EVP_CIPHER_CTX_new();
+  REQUIRE(ctx != nullptr);
+  int n = 0, tail = 0;
+  const bool ok =
+      EVP_EncryptInit_ex(ctx, aead == Aead::aes256gcm ? EVP_aes_256_gcm() : EVP_chacha20_poly1305(), nullptr,
+                         key.data(), nonce) == 1 &&
+      EVP_EncryptUpdate(ctx, out.data() + kSealSequenceBytes, &n, plain.data(), static_cast<int>(plain.size())) == 1 &&
+      EVP_EncryptFinal_ex(ctx, out.data() + kSealSequenceBytes + n, &tail) == 1 &&
+      EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_GET_TAG, static_cast<int>(kSealTagBytes),
+                          out.data() + kSealSequenceBytes + plain.size()) == 1;
+  EVP_CIPHER_CTX_free(ctx);
+  REQUIRE(ok);
+  return out;
+}
+
+TEST_CASE("every size seals to the standard AEAD, small messages (another library) as large ones") {
+  // Small messages take libsodium, large ones OpenSSL; a peer may use either for any size,
+  // so each must produce (and accept) exactly the standard construction.
+  for (Aead aead : {Aead::aes256gcm, Aead::chacha20poly1305}) {
+    CAPTURE(aead_name(aead));
+    const SessionKey s = session_make(9);
+    const DataKeys client_keys = data_keys_derive(s, Role::client);
+    MessageSeal client(aead, client_keys);
+    MessageSeal server(aead, data_keys_derive(s, Role::server));
+    std::uint64_t sequence = 0;
+    for (std::size_t size : {0, 1, 60, 511, 512, 513, 1024, 4096, 65536}) {
+      CAPTURE(size);
+      Bytes plain(size);
+      for (std::size_t i = 0; i < size; ++i) plain[i] = static_cast<std::uint8_t>(i * 7 + size);
+      Bytes out(size + kSealOverhead);
+      REQUIRE(client.seal(plain, out) == out.size());
+      ++sequence;
+      const Bytes reference = reference_sealed(aead, client_keys.send, sequence, plain);
+      CHECK(out == reference);
+      Bytes altered = reference;
+      altered[kSealSequenceBytes + size / 2] ^= 0x01;  // ciphertext, or the tag when empty
+      CHECK(server.open(altered).error() == SealRefusal::forged);
+      Bytes received = reference;
+      auto r = server.open(received);
+      REQUIRE(r);
+      CHECK(Bytes(r->begin(), r->end()) == plain);
+    }
   }
 }
 
