@@ -399,22 +399,17 @@ int push_check(Common c, const std::string& name) {
     ok("push / doorbell / push / doorbell keep their order");
   }
 
-  // Either side of what travels inside a message (8 KiB on the sealed data path, 512 bytes
-  // on the open one): the last bytes of each push (up to 4 KiB) reach the device.
-  const std::uint64_t inline_max = a->data_path() == rpcie::DataPath::sealed ? 8192 : 512;
-  for (std::uint64_t len : {inline_max, inline_max + 1}) {
+  // Either side of what travels inside a message (8 KiB): the last 4 KiB of each push reach
+  // the device.
+  for (std::uint64_t len : {std::uint64_t{8192}, std::uint64_t{8193}}) {
     const std::uint64_t at = 0x30000;
-    const std::uint64_t seen = std::min<std::uint64_t>(len, 4096);
     random_fill(w.base + at, len, static_cast<std::uint32_t>(len));
-    std::vector<std::uint8_t> tail(w.base + at + len - seen, w.base + at + len);
+    std::vector<std::uint8_t> tail(w.base + at + len - 4096, w.base + at + len);
     push(at, len);
-    edu_dma(*a, at + len - seen, kDmaBufferAddress, seen, false, true);
-    device_matches(
-        0x58000, tail,
-        len == inline_max ? "a push of the largest size in a message" : "a push one byte larger (one-sided)");
+    edu_dma(*a, at + len - 4096, kDmaBufferAddress, 4096, false, true);
+    device_matches(0x58000, tail, len == 8192 ? "an 8 KiB push (in the message)" : "an 8 KiB + 1 push (one-sided)");
   }
-  ok(inline_max == 512 ? "pushes of 512 and 513 bytes (message and one-sided)"
-                       : "pushes of 8 KiB and 8 KiB + 1 (message and one-sided)");
+  ok("pushes of 8 KiB and 8 KiB + 1 (message and one-sided)");
 
   // Larger than what travels inside a message: a one-sided write into the mirror.
   const std::uint64_t big = 0x80000, big_len = 64 << 10;
@@ -437,7 +432,7 @@ int push_check(Common c, const std::string& name) {
   }
   CHECK_THAT(rd(*a, kRegId) == 0x010000ed, "device alive after refused pushes");
   const auto pushed_total = a->stats().window_bytes_pushed;
-  CHECK_THAT(pushed_total == (mirror ? 4 * 4096 + 4096 + 2 * 2048 + inline_max + (inline_max + 1) + big_len : 0u),
+  CHECK_THAT(pushed_total == (mirror ? 4 * 4096 + 4096 + 2 * 2048 + 8192 + 8193 + big_len : 0u),
              "bytes pushed counted: %llu", static_cast<unsigned long long>(pushed_total));
   ok("pushes outside the window refused (EINVAL)");
   auto d = a->detach(soon());

@@ -109,8 +109,7 @@ struct ClientOptions {
   // window_push() for what the device is to read from the window before the doorbell that
   // starts it. On a mirror-mode export the exporter then does not pull the whole window
   // before every doorbell: just those bytes travel, ahead of the doorbell (inside its message
-  // up to 8 KiB on the sealed data path and 512 bytes on the open one, as a one-sided write
-  // beyond), instead of a round trip for the whole window
+  // up to 8 KiB, as a one-sided write beyond), instead of a round trip for the whole window
   // after it. What the application writes into the window without pushing it is not seen by
   // the device. No effect on an on-demand export (the device reads the window itself there).
   bool window_push = false;
@@ -260,9 +259,8 @@ class Attachment {
 
   // Streaming DMA (ClientOptions::window_push): the device will read [window_offset,
   // +length) of the window as it is now. Posted, like mmio_write(): it returns once the
-  // bytes are taken (up to 8 KiB copied into the pending posted-write batch on the sealed
-  // data path, 512 bytes on the open one; larger ranges handed to the provider as a one-sided
-  // write); every later operation is ordered behind
+  // bytes are taken (up to 8 KiB copied into the pending posted-write batch, larger ranges
+  // handed to the provider as a one-sided write); every later operation is ordered behind
   // it (a doorbell written next finds them), earlier posted writes are performed before it,
   // and a link lost before the bytes land fails the next operation. Copied bytes leave with
   // the next posted write (in the same message) or operation, else within about 20 ms.

@@ -12,14 +12,9 @@ namespace {
 constexpr std::uint64_t kBulkPiece = 256u << 10;  // reads of a bulk transfer in flight at once
 // window_push() of up to this many bytes travels inside the posted-write batch (a descriptor,
 // a small DMA source: one message with the doorbell that follows); larger ones are one-sided
-// writes into the exporter's mirror. On the sealed data path a one-sided write is itself a
-// sealed message with an answer, so the bytes ride with the doorbell up to 8 KiB (well inside
-// rxm's eager buffer, 16 KiB, and proto::kMaxPushBytes). On the open data path a write costs
-// less than carrying the bytes in a sealed message beyond a few hundred bytes: a 4 KiB push
-// took 10 us inside the message against 5.8 us as a write on shm (the message outgrows shm's
-// 4 KiB inject buffer) and ~0.3 us less as a write on tcp;ofi_rxm (docs/performance.md).
-constexpr std::size_t kPushInlineSealed = 8u << 10;
-constexpr std::size_t kPushInlineOpen = 512;
+// writes into the exporter's mirror. Well inside rxm's eager buffer (16 KiB) and
+// proto::kMaxPushBytes.
+constexpr std::size_t kPushInline = 8u << 10;
 
 // Posts [remote_offset, +length) of `remote` into `local` at local_offset as several reads
 // in flight rather than one large one: a read's latency is paid once per piece in flight,
@@ -37,13 +32,12 @@ Result<void> rma_read_pieces(Channel& ch, const MemoryRegion& local, std::size_t
 }  // namespace
 
 Result<void> Attachment::window_push(std::uint64_t window_offset, std::uint64_t length, Deadline deadline) {
-  // Up to inline_max the push only joins the batch (posted); beyond, this thread waits for
+  // Up to kPushInline the push only joins the batch (posted); beyond, this thread waits for
   // its one-sided write to be taken, which is a call like a bulk transfer.
   // The window and whether the exporter has a mirror of it stay what they were at attach
   // (a resume brings new keys, not a new window): read without the link lock.
   const bool mirrored = s_->pushes_to_mirror();
-  const std::size_t inline_max = data_path() == DataPath::sealed ? kPushInlineSealed : kPushInlineOpen;
-  Dispatcher::Call call(*s_->dispatcher, !(mirrored && length > inline_max));
+  Dispatcher::Call call(*s_->dispatcher, !(mirrored && length > kPushInline));
   if (s_->window.size == 0) return fail(EINVAL, "this attachment has no DMA window");
   if (window_offset > s_->window.size || length > s_->window.size - window_offset)
     return fail(EINVAL, "window push: range outside the DMA window");
@@ -55,7 +49,7 @@ Result<void> Attachment::window_push(std::uint64_t window_offset, std::uint64_t 
   // the old bytes. The bytes are copied now: the device reads them as they are at this call.
   // They leave with the next posted write (the doorbell), any other operation, or the
   // dispatcher's batch timer: no send and no thread wake-up of their own.
-  while (length <= inline_max) {
+  while (length <= kPushInline) {
     if (s_->batch->push_set({bytes, static_cast<std::size_t>(length)}, window_offset, Deadline::Clock::now()))
       return {};
     RPCIE_TRY(s_->batch_flush(deadline));
