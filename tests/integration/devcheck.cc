@@ -397,6 +397,35 @@ int push_check(Common c, const std::string& name) {
     wr(*a, kRegIrqAck, 0x100);
     device_matches(0x60000, both, "two pushes around a doorbell keep their order");
     ok("push / doorbell / push / doorbell keep their order");
+
+    // The same with pushes too large for a message (one-sided writes into the mirror): the
+    // second must not land before the device has performed the doorbell ahead of it. A
+    // thousand register writes ahead of the doorbell keep the exporter busy while the second
+    // push could land.
+    const std::uint64_t order_src = 0x40000, order_len = 16 << 10;
+    random_fill(w.base + order_src, order_len, 92);
+    std::vector<std::uint8_t> firsts(w.base + order_src, w.base + order_src + 2048);
+    push(order_src, order_len);
+    for (std::uint32_t i = 0; i < 1000; ++i) wr(*a, kRegLiveness, i);
+    wr(*a, kRegDmaSrc, order_src, 8);
+    wr(*a, kRegDmaDst, kDmaBufferAddress, 8);
+    wr(*a, kRegDmaCount, 2048, 8);
+    seen = a->interrupt_count(0);
+    wr(*a, kRegDmaCmd, 1 | 4, 8);
+    random_fill(w.base + order_src, order_len, 93);
+    firsts.insert(firsts.end(), w.base + order_src, w.base + order_src + 2048);
+    push(order_src, order_len);
+    n = a->interrupt_wait(0, seen, soon());
+    CHECK_THAT(n.has_value(), "first DMA interrupt (large pushes): %s", n ? "" : n.error().describe().c_str());
+    wr(*a, kRegIrqAck, 0x100);
+    seen = a->interrupt_count(0);
+    wr(*a, kRegDmaDst, kDmaBufferAddress + 2048, 8);
+    wr(*a, kRegDmaCmd, 1 | 4, 8);
+    n = a->interrupt_wait(0, seen, soon());
+    CHECK_THAT(n.has_value(), "second DMA interrupt (large pushes): %s", n ? "" : n.error().describe().c_str());
+    wr(*a, kRegIrqAck, 0x100);
+    device_matches(0x68000, firsts, "two one-sided pushes around a doorbell keep their order");
+    ok("one-sided push / doorbell / push / doorbell keep their order");
   }
 
   // Either side of what travels inside a message (8 KiB): the last 4 KiB of each push reach
@@ -432,7 +461,7 @@ int push_check(Common c, const std::string& name) {
   }
   CHECK_THAT(rd(*a, kRegId) == 0x010000ed, "device alive after refused pushes");
   const auto pushed_total = a->stats().window_bytes_pushed;
-  CHECK_THAT(pushed_total == (mirror ? 4 * 4096 + 4096 + 2 * 2048 + 8192 + 8193 + big_len : 0u),
+  CHECK_THAT(pushed_total == (mirror ? 4 * 4096 + 4096 + 2 * 2048 + 2 * (16 << 10) + 8192 + 8193 + big_len : 0u),
              "bytes pushed counted: %llu", static_cast<unsigned long long>(pushed_total));
   ok("pushes outside the window refused (EINVAL)");
   auto d = a->detach(soon());

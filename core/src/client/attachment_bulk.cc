@@ -54,7 +54,11 @@ Result<void> Attachment::window_push(std::uint64_t window_offset, std::uint64_t 
       return {};
     RPCIE_TRY(s_->batch_flush(deadline));
   }
-  RPCIE_TRY(s_->batch_flush(deadline));
+  // A one-sided write lands in the mirror when the provider delivers it, not when the
+  // exporter has handled the messages before it: a doorbell sent earlier whose DMA reads the
+  // same range would find these bytes instead of the ones pushed for it. So every earlier
+  // posted write is performed first (a round trip, only when one is unconfirmed).
+  RPCIE_TRY(s_->posted_settle(deadline));
   // Later messages are ordered behind the write (FI_ORDER_SAW, or a delivery-complete write
   // where the provider lacks it), so the doorbell that follows finds the bytes in the mirror.
   const auto attempt = [&]() -> Result<void> {
