@@ -260,7 +260,8 @@ class Attachment {
   // Streaming DMA (ClientOptions::window_push): the device will read [window_offset,
   // +length) of the window as it is now. Posted, like mmio_write(): it returns once the
   // bytes are taken (up to 8 KiB copied into the pending posted-write batch, larger ranges
-  // handed to the provider as a one-sided write); every later operation is ordered behind
+  // handed to the provider as a one-sided write once every earlier posted write is performed:
+  // a round trip when one is unconfirmed); every later operation is ordered behind
   // it (a doorbell written next finds them), earlier posted writes are performed before it,
   // and a link lost before the bytes land fails the next operation. Copied bytes leave with
   // the next posted write (in the same message) or operation, else within about 20 ms.
