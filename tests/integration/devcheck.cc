@@ -371,60 +371,41 @@ int push_check(Common c, const std::string& name) {
             : "on-demand: push has no effect, the device reads the window");
 
   // Order: a push after a doorbell does not overtake it; the next doorbell finds it. The
-  // first doorbell is the fifth write in a row, so it waits in the batch when the push comes.
+  // doorbell is the last of several writes in a row, so it waits in the batch when the push
+  // comes. `len` bytes at `at` are pushed twice around it (a 2 KiB DMA reads each time);
+  // `writes_ahead` register writes before the doorbell keep the exporter busy meanwhile.
   // (Mirror only: an on-demand device reads whatever the window holds when the DMA runs.)
-  if (mirror) {
-    random_fill(w.base + src, 2048, 90);
-    std::vector<std::uint8_t> both(w.base + src, w.base + src + 2048);
-    push(src, 2048);
-    wr(*a, kRegLiveness, 1);
-    wr(*a, kRegDmaSrc, src, 8);
+  auto order_check = [&](std::uint64_t at, std::uint64_t len, std::uint32_t writes_ahead, std::uint64_t check_at,
+                         const char* what) {
+    random_fill(w.base + at, len, 90);
+    std::vector<std::uint8_t> both(w.base + at, w.base + at + 2048);
+    push(at, len);
+    for (std::uint32_t i = 0; i < writes_ahead; ++i) wr(*a, kRegLiveness, i);
+    wr(*a, kRegDmaSrc, at, 8);
     wr(*a, kRegDmaDst, kDmaBufferAddress, 8);
     wr(*a, kRegDmaCount, 2048, 8);
     std::uint64_t seen = a->interrupt_count(0);
     wr(*a, kRegDmaCmd, 1 | 4, 8);
-    random_fill(w.base + src, 2048, 91);
-    both.insert(both.end(), w.base + src, w.base + src + 2048);
-    push(src, 2048);
+    random_fill(w.base + at, len, 91);
+    both.insert(both.end(), w.base + at, w.base + at + 2048);
+    push(at, len);
     auto n = a->interrupt_wait(0, seen, soon());
-    CHECK_THAT(n.has_value(), "first DMA interrupt: %s", n ? "" : n.error().describe().c_str());
+    CHECK_THAT(n.has_value(), "first DMA interrupt (%s): %s", what, n ? "" : n.error().describe().c_str());
     wr(*a, kRegIrqAck, 0x100);
     seen = a->interrupt_count(0);
     wr(*a, kRegDmaDst, kDmaBufferAddress + 2048, 8);
     wr(*a, kRegDmaCmd, 1 | 4, 8);
     n = a->interrupt_wait(0, seen, soon());
-    CHECK_THAT(n.has_value(), "second DMA interrupt: %s", n ? "" : n.error().describe().c_str());
+    CHECK_THAT(n.has_value(), "second DMA interrupt (%s): %s", what, n ? "" : n.error().describe().c_str());
     wr(*a, kRegIrqAck, 0x100);
-    device_matches(0x60000, both, "two pushes around a doorbell keep their order");
+    device_matches(check_at, both, what);
+  };
+  if (mirror) {
+    order_check(src, 2048, 1, 0x60000, "two pushes in messages around a doorbell keep their order");
     ok("push / doorbell / push / doorbell keep their order");
-
-    // The same with pushes too large for a message (one-sided writes into the mirror): the
-    // second must not land before the device has performed the doorbell ahead of it. A
-    // thousand register writes ahead of the doorbell keep the exporter busy while the second
-    // push could land.
-    const std::uint64_t order_src = 0x40000, order_len = 16 << 10;
-    random_fill(w.base + order_src, order_len, 92);
-    std::vector<std::uint8_t> firsts(w.base + order_src, w.base + order_src + 2048);
-    push(order_src, order_len);
-    for (std::uint32_t i = 0; i < 1000; ++i) wr(*a, kRegLiveness, i);
-    wr(*a, kRegDmaSrc, order_src, 8);
-    wr(*a, kRegDmaDst, kDmaBufferAddress, 8);
-    wr(*a, kRegDmaCount, 2048, 8);
-    seen = a->interrupt_count(0);
-    wr(*a, kRegDmaCmd, 1 | 4, 8);
-    random_fill(w.base + order_src, order_len, 93);
-    firsts.insert(firsts.end(), w.base + order_src, w.base + order_src + 2048);
-    push(order_src, order_len);
-    n = a->interrupt_wait(0, seen, soon());
-    CHECK_THAT(n.has_value(), "first DMA interrupt (large pushes): %s", n ? "" : n.error().describe().c_str());
-    wr(*a, kRegIrqAck, 0x100);
-    seen = a->interrupt_count(0);
-    wr(*a, kRegDmaDst, kDmaBufferAddress + 2048, 8);
-    wr(*a, kRegDmaCmd, 1 | 4, 8);
-    n = a->interrupt_wait(0, seen, soon());
-    CHECK_THAT(n.has_value(), "second DMA interrupt (large pushes): %s", n ? "" : n.error().describe().c_str());
-    wr(*a, kRegIrqAck, 0x100);
-    device_matches(0x68000, firsts, "two one-sided pushes around a doorbell keep their order");
+    // Too large for a message: one-sided writes into the mirror, which must not land before
+    // the device has performed the doorbell ahead of them.
+    order_check(0x40000, 16 << 10, 1000, 0x68000, "two one-sided pushes around a doorbell keep their order");
     ok("one-sided push / doorbell / push / doorbell keep their order");
   }
 
