@@ -95,15 +95,15 @@ static_assert(kNonceBytes96 == crypto_aead_aes256gcm_NPUBBYTES &&
 // One direction's key, as each library wants it.
 struct MessageSeal::DirectionKeys {
   EVP_CIPHER_CTX* evp = nullptr;
-  bool sodium_gcm = false;                     // AES-256-GCM through libsodium (it needs AES-NI and PCLMUL)
-  crypto_aead_aes256gcm_state* gcm = nullptr;  // sodium_malloc'd: guarded, wiped when freed
+  // AES-256-GCM's key schedule for libsodium, where it has its AES-NI code (else null, and
+  // EVP seals every size); sodium_malloc'd: guarded, wiped when freed.
+  crypto_aead_aes256gcm_state* gcm = nullptr;
   std::array<std::uint8_t, kDataKeyBytes> chacha{};
 
   DirectionKeys(Aead aead, const std::array<std::uint8_t, kDataKeyBytes>& key, bool encrypt)
       : evp(context_make(aead, key, encrypt)) {
     if (aead == Aead::aes256gcm) {
-      sodium_gcm = sodium_init() >= 0 && crypto_aead_aes256gcm_is_available() == 1;
-      if (sodium_gcm) {
+      if (sodium_init() >= 0 && crypto_aead_aes256gcm_is_available() == 1) {
         gcm = static_cast<crypto_aead_aes256gcm_state*>(sodium_malloc(sizeof(crypto_aead_aes256gcm_state)));
         if (gcm == nullptr) std::abort();  // out of memory while setting up keys
         crypto_aead_aes256gcm_beforenm(gcm, key.data());
@@ -126,7 +126,7 @@ struct MessageSeal::DirectionKeys {
     if (plain.size() > kSmallMessageMax) return false;
     std::uint8_t* tag = cipher + plain.size();
     if (aead == Aead::aes256gcm) {
-      if (!sodium_gcm) return false;
+      if (gcm == nullptr) return false;
       return crypto_aead_aes256gcm_encrypt_detached_afternm(cipher, tag, nullptr, plain.data(), plain.size(), nullptr,
                                                             0, nullptr, nonce, gcm) == 0;
     }
@@ -139,7 +139,7 @@ struct MessageSeal::DirectionKeys {
     if (length > kSmallMessageMax) return std::nullopt;
     const std::uint8_t* tag = cipher + length;
     if (aead == Aead::aes256gcm) {
-      if (!sodium_gcm) return std::nullopt;
+      if (gcm == nullptr) return std::nullopt;
       return crypto_aead_aes256gcm_decrypt_detached_afternm(cipher, nullptr, cipher, length, tag, nullptr, 0, nonce,
                                                             gcm) == 0;
     }
