@@ -156,7 +156,9 @@ void Dispatcher::run() {
       router_.link_lost(link_lost(ready.error()));
       continue;
     }
-    if (*ready) drain();
+    // Woken late (a call began and ended while this thread was off the CPU), it keeps that
+    // call's quiet spell all the same: the next pass parks.
+    if (*ready && !app_active(Clock::now())) drain();
   }
 }
 

@@ -24,8 +24,12 @@ using rpcie::test::eventually;
 namespace {
 
 // Messages handed out in order; an error once `broken`; message_wait polls every 100 us.
+// While `waits_hold` is on, message_wait sleeps without looking at anything (a background
+// thread that the scheduler leaves off the CPU while calls come and go).
 class FakeInbox final : public Inbox {
  public:
+  void waits_hold(bool on) { hold_ = on; }
+  int waits() const { return waits_; }
   void push(proto::Message m, std::uint64_t rid) {
     std::lock_guard g(lock_);
     proto::Decoded d;
@@ -52,6 +56,8 @@ class FakeInbox final : public Inbox {
     }
   }
   Result<bool> message_wait(Deadline deadline, const std::function<bool()>& cancel) override {
+    ++waits_;
+    while (hold_ && !deadline.expired()) std::this_thread::sleep_for(100us);
     for (;;) {
       if (broken_) return fail(broken_, "inbox broken");
       {
@@ -71,6 +77,8 @@ class FakeInbox final : public Inbox {
   std::atomic<int> broken_{0};
   std::atomic<int> recv_calls_{0};
   std::atomic<int> wakes_{0};
+  std::atomic<bool> hold_{false};
+  std::atomic<int> waits_{0};
 };
 
 Dispatcher::Batch no_batch() {
@@ -215,6 +223,21 @@ TEST_CASE("dispatcher: while interrupts are watched, it receives as soon as call
   inbox.push(proto::Interrupt{0, 4}, 0);
   std::this_thread::sleep_for(50ms);
   CHECK(router.interrupt_count(0) == 3);
+  d.stop();
+}
+
+TEST_CASE("dispatcher: woken after a whole call came and went, it still keeps the quiet spell") {
+  FakeInbox inbox;
+  inbox.waits_hold(true);
+  ReplyRouter router(1, "test");
+  Dispatcher d(inbox, router, no_batch(), 10s);
+  d.start();
+  REQUIRE(eventually([&] { return inbox.waits() >= 1; }));  // asleep on the fd, and kept there
+  { Dispatcher::Call call(d); }                             // a call it never saw
+  inbox.push(proto::Interrupt{0, 1}, 0);
+  inbox.waits_hold(false);  // it wakes to a message, after the call
+  std::this_thread::sleep_for(50ms);
+  CHECK(router.interrupt_count(0) == 0);  // the call's quiet spell holds: the caller receives
   d.stop();
 }
 
