@@ -30,6 +30,7 @@ class FakeInbox final : public Inbox {
  public:
   void waits_hold(bool on) { hold_ = on; }
   int waits() const { return waits_; }
+  int waits_ended() const { return waits_ended_; }
   void push(proto::Message m, std::uint64_t rid) {
     std::lock_guard g(lock_);
     proto::Decoded d;
@@ -62,9 +63,9 @@ class FakeInbox final : public Inbox {
       if (broken_) return fail(broken_, "inbox broken");
       {
         std::lock_guard g(lock_);
-        if (!queue_.empty()) return true;
+        if (!queue_.empty()) return ++waits_ended_, true;
       }
-      if ((cancel && cancel()) || deadline.expired()) return false;
+      if ((cancel && cancel()) || deadline.expired()) return ++waits_ended_, false;
       std::this_thread::sleep_for(100us);
     }
   }
@@ -79,6 +80,7 @@ class FakeInbox final : public Inbox {
   std::atomic<int> wakes_{0};
   std::atomic<bool> hold_{false};
   std::atomic<int> waits_{0};
+  std::atomic<int> waits_ended_{0};
 };
 
 Dispatcher::Batch no_batch() {
@@ -236,7 +238,8 @@ TEST_CASE("dispatcher: woken after a whole call came and went, it still keeps th
   { Dispatcher::Call call(d); }                             // a call it never saw
   inbox.push(proto::Interrupt{0, 1}, 0);
   inbox.waits_hold(false);  // it wakes to a message, after the call
-  std::this_thread::sleep_for(50ms);
+  REQUIRE(eventually([&] { return inbox.waits_ended() >= 1; }));
+  std::this_thread::sleep_for(20ms);
   CHECK(router.interrupt_count(0) == 0);  // the call's quiet spell holds: the caller receives
   d.stop();
 }
