@@ -48,6 +48,18 @@ assert rows[("rma_write", 4096)]["percentiles_of"] == "slice", rows[("rma_write"
 PY
 pass "rpcie-bench -o json: transport rows, ratio = rpcie/raw, spread and percentiles ordered, targets both busy-poll"
 
+# --only: the rows named and no other; a name the mode lacks is refused before anything runs.
+timeout 60 "$BENCH" --provider tcp --rounds 1 --sizes 4K --only round_trip -o json >"$TMP/only.json" 2>"$TMP/only.err" ||
+  die "rpcie-bench --only round_trip: exit $?: $(tail -n 5 "$TMP/only.err")"
+python3 -c 'import json, sys; r = json.load(open(sys.argv[1]))["results"]; assert [(x["workload"], x["size"]) for x in r] == [("round_trip", 8)], r' \
+  "$TMP/only.json" || die "--only round_trip ran other rows: $(cat "$TMP/only.json")"
+timeout 60 "$BENCH" --provider tcp --rounds 1 --sizes 4K --only round_trip,irq -o json >"$TMP/only-bad.json" 2>"$TMP/only-bad.err" &&
+  die "--only with a row the transport lacks (irq) succeeded"
+grep -qx "rpcie-bench: error: --only: no row named 'irq' here (rows: rma_write, rma_read, round_trip): Invalid argument" \
+  "$TMP/only-bad.err" || die "--only irq on the transport: not the error expected: $(cat "$TMP/only-bad.err")"
+[ -s "$TMP/only-bad.json" ] && die "--only refused, yet printed: $(cat "$TMP/only-bad.json")"
+pass "rpcie-bench --only: the rows named alone; a row the mode lacks is refused naming the rows it has"
+
 timeout 120 "$BENCH" --device --exportd "$B/devexport/rpcie-exportd" --provider tcp --rounds 1 -o json \
   >"$TMP/device.json" 2>"$TMP/device.err" || die "rpcie-bench --device: exit $?: $(tail -n 5 "$TMP/device.err")"
 PYTHONPATH=$TMP python3 - "$TMP/device.json" <<'PY' || die "device JSON: $(cat "$TMP/device.json")"

@@ -199,7 +199,8 @@ int device_bench(Link& link, const Options& options) {
                              .text = !options.json(),
                              .verbose = options.verbose,
                              .progress_fd = options.progress_fd,
-                             .stop = &stop_requested()};
+                             .stop = &stop_requested(),
+                             .only = options.only};
   auto rows = workloads_run(workloads, driver);
   if (!rows) return die(rows.error().describe());
   for (client::Attachment* attachment : {(*devices)->edu.get(), (*devices)->membar.get(), (*devices)->edu_push.get()})

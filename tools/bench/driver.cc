@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "progress.hpp"
 #include "support.hpp"
@@ -181,10 +182,29 @@ Result<Row> workload_run(const Workload& workload, const DriverOptions& options)
 }
 
 Result<std::vector<Row>> workloads_run(std::span<const Workload> workloads, const DriverOptions& options) {
+  const auto named = [&](const std::string& name) {
+    return std::any_of(workloads.begin(), workloads.end(), [&](const Workload& w) { return w.name == name; });
+  };
+  for (const auto& name : options.only) {
+    if (named(name)) continue;
+    std::vector<std::string> names;  // each once: the transport rows repeat theirs per size
+    std::string all;
+    for (const Workload& w : workloads) {
+      if (std::find(names.begin(), names.end(), w.name) != names.end()) continue;
+      all += (names.empty() ? "" : ", ") + w.name;
+      names.push_back(w.name);
+    }
+    return fail(EINVAL, "--only: no row named '" + name + "' here (rows: " + all + ")");
+  }
+  const auto chosen = [&](const Workload& w) {
+    return options.only.empty() || std::find(options.only.begin(), options.only.end(), w.name) != options.only.end();
+  };
   std::vector<Row> rows;
   std::optional<Progress> progress;
-  if (options.progress_fd >= 0) progress.emplace(workloads.size() * options.rounds, options.progress_fd);
+  const auto count = static_cast<std::size_t>(std::count_if(workloads.begin(), workloads.end(), chosen));
+  if (options.progress_fd >= 0) progress.emplace(count * options.rounds, options.progress_fd);
   for (const Workload& workload : workloads) {
+    if (!chosen(workload)) continue;
     auto row = workload_rounds_run(workload, options, progress ? &*progress : nullptr);
     if (!row) return tl::unexpected(row.error());
     if (options.text) {

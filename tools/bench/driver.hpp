@@ -115,6 +115,7 @@ struct DriverOptions {
   bool verbose = false;  // print every round to stderr
   int progress_fd = 2;   // workloads_run(): a progress line there if it is a terminal (progress.hpp); -1: none
   const std::atomic<bool>* stop = nullptr;  // checked before each round: error "interrupted"
+  std::vector<std::string> only{};          // workloads_run(): these rows by name (empty: every row)
 };
 
 // What the percentiles of a row are of.
@@ -140,8 +141,9 @@ double unit_value(Unit unit, std::size_t size, double operations, double seconds
 
 // Warms up and runs the rounds of one workload. Errors name the workload.
 Result<Row> workload_run(const Workload& workload, const DriverOptions& options);
-// Runs every workload in order, printing each row when it is done (options.text); stops at
-// the first error.
+// Runs every workload in order (or those options.only names), printing each row when it is
+// done (options.text); stops at the first error. A name in options.only that no workload has
+// is EINVAL, before anything runs.
 Result<std::vector<Row>> workloads_run(std::span<const Workload> workloads, const DriverOptions& options);
 
 // The text table's header line and one row: a line with the medians and ratio, then a line

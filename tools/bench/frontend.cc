@@ -409,7 +409,8 @@ int frontend_bench(const FrontendOptions& options) {
       .text = !options.json,
       .verbose = options.verbose,
       .progress_fd = options.progress_fd,
-      .stop = &stop_requested()};
+      .stop = &stop_requested(),
+      .only = options.only};
   if (driver.text)
     std::printf("# commit: %s\n# data path: %s, hostd --splice-writes %s, fs.pipe-max-size %ld\n%s", kBenchCommit,
                 (*setup)->data_path.c_str(), options.splice_writes.c_str(), pipe_max_size(),

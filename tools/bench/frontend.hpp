@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace rpcie::bench {
 
@@ -26,6 +27,7 @@ struct FrontendOptions {
   // The data path both sides ask for by name (sealed or open), or auto: each side's default.
   std::string data_path = "auto";
   std::string splice_writes = "on";  // hostd's --splice-writes
+  std::vector<std::string> only;     // DriverOptions::only
 };
 
 // Prints the table (or JSON); returns the exit status.

@@ -61,6 +61,8 @@ std::optional<int> options_parse(int argc, char** argv, Options& options) {
   app.add_flag("--delivery-complete", options.delivery_complete,
                "rpcie writes complete only when delivered at the target");
   app.add_option("--sizes", sizes, "comma-separated RMA sizes (K/M suffixes)");
+  app.add_option("--only", options.only, "run only these rows, by name (comma-separated: e.g. irq,irq_loaded)")
+      ->delimiter(',');
   app.add_flag("--device", options.device,
                "device workloads through the client API against an rpcie-exportd started here "
                "(mmio_read, bar_write, bar_read, edu_dma, edu_dma_push)");
@@ -114,6 +116,7 @@ int frontend_run(const Options& options, const providers::ProviderChoice& choice
   frontend.hostd = options.hostd;
   frontend.data_path = options.data_path;
   frontend.splice_writes = options.splice_writes;
+  frontend.only = options.only;
   if (!options.remote.empty()) {
     auto address = address_parse(options.remote, kDefaultPort);
     if (!address) return die(address.error().describe());

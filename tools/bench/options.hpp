@@ -31,6 +31,7 @@ struct Options {
   std::string splice_writes = "on";  // --frontend: hostd's --splice-writes
   std::string hostd;
   std::string psk_file = auth::kDefaultKeyPath;  // --frontend -r: the running exporter's key
+  std::vector<std::string> only;                 // rows to run, by name (empty: every row)
 
   bool json() const noexcept { return output == "json"; }
 };

@@ -234,10 +234,11 @@ int transport_bench(Link& link, const Options& options) {
                              .columns = transport_columns(),
                              .text = !options.json(),
                              .verbose = options.verbose,
-                             .progress_fd = options.progress_fd};
+                             .progress_fd = options.progress_fd,
+                             .only = options.only};
   auto rows = workloads_run(workloads, driver);
+  quit_send(link.control);  // the target ends quietly, also after an error here
   if (!rows) return die(rows.error().describe());
-  quit_send(link.control);
   if (options.json()) {
     auto document = results_document(link.provider(), options.rounds, *rows, driver.columns);
     document["rpcie_target"] = options.target_progress_thread ? "progress-thread" : "busy-poll";

@@ -203,6 +203,41 @@ TEST_CASE("a stop request ends the run before the next round") {
   CHECK(calls == 2);  // the warm-up only
 }
 
+TEST_CASE("--only runs the rows it names, in the table's order, and refuses a name no row has") {
+  std::vector<std::string> ran;
+  auto workload = [&ran](std::string name, std::size_t size) {
+    Workload w{.name = name, .size = size, .warmup_operations = 1};
+    w.baseline = [&ran, name](std::size_t) -> Result<SliceSeconds> {
+      ran.push_back(name);
+      return SliceSeconds{1e-3, 1e-3};
+    };
+    w.subject = w.baseline;
+    return w;
+  };
+  // The transport's rows repeat their names per size.
+  const std::vector<Workload> workloads{workload("rma_write", 8), workload("irq_loaded", 4),
+                                        workload("rma_write", 4096), workload("irq", 4)};
+  DriverOptions options = quiet_options(1);
+  options.progress_fd = -1;
+  options.only = {"irq", "rma_write"};
+  auto rows = workloads_run(workloads, options);
+  REQUIRE(rows);
+  REQUIRE(rows->size() == 3);
+  CHECK((*rows)[0].workload == "rma_write");
+  CHECK((*rows)[0].size == 8);
+  CHECK((*rows)[1].size == 4096);
+  CHECK((*rows)[2].workload == "irq");
+  CHECK(std::set<std::string>(ran.begin(), ran.end()) == std::set<std::string>{"irq", "rma_write"});
+
+  ran.clear();
+  options.only = {"irq", "irq_load"};
+  auto refused = workloads_run(workloads, options);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().code == EINVAL);
+  CHECK(refused.error().message == "--only: no row named 'irq_load' here (rows: rma_write, irq_loaded, irq)");
+  CHECK(ran.empty());  // refused before anything ran
+}
+
 TEST_CASE("the JSON document has the fields of the transport, device and front-end rows") {
   Row plain{"rma_write", 1048576, Unit::megabytes_per_second, 1000, 900, 0.9, std::nullopt, "", ""};
   Row acked{"edu_dma", 4096, Unit::microseconds, 20, 30, 1.5, 35.0, "", ""};
