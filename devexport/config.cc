@@ -99,8 +99,18 @@ Result<DataPathChoice> data_path_get(const toml::node& n, const std::string& whe
   return *choice;
 }
 
-// listen, provider, psk-file, lease, access-log, data-path, data-nice, preauth-per-address,
-// preauth-max.
+// A duration key ("5s", "250ms") of at least 100 ms.
+Result<std::chrono::milliseconds> duration_key_get(const toml::node& n, const std::string& path,
+                                                   const std::string& key) {
+  RPCIE_TRY_ASSIGN(auto s, string_get(n, at(path, n) + key + " "));
+  auto d = duration_parse(s);
+  if (!d || *d < std::chrono::milliseconds(100))
+    return fail(EINVAL, at(path, n) + key + ": '" + s + "' is not a duration of at least 100ms");
+  return std::chrono::duration_cast<std::chrono::milliseconds>(*d);
+}
+
+// listen, provider, psk-file, lease, handshake-timeout, access-log, data-path, data-nice,
+// preauth-per-address, preauth-max.
 Result<void> top_keys_apply(const toml::table& root, const std::string& path, ExporterConfig& config) {
   if (auto* n = root.get("listen")) {
     RPCIE_TRY_ASSIGN(auto s, string_get(*n, at(path, *n) + "listen "));
@@ -126,11 +136,10 @@ Result<void> top_keys_apply(const toml::table& root, const std::string& path, Ex
     config.access_log_origin = path + ":" + std::to_string(n->source().begin.line);
   }
   if (auto* n = root.get("lease")) {
-    RPCIE_TRY_ASSIGN(auto s, string_get(*n, at(path, *n) + "lease "));
-    auto d = duration_parse(s);
-    if (!d || *d < std::chrono::milliseconds(100))
-      return fail(EINVAL, at(path, *n) + "lease: '" + s + "' is not a duration of at least 100ms");
-    config.lease = std::chrono::duration_cast<std::chrono::milliseconds>(*d);
+    RPCIE_TRY_ASSIGN(config.lease, duration_key_get(*n, path, "lease"));
+  }
+  if (auto* n = root.get("handshake-timeout")) {
+    RPCIE_TRY_ASSIGN(config.handshake_timeout, duration_key_get(*n, path, "handshake-timeout"));
   }
   if (auto* n = root.get("data-path")) {
     RPCIE_TRY_ASSIGN(config.data_path, data_path_get(*n, at(path, *n)));
@@ -253,8 +262,8 @@ Result<ExportConfig> export_table_parse(const toml::table& t, const std::string&
 namespace {
 
 Result<void> config_table_apply(const toml::table& root, const std::string& path, ExporterConfig& config) {
-  RPCIE_TRY(keys_check(root, path, "", "listen", "provider", "psk-file", "lease", "access-log", "data-path",
-                       "data-nice", "preauth-per-address", "preauth-max", "client", "export"));
+  RPCIE_TRY(keys_check(root, path, "", "listen", "provider", "psk-file", "lease", "handshake-timeout", "access-log",
+                       "data-path", "data-nice", "preauth-per-address", "preauth-max", "client", "export"));
   RPCIE_TRY(top_keys_apply(root, path, config));
   RPCIE_TRY(tables_each(root, path, "client",
                         [&](const toml::table& t, const std::string& origin, const std::string& what) -> Result<void> {

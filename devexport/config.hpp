@@ -6,6 +6,7 @@
 //   provider = "auto|tcp|shm|verbs|efa|tcp;ofi_rxm|verbs;ofi_rxm"
 //   psk-file = "/etc/rpcie/psk"     key accepted from any client name
 //   lease    = "5s"                 heartbeats must arrive within this
+//   handshake-timeout = "5s"        an attach's set-up (fabric session, first message) within this
 //   access-log = "/var/log/rpcie/access.log"   one line per MMIO access (access_log.hpp)
 //   data-path = "sealed|open|auto"  the exports' data-path policy (rpcie/data_path.hpp);
 //                                   default auto: what the client asks for
@@ -65,6 +66,9 @@ struct ExporterConfig {
   std::vector<ClientConfig> clients;
   std::vector<ExportConfig> exports;
   std::chrono::milliseconds lease{5000};
+  // An attach's steps (the claim, the reply, the fabric session and its first message, the
+  // verdict) and a resume's each within this; the client has its own timeout besides.
+  std::chrono::milliseconds handshake_timeout{5000};
   std::string access_log;  // "" : no access log
   // The data-path policy of every export that sets none (data_path_decide): automatic lets
   // the client choose (its provider's default unless it says).

@@ -35,9 +35,6 @@ using namespace std::chrono_literals;
 
 constexpr std::uint64_t kWindowMax = 4ULL << 30;
 constexpr std::uint64_t kMirrorMax = 1ULL << 30;
-// Every wait of an authenticated connection's requests and of an attach's Session handshake.
-// (A connection's authentication has config.preauth_timeout.)
-constexpr auto kHandshakeTimeout = 5s;
 // How often a waiting thread (the accept loop, a connection not attached, a parked
 // attachment) looks at the stop flag. A served attachment sleeps till news (serve_wait).
 constexpr auto kIdleSlice = 200ms;
@@ -187,7 +184,7 @@ struct Exporter::Impl {
     RPCIE_TRY_ASSIGN(const DataPath mode, data_path_decide(slot->config.data_path.value_or(DataPathChoice::automatic),
                                                            wanted, (req.flags & proto::kAttachDataPathInsist) != 0,
                                                            sock.frame_mac() != nullptr, slot->config.spec.name));
-    const Deadline claim_deadline = Deadline::after(kHandshakeTimeout);
+    const Deadline claim_deadline = Deadline::after(config.handshake_timeout);
     resumes.end_parked(*slot, client, claim_deadline);
     RPCIE_TRY_ASSIGN(const bool first, exports.claim(*slot, client, claim_deadline));
     const std::uint64_t id = next_attachment.fetch_add(1);
@@ -199,15 +196,16 @@ struct Exporter::Impl {
     reply.lease_ms = static_cast<std::uint32_t>(config.lease.count());
     reply.attachment_id = id;
     reply.data_path = static_cast<std::uint8_t>(mode);
-    auto sent = sock.message_send(reply, rid, Deadline::after(kHandshakeTimeout));
-    auto up = sent ? a->setup(std::move(sock), session_options(mode), first, Deadline::after(kHandshakeTimeout)) : sent;
+    auto sent = sock.message_send(reply, rid, Deadline::after(config.handshake_timeout));
+    auto up = sent ? a->setup(std::move(sock), session_options(mode), first, Deadline::after(config.handshake_timeout))
+                   : sent;
     // The client waits for this verdict after the hello exchange: a failure after hello_ack
     // (its window too small, the device refusing to attach) reaches it as an error now
     // rather than as a dead attachment later.
     if (a->has_session()) {
       proto::Message verdict = up ? proto::Message(proto::WriteAck{0})
                                   : proto::Message(proto::ErrorMsg{up.error().to_errno(), up.error().message});
-      auto v = a->bootstrap().message_send(verdict, rid, Deadline::after(kHandshakeTimeout));
+      auto v = a->bootstrap().message_send(verdict, rid, Deadline::after(config.handshake_timeout));
       if (up && !v) up = v;
     }
     if (!up) {
@@ -282,7 +280,7 @@ struct Exporter::Impl {
       return false;
     }
     auto r = a.resume(std::move(resume->socket), resume->request, resume->rid, session_options(mode),
-                      Deadline::after(kHandshakeTimeout));
+                      Deadline::after(config.handshake_timeout));
     if (!r) {
       RPCIE_LOG_WARN("exportd", "attachment {} of {} by {}: resume failed: {}", a.id(), slot.config.spec.name, client,
                      r.error().describe());
@@ -328,7 +326,7 @@ struct Exporter::Impl {
     while (!stopping() && sock.valid()) {
       if (Deadline::Clock::now() - last_heard > config.lease) return;  // idle unattached connection
       if (!fd_wait(sock.fd(), POLLIN, Deadline::after(kIdleSlice), "waiting for a request")) continue;
-      auto m = sock.message_recv(Deadline::after(kHandshakeTimeout));
+      auto m = sock.message_recv(Deadline::after(config.handshake_timeout));
       if (!m) {
         if (m.error().code == EPROTO || m.error().code == EMSGSIZE || m.error().code == EPROTONOSUPPORT) {
           counters.frames_malformed.fetch_add(1);
@@ -339,7 +337,7 @@ struct Exporter::Impl {
       }
       last_heard = Deadline::Clock::now();
       const auto rid = m->decoded.header.request_id;
-      const auto deadline = Deadline::after(kHandshakeTimeout);
+      const auto deadline = Deadline::after(config.handshake_timeout);
       if (std::holds_alternative<proto::ListRequest>(m->decoded.message)) {
         ExportTable::ListStorage storage;
         (void)sock.message_send(exports.list(storage), rid, deadline);

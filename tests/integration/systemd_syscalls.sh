@@ -40,7 +40,11 @@ mkdir -p "$TMP/dev"
 "$RPCIE" keygen "$TMP/psk" >/dev/null || die "keygen"
 # LeakSanitizer cannot work under ptrace: off for the traced daemons of a sanitizer build.
 TRACE=(env "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" strace -f -qq -o)
-start_bg "${ON_DEV[@]}" "${TRACE[@]}" "$TMP/exportd.st" "$EXPORTD" --listen "$HOST" --provider tcp \
+# Traced, every system call stops both daemons for strace, on two CPUs that CI shares with a
+# build: an attach's set-up (rxm connects on the first message, which takes both sides'
+# progress) has taken the exporter's default 5 s. Both sides get 30 s here.
+printf 'handshake-timeout = "30s"\n' >"$TMP/exportd.toml"
+start_bg "${ON_DEV[@]}" "${TRACE[@]}" "$TMP/exportd.st" "$EXPORTD" --config "$TMP/exportd.toml" --listen "$HOST" --provider tcp \
   --psk-file "$TMP/psk" --export edu0=edu --export edu1=edu,dma=mirror --export mem0=membar,size=1M 2>>"$TMP/exportd.log"
 EXPORTER=$LAST_PID
 deadline=$((SECONDS + 30))
@@ -49,7 +53,7 @@ until grep -q "listening on" "$TMP/exportd.log" 2>/dev/null; do
   sleep 0.1
 done
 start_bg "${ON_CMP[@]}" "${TRACE[@]}" "$TMP/hostd.st" "$HOSTD" --foreground --mount "$MNT" --control "$SOCK" \
-  --dev-dir "$TMP/dev" --psk-file "$TMP/psk" --provider tcp --timeout 10 --state-file "$TMP/hostd-state.json" \
+  --dev-dir "$TMP/dev" --psk-file "$TMP/psk" --provider tcp --timeout 30 --state-file "$TMP/hostd-state.json" \
   2>>"$TMP/hostd.log"
 HOSTD_TRACER=$LAST_PID
 CLEANUPS+=("for _ in 1 2 3 4; do grep -q ' $MNT ' /proc/mounts && umount -l $MNT; done")

@@ -36,6 +36,7 @@ TEST_CASE("config: every key of a full file lands where it belongs") {
 provider = "shm"
 psk-file = "/k/psk"
 lease = "2s"
+handshake-timeout = "30s"
 access-log = "/var/log/rpcie/access.log"
 
 [[client]]
@@ -62,6 +63,7 @@ params = { size = "64M", readonly = false, alignment = 4096 }
   CHECK(c->provider.kind == providers::ProviderKind::shm);
   CHECK(c->psk_file == "/k/psk");
   CHECK(c->lease == std::chrono::milliseconds(2000));
+  CHECK(c->handshake_timeout == std::chrono::milliseconds(30000));
   CHECK(c->access_log == "/var/log/rpcie/access.log");
   REQUIRE(c->clients.size() == 1);
   CHECK(c->clients[0].name == "alice");
@@ -101,6 +103,7 @@ TEST_CASE("config: bad values are EINVAL naming FILE:LINE and the key") {
            Case{"listn = \"a\"\n", 1, "listn"},
            Case{"lease = \"50ms\"\n", 1, "lease"},
            Case{"lease = 5\n", 1, "lease"},
+           Case{"\nhandshake-timeout = \"10ms\"\n", 2, "handshake-timeout: '10ms' is not a duration of at least 100ms"},
            Case{"provider = \"udp\"\n", 1, "provider"},
            Case{"access-log = 1\n", 1, "access-log"},
            Case{"\naccess-log = \"\"\n", 2, "access-log"},
@@ -178,6 +181,7 @@ TEST_CASE("config: preauth caps from the file") {
   CHECK(c->preauth_max == 100);
   CHECK(ExporterConfig{}.preauth_per_address == 4);
   CHECK(ExporterConfig{}.preauth_timeout == std::chrono::milliseconds(1000));
+  CHECK(ExporterConfig{}.handshake_timeout == std::chrono::milliseconds(5000));
 }
 
 TEST_CASE("config: data-nice from the file, the daemon's own unless given") {
