@@ -66,8 +66,10 @@ struct ExporterConfig {
   std::vector<ClientConfig> clients;
   std::vector<ExportConfig> exports;
   std::chrono::milliseconds lease{5000};
-  // An attach's steps (the claim, the reply, the fabric session and its first message, the
-  // verdict) and a resume's each within this; the client has its own timeout besides.
+  // Each step of an attach (the claim, the reply, the fabric session and its first message,
+  // the verdict), a resume, and each request of an authenticated connection not yet attached
+  // (a frame begun must be whole by then) within this; the client has its own timeout
+  // besides. Authentication itself has preauth_timeout.
   std::chrono::milliseconds handshake_timeout{5000};
   std::string access_log;  // "" : no access log
   // The data-path policy of every export that sets none (data_path_decide): automatic lets

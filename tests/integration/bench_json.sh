@@ -58,6 +58,8 @@ timeout 60 "$BENCH" --provider tcp --rounds 1 --sizes 4K --only round_trip,irq -
 grep -qx "rpcie-bench: error: --only: no row named 'irq' here (rows: rma_write, rma_read, round_trip): Invalid argument" \
   "$TMP/only-bad.err" || die "--only irq on the transport: not the error expected: $(cat "$TMP/only-bad.err")"
 [ -s "$TMP/only-bad.json" ] && die "--only refused, yet printed: $(cat "$TMP/only-bad.json")"
+# The target was told to quit: no second error from a connection it found reset.
+[ "$(wc -l <"$TMP/only-bad.err")" = 1 ] || die "--only refused: more than the one error line: $(cat "$TMP/only-bad.err")"
 pass "rpcie-bench --only: the rows named alone; a row the mode lacks is refused naming the rows it has"
 
 timeout 120 "$BENCH" --device --exportd "$B/devexport/rpcie-exportd" --provider tcp --rounds 1 -o json \

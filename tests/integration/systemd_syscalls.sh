@@ -44,8 +44,8 @@ TRACE=(env "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" strace -
 # build: an attach's set-up (rxm connects on the first message, which takes both sides'
 # progress) has taken the exporter's default 5 s. Both sides get 30 s here.
 printf 'handshake-timeout = "30s"\n' >"$TMP/exportd.toml"
-start_bg "${ON_DEV[@]}" "${TRACE[@]}" "$TMP/exportd.st" "$EXPORTD" --config "$TMP/exportd.toml" --listen "$HOST" --provider tcp \
-  --psk-file "$TMP/psk" --export edu0=edu --export edu1=edu,dma=mirror --export mem0=membar,size=1M 2>>"$TMP/exportd.log"
+start_bg "${ON_DEV[@]}" "${TRACE[@]}" "$TMP/exportd.st" "$EXPORTD" --config "$TMP/exportd.toml" --listen "$HOST" \
+  --provider tcp --psk-file "$TMP/psk" --export edu0=edu --export edu1=edu,dma=mirror --export mem0=membar,size=1M 2>>"$TMP/exportd.log"
 EXPORTER=$LAST_PID
 deadline=$((SECONDS + 30))
 until grep -q "listening on" "$TMP/exportd.log" 2>/dev/null; do

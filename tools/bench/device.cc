@@ -205,7 +205,6 @@ int device_bench(Link& link, const Options& options) {
   if (!rows) return die(rows.error().describe());
   for (client::Attachment* attachment : {(*devices)->edu.get(), (*devices)->membar.get(), (*devices)->edu_push.get()})
     (void)attachment->detach(call_deadline());
-  quit_send(link.control);
   if (options.json()) {
     auto document = results_document(link.provider(), options.rounds, *rows, driver.columns);
     document["data_path"] = data_path_name(mode);

@@ -182,23 +182,19 @@ Result<Row> workload_run(const Workload& workload, const DriverOptions& options)
 }
 
 Result<std::vector<Row>> workloads_run(std::span<const Workload> workloads, const DriverOptions& options) {
-  const auto named = [&](const std::string& name) {
-    return std::any_of(workloads.begin(), workloads.end(), [&](const Workload& w) { return w.name == name; });
+  const auto listed = [](const std::vector<std::string>& names, const std::string& name) {
+    return std::find(names.begin(), names.end(), name) != names.end();
   };
+  std::vector<std::string> names;  // each once: the transport rows repeat theirs per size
+  for (const Workload& w : workloads)
+    if (!listed(names, w.name)) names.push_back(w.name);
   for (const auto& name : options.only) {
-    if (named(name)) continue;
-    std::vector<std::string> names;  // each once: the transport rows repeat theirs per size
+    if (listed(names, name)) continue;
     std::string all;
-    for (const Workload& w : workloads) {
-      if (std::find(names.begin(), names.end(), w.name) != names.end()) continue;
-      all += (names.empty() ? "" : ", ") + w.name;
-      names.push_back(w.name);
-    }
+    for (const auto& n : names) all += (all.empty() ? "" : ", ") + n;
     return fail(EINVAL, "--only: no row named '" + name + "' here (rows: " + all + ")");
   }
-  const auto chosen = [&](const Workload& w) {
-    return options.only.empty() || std::find(options.only.begin(), options.only.end(), w.name) != options.only.end();
-  };
+  const auto chosen = [&](const Workload& w) { return options.only.empty() || listed(options.only, w.name); };
   std::vector<Row> rows;
   std::optional<Progress> progress;
   const auto count = static_cast<std::size_t>(std::count_if(workloads.begin(), workloads.end(), chosen));

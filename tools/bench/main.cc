@@ -132,7 +132,9 @@ int initiator_run(const std::string& host, std::uint16_t port, const LinkOptions
                   const Options& options) {
   auto link = Link::connect(host, port, link_options);
   if (!link) return die(link.error().describe());
-  return options.device ? device_bench(**link, options) : transport_bench(**link, options);
+  const int status = options.device ? device_bench(**link, options) : transport_bench(**link, options);
+  quit_send((*link)->control);  // after an error too: the target ends quietly, not on a reset connection
+  return status;
 }
 
 // Both ends here: the target in a child pinned to CPU 1, the initiator on CPU 0.

@@ -237,7 +237,6 @@ int transport_bench(Link& link, const Options& options) {
                              .progress_fd = options.progress_fd,
                              .only = options.only};
   auto rows = workloads_run(workloads, driver);
-  quit_send(link.control);  // the target ends quietly, also after an error here
   if (!rows) return die(rows.error().describe());
   if (options.json()) {
     auto document = results_document(link.provider(), options.rounds, *rows, driver.columns);
