@@ -330,11 +330,9 @@ Result<void> Channel::bytes_send(std::span<const std::uint8_t> bytes, Deadline d
   if (bytes.size() > proto::kMaxMessage) return fail(EMSGSIZE, "message over the protocol's cap");
   std::unique_lock g(lock_);
   const std::size_t wire_size = bytes.size() + (seal_ ? auth::kSealOverhead : 0);
-  const bool inject =
-      wire_size <= fabric_->inject_size() && (!seal_ || wire_size <= kInjectStaging + auth::kSealOverhead);
+  const bool inject = wire_size <= fabric_->inject_size() && (!seal_ || wire_size <= seal_staging_.size());
   if (failure_) return tl::unexpected(*failure_);
   Op* op = nullptr;
-  std::uint8_t sealed_small[kInjectStaging + auth::kSealOverhead];
   const std::uint8_t* wire = bytes.data();
   if (!inject) {
     // Non-inject sends need their bytes until completion: copy into a registered slot.
@@ -350,8 +348,8 @@ Result<void> Channel::bytes_send(std::span<const std::uint8_t> bytes, Deadline d
       std::memcpy(op->buffer, bytes.data(), bytes.size());
   } else if (seal_) {
     // Sealed under the lock that also posts: sequence order is send order.
-    (void)seal_->seal(bytes, sealed_small);
-    wire = sealed_small;
+    (void)seal_->seal(bytes, seal_staging_);
+    wire = seal_staging_.data();
   }
   const auto first_try = Deadline::Clock::now();
   for (;;) {
@@ -471,11 +469,23 @@ Result<void> Channel::rma_flush(Deadline deadline) {
 void Channel::seal_set(std::unique_ptr<auth::MessageSeal> seal) {
   std::lock_guard g(lock_);
   seal_ = std::move(seal);
+  const std::size_t inject = fabric_ ? fabric_->inject_size() : 0;
+  seal_staging_.assign(seal_ ? std::max(kInjectStaging + auth::kSealOverhead, std::min(inject, kSealStagingMax)) : 0,
+                       0);
 }
 
 bool Channel::sealed() const {
   std::lock_guard g(lock_);
   return seal_ != nullptr;
+}
+
+std::size_t Channel::inject_max() const {
+  std::lock_guard g(lock_);
+  const std::size_t inject = fabric_->inject_size();
+  // As bytes_send() decides: a sealed message is staged in seal_staging_.
+  if (!seal_) return inject;
+  const std::size_t wire = std::min(inject, seal_staging_.size());
+  return wire > auth::kSealOverhead ? wire - auth::kSealOverhead : 0;
 }
 
 std::size_t Channel::rma_in_flight() const {

@@ -18,6 +18,8 @@ namespace rpcie {
 
 // Bytes that fi_inject sends from the stack (sealed or not).
 inline constexpr std::size_t kInjectStaging = 512;
+// The most a sealed message may take of a provider's inject size: its staging buffer.
+inline constexpr std::size_t kSealStagingMax = 16u << 10;
 // A message slot holds the largest message, sealed.
 inline constexpr std::size_t kSlotBytes = proto::kMaxMessage + auth::kSealOverhead;
 

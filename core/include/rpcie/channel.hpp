@@ -168,6 +168,10 @@ class Channel {
   // Sends bytes that are already one encoded message (forwarding, and tests that must put
   // malformed input on the wire). At most proto::kMaxMessage bytes.
   Result<void> bytes_send(std::span<const std::uint8_t> bytes, Deadline deadline);
+  // The largest message (encoded, before sealing) that bytes_send() injects: it needs no send
+  // buffer, and the provider moves it without the peer's help (shm: a larger one waits for
+  // the peer to copy it).
+  std::size_t inject_max() const;
   // Waits for the next message. The returned pointer is valid until the next
   // message_recv() on this channel. A message that fails to decode is dropped, counted and
   // reported as EPROTO; the channel stays usable.
@@ -303,6 +307,9 @@ class Channel {
   std::unique_ptr<auth::MessageSeal> seal_;  // set: every message sealed / opened
   std::unique_ptr<Sealed> sealed_rma_;       // set (with rma_sealed_): RMA as sealed messages
   bool rma_sealed_ = false;
+  // Where bytes_send() seals a message it injects (under lock_, which it holds until posted):
+  // as large as the provider injects, so that sealing costs no inject (shm: 4 KiB).
+  std::vector<std::uint8_t> seal_staging_;
   ChannelStats stats_;
   std::uint64_t completions_ = 0;  // CQ entries seen: activity for the spin heuristic
   Deadline::Clock::duration busy_poll_ = std::chrono::microseconds(2);  // a poll slower moved data

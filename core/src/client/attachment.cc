@@ -73,15 +73,25 @@ Result<void> Attachment::State::batch_flush(Deadline deadline, bool only_if_due)
 Result<void> Attachment::State::batch_send_locked(Deadline deadline, bool only_if_due) {
   auto taken = batch->take(Deadline::Clock::now(), only_if_due);
   if (!taken) return {};
-  const auto rid = router->posted_request_id();
-  auto sent = !taken->push.empty()
-                  ? send_kept(proto::WindowPush{taken->push_at, taken->push, std::move(taken->writes)}, rid, deadline)
-              : taken->writes.size() == 1 ? send_kept(taken->writes.front(), rid, deadline)
-                                          : send_kept(proto::MmioWriteBatch{std::move(taken->writes)}, rid, deadline);
-  // Kept: a link that is being resumed sends it again.
-  if (!sent && !router->resuming()) return sent;
-  posted_unconfirmed.store(true);
-  return {};
+  // Each message is kept before it is sent: a link that is being resumed sends it again.
+  const auto posted_send = [&](const proto::Message& m) -> Result<void> {
+    auto sent = send_kept(m, router->posted_request_id(), deadline);
+    if (!sent && !router->resuming()) return sent;
+    posted_unconfirmed.store(true);
+    return {};
+  };
+  if (taken->push.empty())
+    return taken->writes.size() == 1 ? posted_send(taken->writes.front())
+                                     : posted_send(proto::MmioWriteBatch{std::move(taken->writes)});
+  std::span<const std::uint8_t> rest = taken->push;
+  std::uint64_t at = taken->push_at;
+  for (const std::size_t n :
+       PostedBatch::push_pieces_ahead(session->channel().inject_max(), rest.size(), taken->writes.size())) {
+    RPCIE_TRY(posted_send(proto::WindowPush{at, rest.first(n), {}}));
+    rest = rest.subspan(n);
+    at += n;
+  }
+  return posted_send(proto::WindowPush{at, rest, std::move(taken->writes)});
 }
 
 Result<void> Attachment::State::resend_bound(Deadline deadline) {

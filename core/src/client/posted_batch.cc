@@ -11,6 +11,23 @@ std::size_t PostedBatch::writes_max_for(std::size_t inject_size) {
   return std::min(proto::kMaxBatch, (inject_size - kFixed) / kEntry);
 }
 
+std::vector<std::size_t> PostedBatch::push_pieces_ahead(std::size_t inject, std::size_t length, std::size_t writes) {
+  // The encoding's sizes, from the encoder itself: its header and descriptor, and a write.
+  static const std::uint8_t kByte[1] = {0};
+  static const std::size_t fixed = proto::message_encoded_size(proto::WindowPush{0, kByte, {}}) - 1;
+  static const std::size_t per_write =
+      proto::message_encoded_size(proto::WindowPush{0, kByte, {proto::MmioWrite{}}}) - fixed - 1;
+  const std::size_t with_writes = fixed + writes * per_write;
+  if (inject < kPushSplitInjectMin || with_writes + length <= inject || with_writes >= inject) return {};
+  const std::size_t piece = inject - fixed;  // a piece alone
+  std::vector<std::size_t> out;
+  for (std::size_t ahead = length - (inject - with_writes); ahead > 0;) {
+    out.push_back(std::min(piece, ahead));
+    ahead -= out.back();
+  }
+  return out;
+}
+
 PostedBatch::Added PostedBatch::batch_start_locked(Clock::time_point now, Clock::time_point waited) {
   const auto gap = now - last_end_;
   last_end_ = now;

@@ -54,6 +54,16 @@ class PostedBatch {
   // only 64 bytes, and its eager sends of a few KiB complete locally).
   static std::size_t writes_max_for(std::size_t inject_size);
 
+  // A push and the writes after it leave in one window_push message, unless that message
+  // would not be injected where injects are large (shm: 4 KiB, which a 4 KiB push with its
+  // header outgrows; a larger shm send waits for the exporter to copy it out): then pieces of
+  // the bytes go ahead, each in a window_push of its own, so that every message fits in
+  // `inject` bytes, the last (the rest of the bytes, then the writes) too; the exporter
+  // performs them in order. Returns the pieces' sizes, in order; empty: one message (it
+  // fits, injects are under kPushSplitInjectMin (tcp: 64 B), or the writes alone fill one).
+  static constexpr std::size_t kPushSplitInjectMin = 1024;
+  static std::vector<std::size_t> push_pieces_ahead(std::size_t inject, std::size_t length, std::size_t writes);
+
   // Of the writes that join a batch, every kDueCheckEvery-th reads the clock: a due batch is
   // then sent by its writer, so that a stream of writes needs no dispatcher to send it (on
   // a CPU that the writer shares with the dispatcher, each hand-off preempts the writer).

@@ -63,7 +63,8 @@ struct Pair {
 };
 
 inline std::unique_ptr<Pair> pair_open(std::size_t size, ChannelOptions client_channel = {},
-                                       ChannelOptions server_channel = {}, bool server_cq_wait_fd = false) {
+                                       ChannelOptions server_channel = {}, bool server_cq_wait_fd = false,
+                                       providers::ProviderKind provider = providers::ProviderKind::tcp) {
   rpcie::signals_init();
   auto p = std::make_unique<Pair>();
   auto sm = HostBuffer::create(size);
@@ -76,7 +77,7 @@ inline std::unique_ptr<Pair> pair_open(std::size_t size, ChannelOptions client_c
   auto listener = Listener::open("127.0.0.1", 0);
   REQUIRE_MESSAGE(listener.has_value(), listener.error().describe());
   SessionOptions server_options;
-  server_options.provider = providers::ProviderChoice{false, providers::ProviderKind::tcp};
+  server_options.provider = providers::ProviderChoice{false, provider};
   server_options.channel = server_channel;
   SessionOptions client_options = server_options;
   client_options.channel = client_channel;

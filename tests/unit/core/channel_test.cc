@@ -163,6 +163,44 @@ TEST_CASE("on a sealed channel messages of every size arrive intact and in send 
   CHECK(x.server_stats.messages_replayed == 0);
 }
 
+// shm injects messages of up to 4 KiB, sealed ones too (sealed in the channel's staging
+// buffer, not a 512-byte one on the stack): a 4 KiB window push then leaves as two injected
+// messages (PostedBatch::push_pieces_ahead), where one larger send waited for the exporter to
+// copy it out. Messages of inject_max() bytes, sealed there, arrive intact and in order.
+TEST_CASE("on a sealed shm channel, inject_max() is shm's inject size less the seal, and such messages arrive intact") {
+  auto p = pair_open(4096, {}, {}, false, providers::ProviderKind::shm);
+  const std::size_t inject = p->cc().fabric().inject_size();
+  REQUIRE(inject >= 4096);
+  CHECK(p->cc().inject_max() == inject);
+  seal_both(*p);
+  CHECK(p->cc().inject_max() == inject - auth::kSealOverhead);
+  Bytes source(inject);
+  pattern_fill(source.data(), source.size(), 5);
+  const std::size_t empty_ping = proto::message_encoded_size(proto::Ping{});
+  const std::size_t largest = p->cc().inject_max() - empty_ping;
+  // A first message with both sides progressing: shm's first send to a peer waits for it.
+  std::thread warm([&] { (void)p->sc().message_recv(Deadline::after(5s)); });
+  const auto first = p->cc().message_send(proto::Ping{}, 100, Deadline::after(5s));
+  warm.join();
+  REQUIRE_MESSAGE(first.has_value(), first.error().describe());
+  // Then all are sent before the server receives one.
+  constexpr std::uint64_t kCount = 8;
+  for (std::uint64_t i = 1; i <= kCount; ++i) {
+    const auto sent = p->cc().message_send(proto::Ping{std::span(source).first(largest)}, i, Deadline::after(200ms));
+    CHECK_MESSAGE(sent.has_value(), "send ", i, ": ", sent ? "" : sent.error().describe());
+  }
+  for (std::uint64_t i = 1; i <= kCount; ++i) {
+    auto m = p->sc().message_recv(Deadline::after(5s));
+    REQUIRE_MESSAGE(m.has_value(), m.error().describe());
+    const auto* ping = std::get_if<proto::Ping>(&(*m)->message);
+    REQUIRE(ping != nullptr);
+    CHECK((*m)->header.request_id == i);
+    CHECK(std::equal(ping->data.begin(), ping->data.end(), source.begin(), source.begin() + largest));
+    CHECK(ping->data.size() == largest);
+  }
+  CHECK(p->sc().stats().messages_forged == 0);
+}
+
 TEST_CASE("a sealed channel drops forged and replayed messages, counts them, and goes on") {
   auto p = pair_open(4096);
   const auto key = session_key_make(7);

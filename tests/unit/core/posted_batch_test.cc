@@ -257,3 +257,34 @@ TEST_CASE("posted batch: a due batch is sent by the writer that finds it due (ev
   REQUIRE(taken);
   CHECK(taken->writes.size() == 2 * PostedBatch::kDueCheckEvery);
 }
+
+TEST_CASE("posted batch: a push outgrowing a large inject leaves in pieces that each fit, the writes with the last") {
+  CHECK(PostedBatch::push_pieces_ahead(64, 4096, 1).empty());   // tcp: one message, not injected anyway
+  CHECK(PostedBatch::push_pieces_ahead(544, 4096, 1).empty());  // a sealed small inject: likewise
+  const std::vector<std::uint8_t> bytes(16 << 10, 0xab);
+  const std::vector<proto::MmioWrite> one{write_at(8)};
+  const std::size_t inject = 4096 - 32;  // shm's 4 KiB, sealed
+  for (std::size_t length : {std::size_t{1}, std::size_t{3000}, std::size_t{4000}, std::size_t{4096}, std::size_t{8192},
+                             std::size_t{16 << 10}}) {
+    CAPTURE(length);
+    const auto pieces = PostedBatch::push_pieces_ahead(inject, length, one.size());
+    const std::span<const std::uint8_t> push(bytes.data(), length);
+    if (proto::message_encoded_size(proto::WindowPush{0, push, one}) <= inject) {
+      CHECK(pieces.empty());
+      continue;
+    }
+    REQUIRE_FALSE(pieces.empty());
+    std::size_t at = 0;
+    for (const std::size_t n : pieces) {
+      CHECK(n > 0);
+      CHECK(proto::message_encoded_size(proto::WindowPush{at, push.subspan(at, n), {}}) <= inject);
+      at += n;
+    }
+    REQUIRE(at < length);  // the last message keeps some bytes, and the writes
+    CHECK(proto::message_encoded_size(proto::WindowPush{at, push.subspan(at), one}) <= inject);
+    CHECK(pieces.size() == (length + 4095) / 4096);  // no more messages than it takes
+  }
+  // Writes that fill a message alone: one message, as before.
+  const std::vector<proto::MmioWrite> many(PostedBatch::writes_max_for(4096), write_at(8));
+  CHECK(PostedBatch::push_pieces_ahead(inject, 4096, many.size()).empty());
+}
