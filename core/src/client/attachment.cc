@@ -237,7 +237,7 @@ Result<proto::AttachRequest> attach_request(const std::string& export_name, DmaW
 // The parts that run on their own: the batch, the dispatcher and the lease keeper.
 void parts_start(Attachment::State& s, const ClientOptions& options) {
   auto* st = &s;
-  s.batch = std::make_unique<PostedBatch>(PostedBatch::writes_max_for(s.session->channel().fabric().inject_size()));
+  s.batch = std::make_unique<PostedBatch>(PostedBatch::writes_max_for(s.session->channel().inject_max()));
   s.inbox = std::make_unique<ChannelInbox>(s.session->channel());
   Dispatcher::Batch batch{[st]() {
                             (void)st->batch_flush(Deadline::after(kSendTimeout), true);

@@ -47,8 +47,9 @@ class PostedBatch {
   // `writes_max`: writes per batch (writes_max_for() of the attachment's fabric).
   explicit PostedBatch(std::size_t writes_max = proto::kMaxBatch) : writes_max_(writes_max) {}
 
-  // Writes per mmio_write_batch for a provider that injects `inject_size` bytes: as many as
-  // fit in one inject where that is large (shm: 4 KiB, 226 writes), so that posting never
+  // Writes per mmio_write_batch for a channel that injects messages of up to `inject_size`
+  // bytes (Channel::inject_max()): as many as fit in one inject where that is large (shm:
+  // 4 KiB, 226 writes; 224 sealed), so that posting never
   // waits for the peer (a larger shm send is segmented and moves only while both ends
   // progress, and the posting thread does not poll); else proto::kMaxBatch (tcp injects
   // only 64 bytes, and its eager sends of a few KiB complete locally).
