@@ -24,7 +24,7 @@ constexpr std::size_t kBounceSize = 1u << 20;
 constexpr std::size_t kStagingSize = 1u << 20;
 constexpr auto kDeviceTimeout = 2s;         // a DMA or interrupt that cannot reach the client in this long fails
 constexpr auto kDataIdleSlice = 1s;         // an idle data thread's sleep: one wake-up a second
-constexpr std::size_t kWarmupBytes = 1024;  // over every provider's inject size
+constexpr std::size_t kWarmupBytes = 1024;  // over rxm's inject size (not shm's 4 KiB, which has no pools to set up)
 // A teardown step slower than this is logged, with what it waits for (each of its waits has
 // its own deadline; the report is for the one that would not).
 constexpr auto kTeardownReport = 10s;
