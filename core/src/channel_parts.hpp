@@ -16,7 +16,8 @@
 
 namespace rpcie {
 
-// Bytes that fi_inject sends from the stack (sealed or not).
+// Bytes that message_send() encodes, and sealed RMA seals, on the stack; also the least of a
+// provider's inject size that a sealed message may take (Channel's seal_staging_).
 inline constexpr std::size_t kInjectStaging = 512;
 // The most a sealed message may take of a provider's inject size: its staging buffer.
 inline constexpr std::size_t kSealStagingMax = 16u << 10;

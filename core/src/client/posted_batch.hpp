@@ -44,15 +44,15 @@ class PostedBatch {
   static constexpr auto kBatchDelay = std::chrono::microseconds(20);
   static constexpr int kEagerWrites = 4;
 
-  // `writes_max`: writes per batch (writes_max_for() of the attachment's fabric).
+  // `writes_max`: writes per batch (writes_max_for() of the attachment's channel).
   explicit PostedBatch(std::size_t writes_max = proto::kMaxBatch) : writes_max_(writes_max) {}
 
   // Writes per mmio_write_batch for a channel that injects messages of up to `inject_size`
   // bytes (Channel::inject_max()): as many as fit in one inject where that is large (shm:
-  // 4 KiB, 226 writes; 224 sealed), so that posting never
-  // waits for the peer (a larger shm send is segmented and moves only while both ends
-  // progress, and the posting thread does not poll); else proto::kMaxBatch (tcp injects
-  // only 64 bytes, and its eager sends of a few KiB complete locally).
+  // 4 KiB, 226 writes, 224 sealed), so that posting never waits for the peer (a larger shm
+  // send is segmented and moves only while both ends progress, and the posting thread does
+  // not poll); else proto::kMaxBatch (tcp injects only 64 bytes, and its eager sends of a
+  // few KiB complete locally).
   static std::size_t writes_max_for(std::size_t inject_size);
 
   // A push and the writes after it leave in one window_push message, unless that message
