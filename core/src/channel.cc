@@ -118,7 +118,7 @@ Channel::~Channel() {
 Result<void> Channel::recv_post_locked(Op& op) {
   op.kind = Op::Kind::recv;
   op.seq = recv_posted_seq_++;
-  const auto first_try = Deadline::Clock::now();
+  std::optional<Deadline::Clock::time_point> first_refusal;
   for (;;) {
     ssize_t rc = fi_recv(fabric_->ep(), op.buffer, kSlotBytes, message_region_->desc(), FI_ADDR_UNSPEC, &op.context);
     if (rc == 0) return {};
@@ -128,11 +128,11 @@ Result<void> Channel::recv_post_locked(Op& op) {
       fail_locked(Error{ErrorDomain::fabric, static_cast<int>(-rc), "fi_recv"});
       return tl::unexpected(*failure_);
     }
-    if (Deadline::Clock::now() - first_try > kRecvRefusalMax) {
+    if (first_refusal && Deadline::Clock::now() - *first_refusal > kRecvRefusalMax) {
       fail_locked(Error{ErrorDomain::fabric, ETIMEDOUT, "fi_recv refused for over 10 s"});
       return tl::unexpected(*failure_);
     }
-    RPCIE_TRY(post_retry_locked(first_try));
+    RPCIE_TRY(post_retry_locked(first_refusal));
   }
 }
 
@@ -351,7 +351,7 @@ Result<void> Channel::bytes_send(std::span<const std::uint8_t> bytes, Deadline d
     (void)seal_->seal(bytes, seal_staging_);
     wire = seal_staging_.data();
   }
-  const auto first_try = Deadline::Clock::now();
+  std::optional<Deadline::Clock::time_point> first_refusal;
   for (;;) {
     // fi_inject: small messages need no buffer to hold and no completion to reap.
     ssize_t rc = inject ? fi_inject(fabric_->ep(), wire, wire_size, peer_)
@@ -363,7 +363,7 @@ Result<void> Channel::bytes_send(std::span<const std::uint8_t> bytes, Deadline d
       fail_locked(Error{ErrorDomain::fabric, static_cast<int>(-rc), inject ? "fi_inject" : "fi_send"});
       return tl::unexpected(*failure_);
     }
-    RPCIE_TRY(post_retry_locked(first_try));
+    RPCIE_TRY(post_retry_locked(first_refusal));
   }
   peer_ring();
   ++stats_.messages_sent;
@@ -420,7 +420,7 @@ Result<void> Channel::rma_post(RmaKind kind, const MemoryRegion& local, std::siz
     msg.rma_iov_count = 1;
     msg.context = &op->context;
     const std::uint64_t flags = FI_COMPLETION | (delivered ? FI_DELIVERY_COMPLETE : 0);
-    const auto first_try = Deadline::Clock::now();
+    std::optional<Deadline::Clock::time_point> first_refusal;
     for (;;) {
       ssize_t rc = write ? fi_writemsg(fabric_->ep(), &msg, flags) : fi_readmsg(fabric_->ep(), &msg, flags);
       if (rc == 0) break;
@@ -429,7 +429,7 @@ Result<void> Channel::rma_post(RmaKind kind, const MemoryRegion& local, std::siz
         fail_locked(Error{ErrorDomain::fabric, static_cast<int>(-rc), write ? "fi_writemsg" : "fi_readmsg"});
         return tl::unexpected(*failure_);
       }
-      RPCIE_TRY(post_retry_locked(first_try));
+      RPCIE_TRY(post_retry_locked(first_refusal));
       if (deadline.expired()) {
         completion_locked(*op, 0);
         return fail(ETIMEDOUT, "deadline passed posting rma");

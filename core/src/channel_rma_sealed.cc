@@ -91,7 +91,7 @@ Result<bool> Channel::sealed_try_post_locked(const proto::Message& m, std::uint6
 
 Result<void> Channel::sealed_chunk_post(std::unique_lock<std::mutex>& held, const proto::Message& m, std::uint64_t tag,
                                         Op* linked, Deadline deadline) {
-  const auto first_try = Deadline::Clock::now();
+  std::optional<Deadline::Clock::time_point> first_refusal;
   for (;;) {
     RPCIE_TRY_ASSIGN(const bool posted, sealed_try_post_locked(m, tag, linked));
     if (posted) return {};
@@ -99,7 +99,7 @@ Result<void> Channel::sealed_chunk_post(std::unique_lock<std::mutex>& held, cons
     if (!send_free_.empty()) {
       // The provider refused with slots free (its queue is full, or rxm is still connecting):
       // as message_send does. Waiting for a free slot would return at once, a spin with no end.
-      RPCIE_TRY(post_retry_locked(first_try));
+      RPCIE_TRY(post_retry_locked(first_refusal));
       continue;
     }
     // No send slot: let completions come in (which also serves the peer meanwhile).

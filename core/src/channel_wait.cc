@@ -37,15 +37,17 @@ Result<void> Channel::progress() {
   return poll_locked();
 }
 
-Result<void> Channel::post_retry_locked(Deadline::Clock::time_point first_refusal) {
+Result<void> Channel::post_retry_locked(std::optional<Deadline::Clock::time_point>& first_refusal) {
   // A full send queue drains within microseconds of polling: spin. A refusal that lasts is
   // rxm setting up its connection on first use, which waits for the peer's own progress; a
   // sender spinning meanwhile (a syscall per try) takes a CPU the peer may need. Seen under
   // strace on 2 cores: an exporter's first send refused for the whole 5 s of its deadline.
   constexpr auto kSpin = std::chrono::microseconds(200);
   constexpr auto kPause = std::chrono::microseconds(100);
+  const auto now = Deadline::Clock::now();
+  if (!first_refusal) first_refusal = now;
   RPCIE_TRY(poll_locked());
-  if (Deadline::Clock::now() - first_refusal > kSpin) std::this_thread::sleep_for(kPause);
+  if (now - *first_refusal > kSpin) std::this_thread::sleep_for(kPause);
   return {};
 }
 

@@ -237,9 +237,11 @@ class Channel {
   Result<Op*> slot_take(std::unique_lock<std::mutex>& held, std::vector<Op*>& pool, Deadline deadline,
                         const char* what);
   Result<void> poll_locked();  // reaps the CQ, then (sealed RMA) serves what arrived
-  // Between tries of a post the provider refused (-FI_EAGAIN) since `first_refusal`: polls,
-  // and once the refusals have lasted past a spin, sleeps a little (channel_wait.cc).
-  Result<void> post_retry_locked(Deadline::Clock::time_point first_refusal);
+  // Between tries of a post the provider refused (-FI_EAGAIN): polls, and once the refusals
+  // have lasted past a spin, sleeps a little (channel_wait.cc). `first_refusal` is set at the
+  // first retry: a post that is taken at once reads no clock (a clock read costs ~50 ns here,
+  // a tenth of shm's round trip, and every message posts a send and a receive).
+  Result<void> post_retry_locked(std::optional<Deadline::Clock::time_point>& first_refusal);
   Result<void> cq_reap_locked();
   Result<const proto::Decoded*> last_message_decode_locked();
   bool message_ready_locked();
