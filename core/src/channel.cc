@@ -43,6 +43,7 @@ Result<std::unique_ptr<Channel>> Channel::create(std::unique_ptr<Fabric> fabric,
   c->peer_ = peer;
   c->options_ = options;
   c->max_transfer_ = c->fabric_->max_msg_size();
+  c->inject_max_.store(c->fabric_->inject_size(), std::memory_order_relaxed);
   if (options.max_transfer) c->max_transfer_ = std::min(c->max_transfer_, options.max_transfer);
   // The envelope (header, fields, seal) of an rma_put or rma_data rides in the same message.
   constexpr std::size_t kRmaEnvelope = proto::kHeaderSize + 32 + auth::kSealOverhead;
@@ -330,7 +331,7 @@ Result<void> Channel::bytes_send(std::span<const std::uint8_t> bytes, Deadline d
   if (bytes.size() > proto::kMaxMessage) return fail(EMSGSIZE, "message over the protocol's cap");
   std::unique_lock g(lock_);
   const std::size_t wire_size = bytes.size() + (seal_ ? auth::kSealOverhead : 0);
-  const bool inject = wire_size <= fabric_->inject_size() && (!seal_ || wire_size <= seal_staging_.size());
+  const bool inject = bytes.size() <= inject_max_.load(std::memory_order_relaxed);
   if (failure_) return tl::unexpected(*failure_);
   Op* op = nullptr;
   const std::uint8_t* wire = bytes.data();
@@ -469,9 +470,13 @@ Result<void> Channel::rma_flush(Deadline deadline) {
 void Channel::seal_set(std::unique_ptr<auth::MessageSeal> seal) {
   std::lock_guard g(lock_);
   seal_ = std::move(seal);
-  const std::size_t inject = fabric_ ? fabric_->inject_size() : 0;
-  seal_staging_.assign(seal_ ? std::max(kInjectStaging + auth::kSealOverhead, std::min(inject, kSealStagingMax)) : 0,
-                       0);
+  // A sealed message is injected when it fits both the provider's inject size and the
+  // staging buffer it is sealed into.
+  const std::size_t inject = fabric_->inject_size();
+  seal_staging_.assign(seal_ ? std::min(inject, kSealStagingMax) : 0, 0);
+  const std::size_t wire = seal_ ? seal_staging_.size() : inject;
+  const std::size_t overhead = seal_ ? auth::kSealOverhead : 0;
+  inject_max_.store(wire > overhead ? wire - overhead : 0, std::memory_order_relaxed);
 }
 
 bool Channel::sealed() const {
@@ -479,14 +484,7 @@ bool Channel::sealed() const {
   return seal_ != nullptr;
 }
 
-std::size_t Channel::inject_max() const {
-  std::lock_guard g(lock_);
-  const std::size_t inject = fabric_->inject_size();
-  // As bytes_send() decides: a sealed message is staged in seal_staging_.
-  if (!seal_) return inject;
-  const std::size_t wire = std::min(inject, seal_staging_.size());
-  return wire > auth::kSealOverhead ? wire - auth::kSealOverhead : 0;
-}
+std::size_t Channel::inject_max() const { return inject_max_.load(std::memory_order_relaxed); }
 
 std::size_t Channel::rma_in_flight() const {
   std::lock_guard g(lock_);

@@ -16,8 +16,7 @@
 
 namespace rpcie {
 
-// Bytes that message_send() encodes, and sealed RMA seals, on the stack; also the least of a
-// provider's inject size that a sealed message may take (Channel's seal_staging_).
+// Bytes that message_send() encodes, and sealed RMA seals, on the stack.
 inline constexpr std::size_t kInjectStaging = 512;
 // The most a sealed message may take of a provider's inject size: its staging buffer.
 inline constexpr std::size_t kSealStagingMax = 16u << 10;

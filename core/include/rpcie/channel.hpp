@@ -310,8 +310,10 @@ class Channel {
   std::unique_ptr<Sealed> sealed_rma_;       // set (with rma_sealed_): RMA as sealed messages
   bool rma_sealed_ = false;
   // Where bytes_send() seals a message it injects (under lock_, which it holds until posted):
-  // as large as the provider injects, so that sealing costs no inject (shm: 4 KiB).
+  // as large as the provider injects, up to kSealStagingMax, so that sealing costs no inject.
   std::vector<std::uint8_t> seal_staging_;
+  // inject_max(): set at create() and by seal_set(); read without the lock (per push).
+  std::atomic<std::size_t> inject_max_{0};
   ChannelStats stats_;
   std::uint64_t completions_ = 0;  // CQ entries seen: activity for the spin heuristic
   Deadline::Clock::duration busy_poll_ = std::chrono::microseconds(2);  // a poll slower moved data

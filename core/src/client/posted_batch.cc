@@ -5,21 +5,41 @@
 
 namespace rpcie::client {
 
+namespace {
+
+// Sizes of the encoding, from the encoder itself: a write's entry, and what a
+// mmio_write_batch and a window_push carry besides their writes (and the push's bytes).
+struct EncodedSizes {
+  std::size_t entry;
+  std::size_t batch_fixed;
+  std::size_t push_fixed;
+};
+
+const EncodedSizes& encoded_sizes() {
+  static const EncodedSizes sizes = [] {
+    static const std::uint8_t kByte[1] = {0};
+    const proto::MmioWrite w{};
+    const std::size_t one = proto::message_encoded_size(proto::MmioWriteBatch{{w}});
+    const std::size_t entry = proto::message_encoded_size(proto::MmioWriteBatch{{w, w}}) - one;
+    return EncodedSizes{entry, one - entry, proto::message_encoded_size(proto::WindowPush{0, kByte, {}}) - 1};
+  }();
+  return sizes;
+}
+
+}  // namespace
+
 std::size_t PostedBatch::writes_max_for(std::size_t inject_size) {
-  constexpr std::size_t kEntry = 1 + 1 + 8 + 8, kFixed = proto::kHeaderSize + 2, kWorthIt = 16;
-  if (inject_size < kFixed + kWorthIt * kEntry) return proto::kMaxBatch;
-  return std::min(proto::kMaxBatch, (inject_size - kFixed) / kEntry);
+  constexpr std::size_t kWorthIt = 16;
+  const auto& z = encoded_sizes();
+  if (inject_size < z.batch_fixed + kWorthIt * z.entry) return proto::kMaxBatch;
+  return std::min(proto::kMaxBatch, (inject_size - z.batch_fixed) / z.entry);
 }
 
 std::vector<std::size_t> PostedBatch::push_pieces_ahead(std::size_t inject, std::size_t length, std::size_t writes) {
-  // The encoding's sizes, from the encoder itself: its header and descriptor, and a write.
-  static const std::uint8_t kByte[1] = {0};
-  static const std::size_t fixed = proto::message_encoded_size(proto::WindowPush{0, kByte, {}}) - 1;
-  static const std::size_t per_write =
-      proto::message_encoded_size(proto::WindowPush{0, kByte, {proto::MmioWrite{}}}) - fixed - 1;
-  const std::size_t with_writes = fixed + writes * per_write;
+  const auto& z = encoded_sizes();
+  const std::size_t with_writes = z.push_fixed + writes * z.entry;
   if (inject < kPushSplitInjectMin || with_writes + length <= inject || with_writes >= inject) return {};
-  const std::size_t piece = inject - fixed;  // a piece alone
+  const std::size_t piece = inject - z.push_fixed;  // a piece alone
   std::vector<std::size_t> out;
   for (std::size_t ahead = length - (inject - with_writes); ahead > 0;) {
     out.push_back(std::min(piece, ahead));

@@ -282,7 +282,9 @@ TEST_CASE("posted batch: a push outgrowing a large inject leaves in pieces that 
     }
     REQUIRE(at < length);  // the last message keeps some bytes, and the writes
     CHECK(proto::message_encoded_size(proto::WindowPush{at, push.subspan(at), one}) <= inject);
-    CHECK(pieces.size() == (length + 4095) / 4096);  // no more messages than it takes
+    // No more messages than it takes: every piece but the last ahead fills its message.
+    for (std::size_t i = 0, start = 0; i + 1 < pieces.size(); start += pieces[i++])
+      CHECK(proto::message_encoded_size(proto::WindowPush{start, push.subspan(start, pieces[i]), {}}) == inject);
   }
   // Writes that fill a message alone: one message, as before.
   const std::vector<proto::MmioWrite> many(PostedBatch::writes_max_for(4096), write_at(8));
