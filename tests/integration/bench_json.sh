@@ -37,6 +37,9 @@ import json, sys, common
 d = json.load(open(sys.argv[1]))
 assert d["provider"] == "tcp;ofi_rxm" and d["rounds"] == 1 and d["rpcie_target"] == "busy-poll", d
 assert isinstance(d["commit"], str) and d["commit"], d  # git describe of the build, or "unknown"
+# The bulk rows on tcp depend on it (performance.md, issue 14 point 6): the host's, as read.
+with open("/proc/sys/net/ipv4/tcp_congestion_control") as f:
+    assert d["tcp_congestion_control"] == f.read().strip(), d
 rows = {(r["workload"], r["size"]): r for r in d["results"]}
 assert set(rows) == {("rma_write", 4096), ("rma_read", 4096), ("round_trip", 8)}, rows.keys()
 for (w, _), r in rows.items():

@@ -412,9 +412,10 @@ int frontend_bench(const FrontendOptions& options) {
       .stop = &stop_requested(),
       .only = options.only};
   if (driver.text)
-    std::printf("# commit: %s\n# data path: %s, hostd --splice-writes %s, fs.pipe-max-size %ld\n%s", kBenchCommit,
-                (*setup)->data_path.c_str(), options.splice_writes.c_str(), pipe_max_size(),
-                table_header(driver.columns).c_str());
+    std::printf(
+        "# commit: %s\n# data path: %s, hostd --splice-writes %s, fs.pipe-max-size %ld, tcp congestion control %s\n%s",
+        kBenchCommit, (*setup)->data_path.c_str(), options.splice_writes.c_str(), pipe_max_size(),
+        tcp_congestion_control().c_str(), table_header(driver.columns).c_str());
   auto rows = workloads_run(workloads, driver);
   if (!rows) return die(rows.error().describe());
   (void)(*setup)->edu->detach(call_deadline());

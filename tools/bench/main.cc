@@ -140,7 +140,7 @@ int initiator_run(const std::string& host, std::uint16_t port, const LinkOptions
 // Both ends here: the target in a child pinned to CPU 1, the initiator on CPU 0.
 int both_ends_run(Listener& listener, const LinkOptions& link_options, const Options& options) {
   if (!options.json())
-    std::printf("# commit: %s\n%s", kBenchCommit,
+    std::printf("# commit: %s\n# tcp congestion control: %s\n%s", kBenchCommit, tcp_congestion_control().c_str(),
                 table_header(options.device ? device_columns() : transport_columns()).c_str());
   std::fflush(stdout);
   pid_t child = fork();

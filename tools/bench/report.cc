@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "driver.hpp"
+#include "support.hpp"
 
 namespace rpcie::bench {
 
@@ -78,7 +79,9 @@ nlohmann::json results_document(const std::string& provider, unsigned rounds, st
     result["percentiles_of"] = samples_name(row.samples);
     results.push_back(std::move(result));
   }
-  return {{"provider", provider}, {"rounds", rounds}, {"results", std::move(results)}};
+  nlohmann::json document = {{"provider", provider}, {"rounds", rounds}, {"results", std::move(results)}};
+  if (provider.find("tcp") != std::string::npos) document["tcp_congestion_control"] = tcp_congestion_control();
+  return document;
 }
 
 void document_print(nlohmann::json document, const char* commit) {

@@ -37,6 +37,18 @@ std::string program_find(const std::string& given, const char* name, const char*
   return name;
 }
 
+std::string tcp_congestion_control() {
+  std::FILE* file = std::fopen("/proc/sys/net/ipv4/tcp_congestion_control", "re");
+  if (!file) return {};
+  char name[64] = {};
+  const bool read = std::fgets(name, sizeof name, file) != nullptr;
+  std::fclose(file);
+  if (!read) return {};
+  std::string text(name);
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  return text;
+}
+
 Child::~Child() {
   if (pid_ <= 0) return;
   kill(pid_, SIGTERM);

@@ -37,6 +37,12 @@ tl::unexpected<Error> error_in(Error error, const std::string& where);
 // `build_dir` (e.g. "devexport"), else `name` (found on PATH).
 std::string program_find(const std::string& given, const char* name, const char* build_dir);
 
+// The TCP congestion control of this network namespace (net.ipv4.tcp_congestion_control),
+// or "" where it cannot be read. Bulk rows on tcp depend on it: under bbr on loopback each
+// connection's throughput follows its own congestion state (docs/performance.md, issue 14
+// point 6), so a figure names it.
+std::string tcp_congestion_control();
+
 // A child process; the destructor stops it (SIGTERM, SIGKILL after 2 s) and reaps it.
 class Child {
  public:
