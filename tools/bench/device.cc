@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -61,6 +62,9 @@ Result<std::unique_ptr<Devices>> devices_open(const Options& options, const std:
   RPCIE_TRY_ASSIGN(client_options.data_path, data_path_choice_parse(options.data_path));
   RPCIE_TRY_ASSIGN(devices->window, HostBuffer::create(kMaxSize));
   std::uint8_t* window = devices->window->data();
+  // Written, as the raw loop's buffer is: untouched, the bar rows would send the kernel's
+  // cached zero page where the raw side sends memory (link.cc, memory_open).
+  std::memset(window, 0x5a, kMaxSize);
   auto edu =
       client::Attachment::open("127.0.0.1", port, "bench-edu", client_options, {window, kMiB}, Deadline::after(10s));
   if (!edu) return error_in(edu.error(), "attach edu");
