@@ -11,6 +11,7 @@
 
 #include "driver.hpp"
 #include "progress.hpp"
+#include "support.hpp"
 
 namespace {
 
@@ -245,7 +246,10 @@ TEST_CASE("the JSON document has the fields of the transport, device and front-e
 
   const std::vector<Row> device_rows{plain, acked};
   const nlohmann::json document = results_document("tcp", 3, device_rows, Columns{});
-  CHECK(keys_of(document) == std::set<std::string>{"provider", "rounds", "results"});
+  CHECK(keys_of(document) == std::set<std::string>{"provider", "rounds", "results", "tcp_congestion_control"});
+  CHECK(document["tcp_congestion_control"] == tcp_congestion_control());  // as this host's, read the same way
+  CHECK(keys_of(results_document("shm", 3, device_rows, Columns{})) ==
+        std::set<std::string>{"provider", "rounds", "results"});  // tcp's setting means nothing to shm's rows
   CHECK(document["provider"] == "tcp");
   CHECK(document["rounds"] == 3);
   REQUIRE(document["results"].size() == 2);
