@@ -15,7 +15,7 @@ constexpr EnvVar kVerbsEnvVars[] = {
     {"FI_VERBS_MIN_RNR_TIMER", "min_rnr_timer QP attribute, 0-31 (default 12)"},
     {"FI_VERBS_USE_ODP", "1: on-demand-paging registrations (needed for DAX mappings)"},
     {"FI_VERBS_PREFER_XRC", "1: prefer XRC over RC (combine with FI_OFI_RXM_USE_SRX=1)"},
-    {"FI_OFI_RXM_BUFFER_SIZE", "rxm bounce buffer size; also rxm's inject limit"},
+    {"FI_OFI_RXM_BUFFER_SIZE", "rxm bounce buffer size; over verbs equal to FI_OFI_RXM_EAGER_LIMIT"},
     {"FI_OFI_RXM_EAGER_LIMIT", "largest message rxm sends eagerly; set alike on both sides"},
     {"FI_OFI_RXM_SAR_LIMIT", "largest message rxm segments; above it rxm uses rendezvous"},
     {"FI_OFI_RXM_USE_SRX", "1: one shared receive context for all peers (less memory)"},
