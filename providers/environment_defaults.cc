@@ -1,8 +1,7 @@
 // libfabric settings rpcie chooses where the operator chose none (provider.hpp).
-#include <dirent.h>
-
 #include <cstdlib>
-#include <cstring>
+#include <filesystem>
+#include <system_error>
 
 #include "rpcie/providers/provider.hpp"
 
@@ -12,17 +11,9 @@ namespace {
 
 // Whether the kernel lists an RDMA device (verbs, efa): /sys/class/infiniband has an entry.
 bool rdma_devices_present() noexcept {
-  DIR* dir = ::opendir("/sys/class/infiniband");
-  if (dir == nullptr) return false;
-  bool found = false;
-  while (const dirent* entry = ::readdir(dir)) {
-    if (std::strcmp(entry->d_name, ".") != 0 && std::strcmp(entry->d_name, "..") != 0) {
-      found = true;
-      break;
-    }
-  }
-  ::closedir(dir);
-  return found;
+  std::error_code absent;
+  const std::filesystem::directory_iterator devices("/sys/class/infiniband", absent);
+  return !absent && devices != std::filesystem::directory_iterator();
 }
 
 }  // namespace

@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -60,11 +59,8 @@ Result<std::unique_ptr<Devices>> devices_open(const Options& options, const std:
   client_options.key = std::make_shared<const auth::Key>(std::move(key));
   client_options.provider = *providers::provider_parse(exporter_provider);
   RPCIE_TRY_ASSIGN(client_options.data_path, data_path_choice_parse(options.data_path));
-  RPCIE_TRY_ASSIGN(devices->window, HostBuffer::create(kMaxSize));
+  RPCIE_TRY_ASSIGN(devices->window, buffer_written(kMaxSize));
   std::uint8_t* window = devices->window->data();
-  // Written, as the raw loop's buffer is: untouched, the bar rows would send the kernel's
-  // cached zero page where the raw side sends memory (link.cc, memory_open).
-  std::memset(window, 0x5a, kMaxSize);
   auto edu =
       client::Attachment::open("127.0.0.1", port, "bench-edu", client_options, {window, kMiB}, Deadline::after(10s));
   if (!edu) return error_in(edu.error(), "attach edu");

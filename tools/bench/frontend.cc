@@ -25,6 +25,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -161,12 +162,10 @@ Result<void> client_attach(Setup& setup, const std::string& provider, const std:
 // fs.pipe-max-size, which decides whether hostd can splice (rpcie-hostd(8), TUNING); -1 if
 // unreadable.
 long pipe_max_size() {
-  long size = -1;
-  if (FILE* f = std::fopen("/proc/sys/fs/pipe-max-size", "r")) {
-    if (std::fscanf(f, "%ld", &size) != 1) size = -1;
-    std::fclose(f);
-  }
-  return size;
+  const std::string text = sysctl_read("fs/pipe-max-size");
+  char* end = nullptr;
+  const long size = std::strtol(text.c_str(), &end, 10);
+  return text.empty() || *end != '\0' ? -1 : size;
 }
 
 // The data path both sides run on: the API's attachments and hostd's must agree, or the rows
@@ -194,8 +193,7 @@ Result<void> files_open(Setup& setup, const std::string& edu_dir, const std::str
     return fail(EINVAL, "mem-b is smaller than the 64 MiB the bar_fault row maps");
   RPCIE_TRY_ASSIGN(setup.bar_map, Mapping::shared(setup.bar.fd(), kFaultSpan));
   RPCIE_TRY(setup.events.open(edu_dir + "/events"));
-  RPCIE_TRY_ASSIGN(setup.user, HostBuffer::create(kMiB));
-  std::memset(setup.user->data(), 0x5a, kMiB);
+  RPCIE_TRY_ASSIGN(setup.user, buffer_written(kMiB));
   return {};
 }
 

@@ -2,7 +2,6 @@
 
 #include <cerrno>
 #include <chrono>
-#include <cstring>
 #include <span>
 #include <utility>
 
@@ -19,11 +18,7 @@ constexpr std::size_t kWindow = 64;
 
 // The buffer each end offers for RMA, and the region that describes it.
 Result<LocalRegion> memory_open(Link& link) {
-  RPCIE_TRY_ASSIGN(auto memory, HostBuffer::create(kMaxSize));
-  // Written as the raw loop's buffer is (raw_setup.cc): untouched anonymous memory reads as
-  // the kernel's one zero page, so a write from it would copy a 4 KiB page that never leaves
-  // the cache where the raw side copies 4 MiB of memory.
-  std::memset(memory.data(), 0x5a, memory.size());
+  RPCIE_TRY_ASSIGN(auto memory, buffer_written(kMaxSize));
   link.memory.emplace(std::move(memory));
   return LocalRegion{0, link.memory->data(), link.memory->size()};
 }

@@ -90,7 +90,8 @@ Buffer alloc_buffer(std::size_t len) {
   const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
   len = (len + page - 1) / page * page;
   Buffer b(std::aligned_alloc(page, len));
-  // Touch every page now so first-touch faults don't land inside a timed round.
+  // Touch every page now so first-touch faults don't land inside a timed round; rpcie's side
+  // writes the same byte into its buffers (support.hpp, buffer_written).
   if (b) std::memset(b.get(), 0x5a, len);
   return b;
 }

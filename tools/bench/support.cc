@@ -37,16 +37,22 @@ std::string program_find(const std::string& given, const char* name, const char*
   return name;
 }
 
-std::string tcp_congestion_control() {
-  std::FILE* file = std::fopen("/proc/sys/net/ipv4/tcp_congestion_control", "re");
+std::string sysctl_read(const char* name) {
+  std::FILE* file = std::fopen((std::string("/proc/sys/") + name).c_str(), "re");
   if (!file) return {};
-  char name[64] = {};
-  const bool read = std::fgets(name, sizeof name, file) != nullptr;
+  char line[256] = {};
+  const bool read = std::fgets(line, sizeof line, file) != nullptr;
   std::fclose(file);
   if (!read) return {};
-  std::string text(name);
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  std::string text(line);
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ' || text.back() == '\t')) text.pop_back();
   return text;
+}
+
+Result<HostBuffer> buffer_written(std::size_t size) {
+  RPCIE_TRY_ASSIGN(auto buffer, HostBuffer::create(size));
+  std::memset(buffer.data(), kBufferFill, buffer.size());
+  return buffer;
 }
 
 Child::~Child() {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "rpcie/deadline.hpp"
+#include "rpcie/host_buffer.hpp"
 #include "rpcie/result.hpp"
 
 namespace rpcie::bench {
@@ -37,11 +38,22 @@ tl::unexpected<Error> error_in(Error error, const std::string& where);
 // `build_dir` (e.g. "devexport"), else `name` (found on PATH).
 std::string program_find(const std::string& given, const char* name, const char* build_dir);
 
+// The first line of /proc/sys/NAME (e.g. "fs/pipe-max-size"), trailing blanks dropped; ""
+// where it cannot be read.
+std::string sysctl_read(const char* name);
+
 // The TCP congestion control of this network namespace (net.ipv4.tcp_congestion_control),
 // or "" where it cannot be read. Bulk rows on tcp depend on it: under bbr on loopback each
 // connection's throughput follows its own congestion state (docs/performance.md, issue 14
 // point 6), so a figure names it.
-std::string tcp_congestion_control();
+inline std::string tcp_congestion_control() { return sysctl_read("net/ipv4/tcp_congestion_control"); }
+
+// A buffer that rpcie's side of a row sends from: written with the byte the raw loop writes
+// into its own (raw_setup.cc), since untouched anonymous memory reads as the kernel's one
+// zero page, which never leaves the cache — a side sending from it would copy 4 KiB where
+// the other copies megabytes (docs/performance.md, "Core 1 MiB and 4 MiB writes").
+inline constexpr std::uint8_t kBufferFill = 0x5a;
+Result<HostBuffer> buffer_written(std::size_t size);
 
 // A child process; the destructor stops it (SIGTERM, SIGKILL after 2 s) and reaps it.
 class Child {

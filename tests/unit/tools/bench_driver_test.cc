@@ -382,3 +382,20 @@ TEST_CASE("the progress line counts rounds and estimates the time left from the 
   CHECK(Progress::line(1, 100, "edu_dma 4096", 2.0) == "rpcie-bench: rounds 1/100, edu_dma 4096, 3:18 left");
   CHECK(Progress::line(5, 5, "round_trip 8", 9.0) == "rpcie-bench: rounds 5/5, round_trip 8, 0:00 left");
 }
+
+TEST_CASE("sysctl_read gives /proc/sys's first line without its newline, and \"\" for a name that is not there") {
+  CHECK(sysctl_read("kernel/ostype") == "Linux");
+  CHECK(sysctl_read("no/such/setting").empty());
+  CHECK(tcp_congestion_control() == sysctl_read("net/ipv4/tcp_congestion_control"));
+  CHECK_FALSE(tcp_congestion_control().empty());  // this kernel has one in every namespace
+}
+
+TEST_CASE("buffer_written fills every byte: the rows never send the kernel's zero page") {
+  auto buffer = buffer_written(3 * 4096 + 17);
+  REQUIRE(buffer);
+  REQUIRE(buffer->size() >= 3 * 4096 + 17);
+  std::size_t other = 0;
+  for (std::size_t i = 0; i < buffer->size(); ++i) other += buffer->data()[i] != kBufferFill;
+  CHECK(other == 0);
+  CHECK(kBufferFill != 0);
+}
