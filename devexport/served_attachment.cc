@@ -171,7 +171,6 @@ Result<void> ServedAttachment::resume(Socket socket, const proto::ResumeRequest&
     // delivered them; then every interrupt count so far (one sent just before the loss may
     // have gone with the link; a count the client has seen changes nothing).
     RPCIE_TRY(mirror_push(deadline));
-    RPCIE_TRY(session_->channel().rma_flush(deadline));
     for (const auto& a : *answers) RPCIE_TRY(session_->channel().bytes_send(a.bytes, deadline));
     std::lock_guard g(irq_lock_);
     for (std::uint16_t v = 0; v < irq_counts_.size(); ++v)
@@ -275,13 +274,16 @@ Result<void> ServedAttachment::dma_write(std::uint64_t iova, std::span<const std
   auto link = link_share();
   if (!session_) return fail(EAGAIN, "DMA write: the link to the client is lost; the attachment is resuming");
   std::lock_guard g(dma_lock_);
-  // Posted RMA writes; the staging buffer is free again once they completed locally. A
-  // later interrupt or read reply is ordered behind them by message_send_after_writes.
+  // Delivered RMA writes: the transfer is done only once its bytes are in the client's
+  // window. A posted write that completed locally can still die with the link, and a resume
+  // sends the interrupt that follows this transfer again, but not the bytes (this side keeps
+  // no copy): the client would see the interrupt over stale memory. A failed one fails the
+  // transfer, which the device performs again after the resume.
   auto& ch = session_->channel();
   for (std::size_t done = 0; done < from.size();) {
     const std::size_t n = std::min(from.size() - done, kStagingSize);
     std::memcpy(local_->data(), from.data() + done, n);
-    auto w = ch.rma_write(*local_mr_, 0, window_, iova + done, n, deadline);
+    auto w = ch.rma_write(*local_mr_, 0, window_, iova + done, n, deadline, WriteCompletion::delivered);
     if (w) w = ch.rma_flush(deadline);
     if (!w) return dma_failed("DMA write to the client's window failed: ", w.error());
     done += n;
@@ -342,8 +344,11 @@ bool ServedAttachment::window_contains(std::uint64_t iova, std::size_t length) c
 
 // --- The mirror -------------------------------------------------------------------------
 
-// Posts RMA writes of what the device changed in the mirror. The caller then sends with
-// message_send_after_writes, which orders the message behind them.
+// Writes what the device changed in the mirror into the client's window and waits until it
+// is there (delivered writes): a range leaves the dirty set only then. A posted write that
+// completed locally could die with the link, and the resume's push would leave its range
+// out, while the interrupt or answer that followed it is sent again: the client would act on
+// stale memory. On failure the ranges stay dirty and the resume pushes them again.
 Result<void> ServedAttachment::mirror_push(Deadline deadline) {
   if (!mirror_) return {};
   std::lock_guard g(dma_lock_);
@@ -351,9 +356,12 @@ Result<void> ServedAttachment::mirror_push(Deadline deadline) {
 }
 
 Result<void> ServedAttachment::mirror_push_locked(Deadline deadline) {
+  if (dirty_.empty()) return {};
   auto& ch = session_->channel();
   for (const auto& r : dirty_)
-    RPCIE_TRY(ch.rma_write(*local_mr_, r.begin, window_, r.begin, r.end - r.begin, deadline));
+    RPCIE_TRY(ch.rma_write(*local_mr_, r.begin, window_, r.begin, r.end - r.begin, deadline,
+                           WriteCompletion::delivered));
+  RPCIE_TRY(ch.rma_flush(deadline));
   dirty_.clear();
   return {};
 }
@@ -366,7 +374,6 @@ Result<void> ServedAttachment::window_pull_locked() {
   auto deadline = Deadline::after(kDeviceTimeout);
   auto& ch = session_->channel();
   RPCIE_TRY(mirror_push_locked(deadline));
-  RPCIE_TRY(ch.rma_flush(deadline));
   RPCIE_TRY(ch.rma_read(*local_mr_, 0, window_, 0, window_size_, deadline));
   return ch.rma_flush(deadline);
 }

@@ -23,6 +23,12 @@
 //   rpcie-devcheck [common] linkloss EXPORT     prints "attached", then expects the link to die
 //   rpcie-devcheck [common] resume EXPORT SECONDS  prints "attached", then works for SECONDS
 //                                             while the link is cut: expects it resumed
+//   rpcie-devcheck [common] dmaresume EXPORT    prints "started" with a device-to-host DMA due
+//                                             (a delayed edu): the link is cut meanwhile; the
+//                                             bytes must be in the window at its interrupt
+//   rpcie-devcheck [common] barresume EXPORT GO  prints "attached", writes the memory BAR once
+//                                             the file GO exists (the link down), expects the
+//                                             bytes there after the resumption
 // common: -r HOST[:PORT] --psk-file FILE [--name NAME] [--provider P] [--window SIZE]
 #include <algorithm>
 #include <chrono>
@@ -833,6 +839,77 @@ int resume_check(Common c, const std::string& name, int seconds) {
   return g_failures == 0 ? 0 : 1;
 }
 
+// The link is cut while the device's DMA into the window is due (the export delays each
+// transfer; the script takes the veth down after "started" and tears the connections down
+// with `ss -K` once the transfer is due): the device's bytes, written while nothing could
+// reach the client, must be in the window when its interrupt arrives over the new link.
+int dma_resume_check(Common c, const std::string& name) {
+  Window w(c.window);
+  auto a = attach_or_die(c, name, w);
+  random_fill(w.base, 4096, 91);
+  const auto sum = fnv(w.base, 4096);
+  edu_dma(*a, 0, kDmaBufferAddress, 4096, false, true);
+  std::memset(w.base + 0x2000, 0xa5, 4096);  // what the device's transfer must replace
+  wr(*a, kRegDmaSrc, kDmaBufferAddress, 8);
+  wr(*a, kRegDmaDst, 0x2000, 8);
+  wr(*a, kRegDmaCount, 4096, 8);
+  const std::uint64_t seen = a->interrupt_count(0);
+  wr(*a, kRegDmaCmd, 1 | 2 | 4, 8);
+  // A read is performed after the posted writes before it: the transfer has started.
+  CHECK_THAT(rd(*a, kRegId) == 0x010000ed, "alive after the DMA command");
+  std::printf("started\n");
+  std::fflush(stdout);
+  auto n = a->interrupt_wait(0, seen, Deadline::after(15s));
+  CHECK_THAT(n.has_value(), "the DMA's interrupt across the cut: %s", n ? "" : n.error().describe().c_str());
+  std::size_t stale = 0;
+  for (std::size_t i = 0; i < 4096; ++i) stale += w.base[0x2000 + i] == 0xa5 ? 1 : 0;
+  CHECK_THAT(fnv(w.base + 0x2000, 4096) == sum,
+             "the device's 4096 bytes at IOVA 0x2000 after its interrupt: %zu still hold the window's old 0xa5", stale);
+  CHECK_THAT(a->stats().resumes >= 1, "the link was cut, but the attachment counts no resumption");
+  CHECK_THAT(!a->failure().has_value(), "the attachment failed: %s",
+             a->failure() ? a->failure()->describe().c_str() : "");
+  if (g_failures == 0) ok("a DMA into the window due while the link was down arrived whole before its interrupt");
+  wr(*a, kRegIrqAck, 0x100);
+  auto d = a->detach(soon());
+  CHECK_THAT(d.has_value(), "detach: %s", d ? "" : d.error().describe().c_str());
+  return g_failures == 0 ? 0 : 1;
+}
+
+// A memory-BAR write made while the link is down (the script takes the veth down after
+// "attached", then creates `go`; once the write is on its way it tears the connections down
+// with `ss -K`): after the resumption a flush and a read back must find the written bytes.
+int bar_resume_check(Common c, const std::string& name, const std::string& go) {
+  constexpr std::size_t kBytes = 4096;  // fits a socket's send buffer: taken while the link is down
+  Window w(c.window);
+  auto a = attach_or_die(c, name, w);
+  std::vector<std::uint8_t> before(kBytes, 0x3c), data(kBytes), back(kBytes);
+  random_fill(data.data(), kBytes, 93);
+  auto first = a->bar_write(0, 0, before, soon());
+  CHECK_THAT(first.has_value(), "bar_write before the cut: %s", first ? "" : first.error().describe().c_str());
+  std::printf("attached %s\n", name.c_str());
+  std::fflush(stdout);
+  const auto until = Deadline::after(20s);
+  while (!std::filesystem::exists(go) && !until.expired()) std::this_thread::sleep_for(10ms);
+  CHECK_THAT(std::filesystem::exists(go), "no %s within 20 s", go.c_str());
+  auto wrote = a->bar_write(0, 0, data, Deadline::after(15s));
+  CHECK_THAT(wrote.has_value(), "bar_write across the cut: %s", wrote ? "" : wrote.error().describe().c_str());
+  auto flushed = a->flush(Deadline::after(15s));
+  CHECK_THAT(flushed.has_value(), "flush after the cut: %s", flushed ? "" : flushed.error().describe().c_str());
+  auto read = a->bar_read(0, 0, back, soon());
+  CHECK_THAT(read.has_value(), "bar_read after the cut: %s", read ? "" : read.error().describe().c_str());
+  std::size_t old = 0;
+  for (std::size_t i = 0; i < kBytes; ++i) old += back[i] == before[i] && back[i] != data[i] ? 1 : 0;
+  CHECK_THAT(fnv(back.data(), kBytes) == fnv(data.data(), kBytes),
+             "the %zu bytes written while the link was down, read back after the resumption: %zu still hold the "
+             "old 0x3c",
+             kBytes, old);
+  CHECK_THAT(a->stats().resumes >= 1, "the link was cut, but the attachment counts no resumption");
+  if (g_failures == 0) ok("a memory-BAR write made while the link was down is in the BAR after the resumption");
+  auto d = a->detach(soon());
+  CHECK_THAT(d.has_value(), "detach: %s", d ? "" : d.error().describe().c_str());
+  return g_failures == 0 ? 0 : 1;
+}
+
 // The exporter dies under an attachment (the script kills it after "attached"): the next
 // operations fail with an error within the deadline, never succeed silently, never hang;
 // once the resume has given up (a lease), every operation fails.
@@ -960,7 +1037,7 @@ int main(int argc, char** argv) {
   int seconds = 30;
   std::map<std::string, CLI::App*> cmds;
   for (const char* cmd : {"edu", "push", "posted", "membar", "errors", "hostile", "busy", "hold", "reattach",
-                          "postedfail", "linkloss", "attachfail", "resume"}) {
+                          "postedfail", "linkloss", "attachfail", "resume", "dmaresume", "barresume"}) {
     cmds[cmd] = app.add_subcommand(cmd);
     cmds[cmd]->add_option("export", name)->required();
   }
@@ -977,6 +1054,8 @@ int main(int argc, char** argv) {
   cmds["posted"]->add_option("--exporter-pid", peer_pid, "the exporter's process, whose threads a slow burst reports");
   cmds["hold"]->add_option("seconds", seconds);
   cmds["resume"]->add_option("seconds", seconds);
+  std::string go;
+  cmds["barresume"]->add_option("go", go, "created by the script once the link is down")->required();
   int expect_code = 0;
   std::string expect_text;
   cmds["attachfail"]->add_option("errno", expect_code)->required();
@@ -1021,6 +1100,8 @@ int main(int argc, char** argv) {
   if (*cmds["postedfail"]) return postedfail_check(c, name);
   if (*cmds["linkloss"]) return linkloss_check(c, name);
   if (*cmds["resume"]) return resume_check(c, name, seconds);
+  if (*cmds["dmaresume"]) return dma_resume_check(c, name);
+  if (*cmds["barresume"]) return bar_resume_check(c, name, go);
   if (*cmds["attachfail"]) return attachfail_check(c, name, expect_code, expect_text);
   if (*cmds["badmac"]) return badmac_check(c);
   return list_print(c);

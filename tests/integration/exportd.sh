@@ -95,7 +95,7 @@ pass "bad configuration refused with clear errors"
 # --- The exporter ----------------------------------------------------------------------
 start_bg "${ON_DEV[@]}" "${PIN_DEV[@]}" "$EXPORTD" --config "$TMP/exportd.toml" --export edu0=edu \
   --export mem0=membar,size=64M --export mdb=membar,size=1M,doorbell=on --export edu2=edu,delay=1ms \
-  --export eduo=edu,data-path=open "${SYSFS_EXPORT[@]}" 2>"$TMP/exportd.log"
+  --export edud=edu,delay=500ms --export edudm=edu,delay=500ms,dma=mirror --export eduo=edu,data-path=open "${SYSFS_EXPORT[@]}" 2>"$TMP/exportd.log"
 EXPORTER=$LAST_PID
 exportd_port_wait "$TMP/exportd.log" "$EXPORTER"
 R=$HOST:$PORT
@@ -308,6 +308,39 @@ if [ "$MODE" = netns ]; then
     python3 -c "import sys; v=[int(l, 16) for l in sys.stdin]; n=int(sys.argv[1]); sys.exit(0 if v == list(range(1, n + 1)) else print(f'{len(v)} writes, expected 1..{n}: first differences', [(i + 1, x) for i, x in enumerate(v) if x != i + 1][:5]) or 1)" "$last" ||
     die "the device did not see the liveness writes 1..$last exactly once each, in order"
   pass "link cut twice (veth down 0.5 s + ss -K, then ss -K): resumed each time, device state kept, no error; the device saw writes 1..$last once each, in order"
+fi
+
+# --- Writes made while the link is down are not lost to the resumption ----------------------
+# The veth goes down, a write is made (small enough for the socket's send buffer to take it),
+# and after 1.2 s every TCP connection is torn down and the veth comes up: the write is
+# resumed, not lost. dmaresume: the device's DMA into the window, due 0.5 s after its command
+# (a delayed edu; on-demand: RMA writes into the window; mirror: the push with the
+# interrupt), must be in the window when its interrupt arrives. barresume: a memory-BAR write
+# the client made meanwhile must be in the BAR. Both data paths.
+if [ "$MODE" = netns ]; then
+  for run in "dmaresume edud sealed" "dmaresume edudm sealed" "dmaresume edud open" "barresume mem0 sealed" \
+    "barresume mem0 open"; do
+    read -r what exp path <<<"$run"
+    rm -f "$TMP/go"
+    start_bg "${ON_CMP[@]}" "${PIN_CMP[@]}" "$DEVCHECK" -r "$R" --psk-file "$TMP/psk" --provider "$PROVIDER" \
+      --data-path "$path" $what "$exp" $([ "$what" = barresume ] && echo "$TMP/go") >"$TMP/cut.out"
+    CUT=$LAST_PID
+    deadline=$((SECONDS + 20))
+    until grep -q "^started\|^attached" "$TMP/cut.out"; do
+      [ $SECONDS -ge $deadline ] || ! kill -0 "$CUT" 2>/dev/null && die "$run did not start: $(cat "$TMP/cut.out")"
+      sleep 0.02
+    done
+    ip -n "$CMP" link set "vc$$" down && ip -n "$DEV" link set "vd$$" down || die "veth down"
+    touch "$TMP/go"
+    sleep 1.2
+    "${ON_CMP[@]}" ss -K -t state established >/dev/null
+    "${ON_DEV[@]}" ss -K -t state established >/dev/null
+    ip -n "$DEV" link set "vd$$" up && ip -n "$CMP" link set "vc$$" up || die "veth up"
+    wait "$CUT"; rc=$?
+    cat "$TMP/cut.out"
+    [ $rc = 0 ] || die "$run failed (rc $rc): $(grep "$exp" "$TMP/exportd.log" | tail -n 10)"
+  done
+  pass "link down 1.2 s + ss -K under a device's DMA into the window (on-demand, mirror) and a memory-BAR write (sealed, open): nothing lost"
 fi
 
 # --- Clean shutdown --------------------------------------------------------------------------

@@ -33,9 +33,11 @@
 //    the provider has taken it (transmit complete); if the link dies before the target
 //    performs it, it is lost and the channel fails: the next operation returns the error,
 //    never a silent success. A later message_send_after_writes() is ordered behind it, and
-//    a reply to that message proves delivery (as an MMIO read flushes posted writes).
+//    a reply to that message proves delivery (as an MMIO read flushes posted writes) — on
+//    this channel only: a link resumed over a new channel cannot tell what the old one lost.
 //  - WriteCompletion::delivered: the write completes only once it is visible at the target
-//    (FI_DELIVERY_COMPLETE). For data whose loss must be reported at flush time (fsync).
+//    (FI_DELIVERY_COMPLETE). For data whose loss must be reported at flush time, and for
+//    every write whose completion is reported to someone while a lost link may be resumed.
 //  Without FI_ORDER_SAW every write is delivered-complete.
 //
 // Flow control: at most `window` RMA chunks and `send_buffers` messages are in flight; a

@@ -259,11 +259,12 @@ class Attachment {
 
   // Streaming DMA (ClientOptions::window_push): the device will read [window_offset,
   // +length) of the window as it is now. Posted, like mmio_write(): it returns once the
-  // bytes are taken (up to 8 KiB copied into the pending posted-write batch, larger ranges
-  // handed to the provider as a one-sided write once every earlier posted write is performed:
-  // a round trip when one is unconfirmed); every later operation is ordered behind
+  // bytes are taken (up to 8 KiB copied into the pending posted-write batch, kept until the
+  // exporter performed it, as every posted write is; larger ranges written one-sided into the
+  // exporter's mirror once every earlier posted write is performed — a round trip when one is
+  // unconfirmed — and returned once they are there); every later operation is ordered behind
   // it (a doorbell written next finds them), earlier posted writes are performed before it,
-  // and a link lost before the bytes land fails the next operation. Copied bytes leave with
+  // and a link lost meanwhile is resumed with nothing lost. Copied bytes leave with
   // the next posted write (in the same message) or operation, else within about 20 ms.
   // Does nothing where the exporter reads the window itself (on-demand exports, or
   // window_push not set). EINVAL outside the window or without one.
@@ -272,10 +273,9 @@ class Attachment {
   // Bulk access to a memory BAR (any size and offset inside it). Direct BARs: one-sided RMA
   // to the BAR through a registered staging buffer of the attachment; others: through the
   // exporter's bounce buffer. Both first settle earlier posted MMIO writes (rule 2). A write
-  // to a direct BAR is posted, like a PCIe memory write: it returns once the provider has
-  // taken the data, every later request is ordered behind it (FI_ORDER_SAW; without it the
-  // write is delivery-complete before returning), and a link lost before it lands fails the
-  // next operation. Through the bounce buffer a write has reached the BAR on return.
+  // returns once its bytes are in the BAR (delivered, not posted as a PCIe memory write is:
+  // a resumed link performs every later request, so a posted write lost with the old link
+  // would be lost silently); a link lost meanwhile is resumed and the write sent again whole.
   Result<void> bar_write(std::uint8_t bar, std::uint64_t offset, std::span<const std::uint8_t> bytes,
                          Deadline deadline);
   // bar_write from a source the caller copies itself: `fill(at, piece)` writes the bytes of

@@ -15,6 +15,11 @@ constexpr std::uint64_t kBulkPiece = 256u << 10;  // reads of a bulk transfer in
 // writes into the exporter's mirror. Well inside rxm's eager buffer (16 KiB) and
 // proto::kMaxPushBytes.
 constexpr std::size_t kPushInline = 8u << 10;
+// Every one-sided write of this file into the exporter's memory is delivered before the call
+// returns. A posted write that completed locally can die with the link after the call said it
+// was done; the resumed link then performs every later request (a flush, a doorbell) without
+// it, and the bytes are lost with no error to say so (this side keeps no copy to send again).
+constexpr WriteCompletion kDeliveredWrite = WriteCompletion::delivered;
 
 // Posts [remote_offset, +length) of `remote` into `local` at local_offset as several reads
 // in flight rather than one large one: a read's latency is paid once per piece in flight,
@@ -59,16 +64,16 @@ Result<void> Attachment::window_push(std::uint64_t window_offset, std::uint64_t 
   // same range would find these bytes instead of the ones pushed for it. So every earlier
   // posted write is performed first (a round trip, only when one is unconfirmed).
   RPCIE_TRY(s_->posted_settle(deadline));
-  // Later messages are ordered behind the write (FI_ORDER_SAW, or a delivery-complete write
-  // where the provider lacks it), so the doorbell that follows finds the bytes in the mirror.
+  // Delivered before this returns, so the doorbell that follows finds the bytes in the
+  // mirror, and a lost link cannot take them after this call said they were taken: the
+  // doorbell would be sent again after the resume, the bytes would not.
   const auto attempt = [&]() -> Result<void> {
     auto& ch = s_->session->channel();
-    RPCIE_TRY(ch.rma_write(*s_->window_mr, window_offset, *s_->mirror, window_offset, length, deadline));
+    RPCIE_TRY(ch.rma_write(*s_->window_mr, window_offset, *s_->mirror, window_offset, length, deadline,
+                           kDeliveredWrite));
     return ch.rma_flush(deadline);
   };
-  RPCIE_TRY(s_->bulk_run(attempt, deadline));
-  s_->posted_unconfirmed.store(true);
-  return {};
+  return s_->bulk_run(attempt, deadline);
 }
 
 namespace {
@@ -142,7 +147,7 @@ Result<void> Attachment::bar_write_fill(std::uint8_t bar, std::uint64_t offset, 
       auto& ch = s_->session->channel();
       if (!b->direct) return bounce_write(*s_, bar, at, n, deadline);
       RPCIE_TRY_ASSIGN(auto remote, s_->session->peer_region(bar));
-      RPCIE_TRY(ch.rma_write(*s_->staging_mr, 0, remote, at, n, deadline));
+      RPCIE_TRY(ch.rma_write(*s_->staging_mr, 0, remote, at, n, deadline, kDeliveredWrite));
       return ch.rma_flush(deadline);
     };
     RPCIE_TRY(s_->bulk_run(attempt, deadline));
@@ -204,7 +209,7 @@ Result<void> Attachment::window_transfer(bool write, std::uint8_t bar, std::uint
     RPCIE_TRY_ASSIGN(auto remote, s_->session->peer_region(bar));
     auto& ch = s_->session->channel();
     if (write)
-      RPCIE_TRY(ch.rma_write(*s_->window_mr, window_offset, remote, offset, length, deadline));
+      RPCIE_TRY(ch.rma_write(*s_->window_mr, window_offset, remote, offset, length, deadline, kDeliveredWrite));
     else
       RPCIE_TRY(rma_read_pieces(ch, *s_->window_mr, window_offset, remote, offset, length, deadline));
     return ch.rma_flush(deadline);
