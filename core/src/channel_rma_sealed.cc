@@ -126,11 +126,15 @@ Result<void> Channel::rma_post_sealed(RmaKind kind, const MemoryRegion& local, s
     std::uint8_t* at = local.bytes() + local_offset + done;
     Result<void> posted;
     if (write) {
-      // A posted put completes with its send; an acknowledged one when rma_done says so.
-      if (delivered) sealed_rma_->awaiting.push_back(op);
-      const proto::RmaPut put{region, remote_offset + done, delivered ? proto::kRmaPutAck : std::uint8_t{0},
+      // A posted put completes with its send; an acknowledged one when rma_done says so. Of a
+      // delivered write only the last put asks: the peer performs puts in the order they
+      // were sent, so its rma_done proves every earlier one of the write in place too (one
+      // acknowledgement per write, not one per chunk).
+      const bool acked = delivered && done + chunk == length;
+      if (acked) sealed_rma_->awaiting.push_back(op);
+      const proto::RmaPut put{region, remote_offset + done, acked ? proto::kRmaPutAck : std::uint8_t{0},
                               std::span<const std::uint8_t>(at, chunk)};
-      posted = sealed_chunk_post(g, put, op->tag, delivered ? nullptr : op, deadline);
+      posted = sealed_chunk_post(g, put, op->tag, acked ? nullptr : op, deadline);
     } else {
       op->dest = at;
       sealed_rma_->awaiting.push_back(op);

@@ -21,7 +21,8 @@ namespace rpcie::bench::raw {
 // sealed_write: `size` bytes of the initiator's buffer go as sealed messages of at most the
 // sealer's chunk each (sealed straight from the buffer into the send slot), `window` in
 // flight; the target opens each in its receive buffer, copies it into its own buffer, and
-// acknowledges it with 8 B (rpcie's sealed data path writing a BAR, acknowledged puts).
+// acknowledges the transfer with 8 B once its last chunk is in place (rpcie's sealed data
+// path writing a BAR: a delivered write, whose last put is acknowledged).
 // sealed_read: an 8 B request; the target seals `size` bytes of its buffer the same way
 // (all its send contexts in flight); done when the initiator has opened and copied them all.
 // plain_write, plain_read: the same messages (as long, the seal's overhead included) copied

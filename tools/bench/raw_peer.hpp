@@ -91,7 +91,6 @@ struct RawPeer::Impl {
     std::size_t size = 0;
     std::size_t got = 0;
     std::uint64_t complete = 0;
-    std::uint64_t chunks = 0;  // chunks in place and not yet acknowledged (sealed_write)
   } stream;
   std::size_t slot_size = 0;
   void* rma_desc = nullptr;

@@ -61,7 +61,6 @@ bool RawPeer::Impl::stream_receive(unsigned char* sealed, std::size_t len, std::
   }
   std::memcpy(static_cast<unsigned char*>(rma_buf.get()) + stream.got, plain, plain_len);
   stream.got += plain_len;
-  ++stream.chunks;
   if (stream.got == stream.size) {
     stream.got = 0;
     ++stream.complete;
@@ -122,13 +121,13 @@ double RawPeer::Impl::sealed_run(Call& c, Workload w, std::size_t size, std::siz
   for (std::size_t i = 0; i < iterations; ++i) {
     if (is_write) {
       if (!sealed_send(c, size, window, cipher)) return -1.0;
-      while (rx_ready < chunks)
+      while (rx_ready == 0)
         if (step(&c.wait, false, &c.peer_failed, c.err) == Step::fail) {
-          *c.err += " (sealed_write: " + std::to_string(rx_ready) + " of " + std::to_string(chunks) +
-                    " chunks acknowledged, transfer " + std::to_string(i + 1) + ")";
+          *c.err += " (sealed_write: transfer " + std::to_string(i + 1) + " of " + std::to_string(chunks) +
+                    " chunks not acknowledged)";
           return -1.0;
         }
-      rx_ready -= chunks;
+      --rx_ready;
     } else {
       if (!post_send(8, &c.wait, &c.peer_failed, c.err) || !stream_wait(c)) {
         stream.active = false;
@@ -155,13 +154,13 @@ bool RawPeer::Impl::sealed_serve(Call& c, Workload w, std::size_t size, std::siz
   bool served = true;
   for (std::size_t i = 0; served && i < iterations; ++i) {
     if (is_write) {
-      // Every chunk is acknowledged once it is in place, as rpcie acknowledges each put
-      // (rma_done) when the writer needs delivery.
-      while (served && stream.complete == 0) {
-        served = step(&c.wait, false, &c.peer_failed, c.err) != Step::fail;
-        for (; served && stream.chunks > 0; --stream.chunks) served = post_send(8, &c.wait, &c.peer_failed, c.err);
+      // The transfer is acknowledged once its last chunk is in place, as rpcie acknowledges
+      // a delivered write's last put (rma_done).
+      while (served && stream.complete == 0) served = step(&c.wait, false, &c.peer_failed, c.err) != Step::fail;
+      if (served) {
+        --stream.complete;
+        served = post_send(8, &c.wait, &c.peer_failed, c.err);
       }
-      if (served) --stream.complete;
     } else {
       while (served && rx_ready == 0) served = step(&c.wait, false, &c.peer_failed, c.err) != Step::fail;
       if (!served) break;

@@ -130,12 +130,18 @@ TEST_CASE("a delivered sealed rma write is in the peer's memory when rma_flush r
   rma_seal_both(*p, kSize);
   ProgressThread server_progress(p->sc());
   pattern_fill(p->client_mem->data(), kSize, 99);
+  const rpcie::ChannelStats before = p->sc().stats();
   auto w = p->cc().rma_write(p->client->region(0), 0, p->server_region, 0, kSize, Deadline::after(5s),
                              WriteCompletion::delivered);
   REQUIRE(w.has_value());
   auto f = p->cc().rma_flush(Deadline::after(5s));
   REQUIRE_MESSAGE(f.has_value(), f.error().describe());
   CHECK(checksum(p->server_mem->data(), kSize) == checksum(p->client_mem->data(), kSize));
+  // One acknowledgement for the whole write: its last put's (the peer performs puts in order).
+  const rpcie::ChannelStats after = p->sc().stats();
+  CHECK(after.rma_served - before.rma_served == (kSize + p->cc().sealed_chunk() - 1) / p->cc().sealed_chunk());
+  CHECK(after.rma_served - before.rma_served > 1);
+  CHECK(after.messages_sent - before.messages_sent == 1);
 }
 
 TEST_CASE("the peer serves sealed rma reads while an application message waits unread at its head") {
