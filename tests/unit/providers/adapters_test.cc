@@ -483,3 +483,53 @@ TEST_CASE("environment_defaults_apply sets FI_OFI_RXM_MSG_RX_SIZE=256 where unse
   else
     ::unsetenv(kName);
 }
+
+TEST_CASE(
+    "environment_defaults_apply shrinks rxm's bounce buffers to 1 KiB with the eager limit kept at 16384, only "
+    "without an RDMA device and without an operator's buffer size") {
+  using rpcie::providers::ProviderKind;
+  constexpr const char* kBuffer = "FI_OFI_RXM_BUFFER_SIZE";
+  constexpr const char* kEager = "FI_OFI_RXM_EAGER_LIMIT";
+  std::optional<std::string> saved_buffer, saved_eager;
+  if (const char* e = std::getenv(kBuffer)) saved_buffer = e;
+  if (const char* e = std::getenv(kEager)) saved_eager = e;
+  auto env_put = [](const char* name, const char* value) {
+    if (value)
+      ::setenv(name, value, 1);
+    else
+      ::unsetenv(name);
+  };
+  auto env_get = [](const char* name) -> std::string {
+    const char* value = std::getenv(name);
+    return value ? value : "(unset)";
+  };
+  struct Case {
+    bool rdma;
+    const char* buffer;  // the operator's; nullptr: unset
+    const char* eager;
+    const char* buffer_after;
+    const char* eager_after;
+  };
+  const Case cases[] = {
+      {false, nullptr, nullptr, "1024", "16384"},      // ours: small buffers, libfabric's eager limit
+      {true, nullptr, nullptr, "(unset)", "(unset)"},  // verbs needs eager == buffer: libfabric's
+      {false, "4096", nullptr, "4096", "(unset)"},     // the operator's buffer, and the eager limit it implies
+      {false, "", nullptr, "", "(unset)"},             // set though empty: the operator's
+      {false, nullptr, "65536", "1024", "65536"},      // the operator's eager limit, our buffers
+      {true, nullptr, "65536", "(unset)", "65536"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.rdma);
+    CAPTURE((c.buffer ? c.buffer : "(unset)"));
+    CAPTURE((c.eager ? c.eager : "(unset)"));
+    env_put(kBuffer, c.buffer);
+    env_put(kEager, c.eager);
+    rpcie::providers::environment_defaults_apply(c.rdma);
+    CHECK(env_get(kBuffer) == c.buffer_after);
+    CHECK(env_get(kEager) == c.eager_after);
+    if (!c.rdma && !c.buffer && !c.eager)  // the sealed path's chunks stay as they were
+      CHECK(provider_get(ProviderKind::tcp).eager_max() == 16384 - 256);
+  }
+  env_put(kBuffer, saved_buffer ? saved_buffer->c_str() : nullptr);
+  env_put(kEager, saved_eager ? saved_eager->c_str() : nullptr);
+}

@@ -32,13 +32,20 @@ inline constexpr std::uint32_t kFabricApiVersion = FI_VERSION(1, 17);
 
 // Sets the libfabric environment variables rpcie has its own default for, unless the
 // operator set them: FI_OFI_RXM_MSG_RX_SIZE=256 (rxm's bounce buffers posted per endpoint;
-// its default of 4096 costs 64 MiB per attachment on each side). libfabric reads its
+// its default of 4096 costs 64 MiB per attachment on each side), and, on a host without an
+// RDMA device (nothing in /sys/class/infiniband) and without an operator's
+// FI_OFI_RXM_BUFFER_SIZE, FI_OFI_RXM_BUFFER_SIZE=1024 with FI_OFI_RXM_EAGER_LIMIT=16384
+// (rxm's bounce-buffer pools shrink from 2 x 17 MiB to 2 x 1.4 MiB per endpoint; the eager
+// limit stays libfabric's default, so peers with default settings still connect; over
+// verbs rxm needs the two equal, hence not with an RDMA device). libfabric reads its
 // environment once, at its first fi_getinfo in the process, so every rpcie fi_getinfo calls
 // this first. Idempotent: a set variable is left alone, so only a call that finds one unset
 // changes the environment. Thread-safety: setenv races with a getenv in another thread, so
 // the first call should come before other threads read the environment (in the daemons:
 // their first fabric use); later calls change nothing and are safe anywhere.
 void environment_defaults_apply() noexcept;
+// The same with the RDMA-device test given (unit tests).
+void environment_defaults_apply(bool rdma_devices) noexcept;
 
 // Native one-sided RMA as opposed to emulation (by libfabric, e.g. EFA's emulated read,
 // or by rpcie over messages).
