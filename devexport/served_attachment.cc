@@ -359,8 +359,8 @@ Result<void> ServedAttachment::mirror_push_locked(Deadline deadline) {
   if (dirty_.empty()) return {};
   auto& ch = session_->channel();
   for (const auto& r : dirty_)
-    RPCIE_TRY(ch.rma_write(*local_mr_, r.begin, window_, r.begin, r.end - r.begin, deadline,
-                           WriteCompletion::delivered));
+    RPCIE_TRY(
+        ch.rma_write(*local_mr_, r.begin, window_, r.begin, r.end - r.begin, deadline, WriteCompletion::delivered));
   RPCIE_TRY(ch.rma_flush(deadline));
   dirty_.clear();
   return {};

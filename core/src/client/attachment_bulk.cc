@@ -69,8 +69,8 @@ Result<void> Attachment::window_push(std::uint64_t window_offset, std::uint64_t 
   // doorbell would be sent again after the resume, the bytes would not.
   const auto attempt = [&]() -> Result<void> {
     auto& ch = s_->session->channel();
-    RPCIE_TRY(ch.rma_write(*s_->window_mr, window_offset, *s_->mirror, window_offset, length, deadline,
-                           kDeliveredWrite));
+    RPCIE_TRY(
+        ch.rma_write(*s_->window_mr, window_offset, *s_->mirror, window_offset, length, deadline, kDeliveredWrite));
     return ch.rma_flush(deadline);
   };
   return s_->bulk_run(attempt, deadline);
