@@ -25,7 +25,8 @@ DIRECTION is c2d (hostd to exporter) or d2c; INDEX counts from 0 per direction; 
 HDR_SIZE are the base header's (op 0 a message, 2 an RMA read request, 3 its response, 4 an
 RMA write); for a message, RXM_TYPE is the ofi_rxm packet's ofi_ctrl_hdr type (0: eager) and
 SEQUENCE the u64 at the start of the rpcie message after rxm's 64-byte header (a sealed
-message's sequence, in clear); "-" otherwise.
+message's sequence, in clear); "-" otherwise (one-sided RMA, and op 0 messages of the bare
+16-byte header: tcp's acknowledgements of delivery-complete writes).
 
 Commands: the test writes DIR/cmd.N (N = 1, 2, ...: "DIRECTION INDEX"), and the relay sends
 a copy of that already-forwarded message again on its connection, in the same direction, at

@@ -15,11 +15,6 @@ constexpr std::uint64_t kBulkPiece = 256u << 10;  // reads of a bulk transfer in
 // writes into the exporter's mirror. Well inside rxm's eager buffer (16 KiB) and
 // proto::kMaxPushBytes.
 constexpr std::size_t kPushInline = 8u << 10;
-// Every one-sided write of this file into the exporter's memory is delivered before the call
-// returns. A posted write that completed locally can die with the link after the call said it
-// was done; the resumed link then performs every later request (a flush, a doorbell) without
-// it, and the bytes are lost with no error to say so (this side keeps no copy to send again).
-constexpr WriteCompletion kDeliveredWrite = WriteCompletion::delivered;
 
 // Posts [remote_offset, +length) of `remote` into `local` at local_offset as several reads
 // in flight rather than one large one: a read's latency is paid once per piece in flight,
@@ -31,6 +26,31 @@ Result<void> rma_read_pieces(Channel& ch, const MemoryRegion& local, std::size_t
   for (std::uint64_t done = 0; done < length; done += kBulkPiece)
     RPCIE_TRY(ch.rma_read(local, local_offset + done, remote, remote_offset + done, std::min(kBulkPiece, length - done),
                           deadline));
+  return {};
+}
+
+// Writes [local_offset, +length) of `local` one-sided into the exporter's `remote` at
+// remote_offset and returns once the write is proven performed there, over this link. A write
+// that merely completed locally can die with the link after the call said it was done; the
+// resumed link then performs every later request (a flush, a doorbell) without it, and the
+// bytes are lost with no error (this side keeps no copy to send again). Proven over the same
+// link, a lost one fails this step instead (ECONNRESET), and bulk_run sends it again:
+//  - sealed data path: an acknowledged put (the exporter's sealed rma_done for the write);
+//  - where every write is delivery-complete (no FI_ORDER_SAW: shm): its completion;
+//  - else (tcp, verbs): the reply to a request sent after it, which FI_ORDER_SAW orders
+//    behind it — not FI_DELIVERY_COMPLETE, whose acknowledgement is the provider's own and
+//    unauthenticated: libfabric 1.17's tcp provider crashes on one it did not expect, so a
+//    replayed write on an open tcp fabric brought hostd down (integration/datapath-replay).
+// The caller holds the link (bulk_run).
+Result<void> write_proven(Attachment::State& s, const MemoryRegion& local, std::size_t local_offset,
+                          const RemoteRegion& remote, std::uint64_t remote_offset, std::uint64_t length,
+                          Deadline deadline) {
+  auto& ch = s.session->channel();
+  const auto completion = ch.rma_sealed() ? WriteCompletion::delivered : WriteCompletion::posted;
+  RPCIE_TRY(ch.rma_write(local, local_offset, remote, remote_offset, length, deadline, completion));
+  RPCIE_TRY(ch.rma_flush(deadline));
+  if (ch.rma_sealed() || ch.delivery_complete()) return {};
+  RPCIE_TRY(s.request(proto::ConfigRead{0, 2}, deadline, false));
   return {};
 }
 
@@ -64,14 +84,11 @@ Result<void> Attachment::window_push(std::uint64_t window_offset, std::uint64_t 
   // same range would find these bytes instead of the ones pushed for it. So every earlier
   // posted write is performed first (a round trip, only when one is unconfirmed).
   RPCIE_TRY(s_->posted_settle(deadline));
-  // Delivered before this returns, so the doorbell that follows finds the bytes in the
-  // mirror, and a lost link cannot take them after this call said they were taken: the
+  // Proven in the mirror before this returns, so the doorbell that follows finds the bytes
+  // there, and a lost link cannot take them after this call said they were taken: the
   // doorbell would be sent again after the resume, the bytes would not.
   const auto attempt = [&]() -> Result<void> {
-    auto& ch = s_->session->channel();
-    RPCIE_TRY(
-        ch.rma_write(*s_->window_mr, window_offset, *s_->mirror, window_offset, length, deadline, kDeliveredWrite));
-    return ch.rma_flush(deadline);
+    return write_proven(*s_, *s_->window_mr, window_offset, *s_->mirror, window_offset, length, deadline);
   };
   return s_->bulk_run(attempt, deadline);
 }
@@ -89,12 +106,13 @@ Result<void> bounce_walk(Attachment::State& s, std::size_t n, Step&& step) {
   return {};
 }
 
-// Writes land in the bounce buffer (delivered), then a request commits them to the BAR.
+// Writes land in the bounce buffer, then a request commits them to the BAR.
 Result<void> bounce_write(Attachment::State& s, std::uint8_t bar, std::uint64_t offset, std::size_t n,
                           Deadline deadline) {
   auto& ch = s.session->channel();
   return bounce_walk(s, n, [&](std::size_t part, std::size_t len, const RemoteRegion& bounce) -> Result<void> {
-    RPCIE_TRY(ch.rma_write(*s.staging_mr, part, bounce, 0, len, deadline, WriteCompletion::delivered));
+    // The commit is ordered behind the write: its reply proves the write in the bounce buffer.
+    RPCIE_TRY(ch.rma_write(*s.staging_mr, part, bounce, 0, len, deadline));
     RPCIE_TRY(ch.rma_flush(deadline));
     RPCIE_TRY_ASSIGN(auto r, s.request(proto::BarCommit{bar, offset + part, len, 0}, deadline, false));
     return status_check(r.status, r.text, "BAR write");
@@ -144,11 +162,9 @@ Result<void> Attachment::bar_write_fill(std::uint8_t bar, std::uint64_t offset, 
     RPCIE_TRY(fill(done, std::span<std::uint8_t>(s_->staging->data(), n)));
     const std::uint64_t at = offset + done;
     const auto attempt = [&]() -> Result<void> {
-      auto& ch = s_->session->channel();
       if (!b->direct) return bounce_write(*s_, bar, at, n, deadline);
       RPCIE_TRY_ASSIGN(auto remote, s_->session->peer_region(bar));
-      RPCIE_TRY(ch.rma_write(*s_->staging_mr, 0, remote, at, n, deadline, kDeliveredWrite));
-      return ch.rma_flush(deadline);
+      return write_proven(*s_, *s_->staging_mr, 0, remote, at, n, deadline);
     };
     RPCIE_TRY(s_->bulk_run(attempt, deadline));
     done += n;
@@ -207,11 +223,9 @@ Result<void> Attachment::window_transfer(bool write, std::uint8_t bar, std::uint
   if (!b->direct) return fail(EOPNOTSUPP, "BAR " + std::to_string(bar) + " is not plain memory");
   const auto attempt = [&]() -> Result<void> {
     RPCIE_TRY_ASSIGN(auto remote, s_->session->peer_region(bar));
+    if (write) return write_proven(*s_, *s_->window_mr, window_offset, remote, offset, length, deadline);
     auto& ch = s_->session->channel();
-    if (write)
-      RPCIE_TRY(ch.rma_write(*s_->window_mr, window_offset, remote, offset, length, deadline, kDeliveredWrite));
-    else
-      RPCIE_TRY(rma_read_pieces(ch, *s_->window_mr, window_offset, remote, offset, length, deadline));
+    RPCIE_TRY(rma_read_pieces(ch, *s_->window_mr, window_offset, remote, offset, length, deadline));
     return ch.rma_flush(deadline);
   };
   RPCIE_TRY(s_->bulk_run(attempt, deadline));
