@@ -857,10 +857,15 @@ int dma_resume_check(Common c, const std::string& name) {
   wr(*a, kRegDmaCmd, 1 | 2 | 4, 8);
   // A read is performed after the posted writes before it: the transfer has started.
   CHECK_THAT(rd(*a, kRegId) == 0x010000ed, "alive after the DMA command");
+  const auto started = Deadline::Clock::now();
   std::printf("started\n");
   std::fflush(stdout);
   auto n = a->interrupt_wait(0, seen, Deadline::after(15s));
   CHECK_THAT(n.has_value(), "the DMA's interrupt across the cut: %s", n ? "" : n.error().describe().c_str());
+  // The transfer is due 0.5 s after its command and the link is down for 1 s from just after
+  // "started": an interrupt sooner than 0.8 s came before the cut, which then tested nothing.
+  const double after = std::chrono::duration<double>(a->interrupt_arrived() - started).count();
+  CHECK_THAT(after >= 0.8, "the interrupt came %.2f s after the transfer started, before the link went down", after);
   std::size_t stale = 0;
   for (std::size_t i = 0; i < 4096; ++i) stale += w.base[0x2000 + i] == 0xa5 ? 1 : 0;
   CHECK_THAT(fnv(w.base + 0x2000, 4096) == sum,
@@ -891,8 +896,12 @@ int bar_resume_check(Common c, const std::string& name, const std::string& go) {
   const auto until = Deadline::after(20s);
   while (!std::filesystem::exists(go) && !until.expired()) std::this_thread::sleep_for(10ms);
   CHECK_THAT(std::filesystem::exists(go), "no %s within 20 s", go.c_str());
+  const auto t0 = Deadline::Clock::now();
   auto wrote = a->bar_write(0, 0, data, Deadline::after(15s));
   CHECK_THAT(wrote.has_value(), "bar_write across the cut: %s", wrote ? "" : wrote.error().describe().c_str());
+  // Delivered, the write cannot return before the link is back (down 1 s from `go`).
+  const double took = std::chrono::duration<double>(Deadline::Clock::now() - t0).count();
+  CHECK_THAT(took >= 0.5, "bar_write returned %.2f s after it began, with the link still down", took);
   auto flushed = a->flush(Deadline::after(15s));
   CHECK_THAT(flushed.has_value(), "flush after the cut: %s", flushed ? "" : flushed.error().describe().c_str());
   auto read = a->bar_read(0, 0, back, soon());

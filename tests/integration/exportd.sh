@@ -312,7 +312,7 @@ fi
 
 # --- Writes made while the link is down are not lost to the resumption ----------------------
 # The veth goes down, a write is made (small enough for the socket's send buffer to take it),
-# and after 1.2 s every TCP connection is torn down and the veth comes up: the write is
+# and after 1 s every TCP connection is torn down and the veth comes up: the write is
 # resumed, not lost. dmaresume: the device's DMA into the window, due 0.5 s after its command
 # (a delayed edu; on-demand: RMA writes into the window; mirror: the push with the
 # interrupt), must be in the window when its interrupt arrives. barresume: a memory-BAR write
@@ -332,7 +332,7 @@ if [ "$MODE" = netns ]; then
     done
     ip -n "$CMP" link set "vc$$" down && ip -n "$DEV" link set "vd$$" down || die "veth down"
     touch "$TMP/go"
-    sleep 1.2
+    sleep 1
     "${ON_CMP[@]}" ss -K -t state established >/dev/null
     "${ON_DEV[@]}" ss -K -t state established >/dev/null
     ip -n "$DEV" link set "vd$$" up && ip -n "$CMP" link set "vc$$" up || die "veth up"
@@ -340,7 +340,7 @@ if [ "$MODE" = netns ]; then
     cat "$TMP/cut.out"
     [ $rc = 0 ] || die "$run failed (rc $rc): $(grep "$exp" "$TMP/exportd.log" | tail -n 10)"
   done
-  pass "link down 1.2 s + ss -K under a device's DMA into the window (on-demand, mirror) and a memory-BAR write (sealed, open): nothing lost"
+  pass "link down 1 s + ss -K under a device's DMA into the window (on-demand, mirror) and a memory-BAR write (sealed, open): nothing lost"
 fi
 
 # --- Clean shutdown --------------------------------------------------------------------------

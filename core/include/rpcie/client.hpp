@@ -262,7 +262,8 @@ class Attachment {
   // bytes are taken (up to 8 KiB copied into the pending posted-write batch, kept until the
   // exporter performed it, as every posted write is; larger ranges written one-sided into the
   // exporter's mirror once every earlier posted write is performed — a round trip when one is
-  // unconfirmed — and returned once they are there); every later operation is ordered behind
+  // unconfirmed — and returned once they are proven there, as bar_write's are); every later
+  // operation is ordered behind
   // it (a doorbell written next finds them), earlier posted writes are performed before it,
   // and a link lost meanwhile is resumed with nothing lost. Copied bytes leave with
   // the next posted write (in the same message) or operation, else within about 20 ms.
@@ -273,9 +274,12 @@ class Attachment {
   // Bulk access to a memory BAR (any size and offset inside it). Direct BARs: one-sided RMA
   // to the BAR through a registered staging buffer of the attachment; others: through the
   // exporter's bounce buffer. Both first settle earlier posted MMIO writes (rule 2). A write
-  // returns once its bytes are in the BAR (delivered, not posted as a PCIe memory write is:
-  // a resumed link performs every later request, so a posted write lost with the old link
-  // would be lost silently); a link lost meanwhile is resumed and the write sent again whole.
+  // returns once its bytes are proven in the BAR over the link that carried them (not posted
+  // as a PCIe memory write is: a resumed link performs every later request, so a write lost
+  // with the old link would be lost silently): sealed, the exporter's acknowledgement; open,
+  // the reply to a request sent after it (or the write's own delivery-complete completion
+  // where the provider has no FI_ORDER_SAW). A link lost meanwhile is resumed and the write
+  // sent again whole.
   Result<void> bar_write(std::uint8_t bar, std::uint64_t offset, std::span<const std::uint8_t> bytes,
                          Deadline deadline);
   // bar_write from a source the caller copies itself: `fill(at, piece)` writes the bytes of
