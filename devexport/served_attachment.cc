@@ -274,17 +274,18 @@ Result<void> ServedAttachment::dma_write(std::uint64_t iova, std::span<const std
   auto link = link_share();
   if (!session_) return fail(EAGAIN, "DMA write: the link to the client is lost; the attachment is resuming");
   std::lock_guard g(dma_lock_);
-  // Delivered RMA writes: the transfer is done only once its bytes are in the client's
-  // window. A posted write that completed locally can still die with the link, and a resume
+  // The transfer is done only once its bytes are proven in the client's window (window_
+  // writes_prove). A write that completed locally can still die with the link, and a resume
   // sends the interrupt that follows this transfer again, but not the bytes (this side keeps
-  // no copy): the client would see the interrupt over stale memory. A failed one fails the
+  // no copy): the client would see the interrupt over stale memory. A failed proof fails the
   // transfer, which the device performs again after the resume.
   auto& ch = session_->channel();
   for (std::size_t done = 0; done < from.size();) {
     const std::size_t n = std::min(from.size() - done, kStagingSize);
     std::memcpy(local_->data(), from.data() + done, n);
-    auto w = ch.rma_write(*local_mr_, 0, window_, iova + done, n, deadline, WriteCompletion::delivered);
-    if (w) w = ch.rma_flush(deadline);
+    auto w = ch.rma_write(*local_mr_, 0, window_, iova + done, n, deadline, window_write_completion());
+    if (w)
+      w = done + n < from.size() ? ch.rma_flush(deadline) : window_writes_prove(n - 1, iova + done + n - 1, deadline);
     if (!w) return dma_failed("DMA write to the client's window failed: ", w.error());
     done += n;
   }
@@ -345,7 +346,7 @@ bool ServedAttachment::window_contains(std::uint64_t iova, std::size_t length) c
 // --- The mirror -------------------------------------------------------------------------
 
 // Writes what the device changed in the mirror into the client's window and waits until it
-// is there (delivered writes): a range leaves the dirty set only then. A posted write that
+// is proven there (window_writes_prove): a range leaves the dirty set only then. A write that
 // completed locally could die with the link, and the resume's push would leave its range
 // out, while the interrupt or answer that followed it is sent again: the client would act on
 // stale memory. On failure the ranges stay dirty and the resume pushes them again.
@@ -360,10 +361,34 @@ Result<void> ServedAttachment::mirror_push_locked(Deadline deadline) {
   auto& ch = session_->channel();
   for (const auto& r : dirty_)
     RPCIE_TRY(
-        ch.rma_write(*local_mr_, r.begin, window_, r.begin, r.end - r.begin, deadline, WriteCompletion::delivered));
-  RPCIE_TRY(ch.rma_flush(deadline));
+        ch.rma_write(*local_mr_, r.begin, window_, r.begin, r.end - r.begin, deadline, window_write_completion()));
+  // Read back into the mirror: the byte read is the one just written there.
+  const std::uint64_t last = (dirty_.end() - 1)->end - 1;
+  RPCIE_TRY(window_writes_prove(last, last, deadline));
   dirty_.clear();
   return {};
+}
+
+// How writes into the client's window are proven there. Delivery-complete where it cannot
+// be read back: the sealed data path (an acknowledged put, a sealed message), a provider
+// without FI_ORDER_RAW (EFA). Where it can (tcp, verbs), posted, and a one-byte read of the
+// last byte written proves them all: FI_DELIVERY_COMPLETE's acknowledgement is the provider's
+// own and unauthenticated, and libfabric 1.17's tcp provider crashes on one it did not expect
+// (a replayed write makes the target acknowledge it again: docs/security.md 5.3).
+WriteCompletion ServedAttachment::window_write_completion() const {
+  const auto& ch = session_->channel();
+  return ch.rma_sealed() || !ch.order_raw() ? WriteCompletion::delivered : WriteCompletion::posted;
+}
+
+// Waits for the writes into the window posted so far and proves them there: with posted
+// writes (window_write_completion), reads [iova, +1) — a byte the last write wrote — back
+// into the local region at `local_at`, where that byte came from.
+Result<void> ServedAttachment::window_writes_prove(std::size_t local_at, std::uint64_t iova, Deadline deadline) {
+  auto& ch = session_->channel();
+  RPCIE_TRY(ch.rma_flush(deadline));
+  if (window_write_completion() == WriteCompletion::delivered || ch.delivery_complete()) return {};
+  RPCIE_TRY(ch.rma_read(*local_mr_, local_at, window_, iova, 1, deadline));
+  return ch.rma_flush(deadline);
 }
 
 // Rule 3: the whole window from the client before a doorbell (nothing finer is known about

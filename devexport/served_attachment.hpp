@@ -142,6 +142,10 @@ class ServedAttachment final : public DmaPort, public IrqSink, private RequestLi
   Result<void> mirror_push(Deadline deadline);
   Result<void> mirror_push_locked(Deadline deadline);
   Result<void> window_pull_locked();
+  // Writes into the client's window are proven there before they count (resumption): how
+  // they are posted, and the wait that proves those posted so far (served_attachment.cc).
+  WriteCompletion window_write_completion() const;
+  Result<void> window_writes_prove(std::size_t local_at, std::uint64_t iova, Deadline deadline);
   // RequestLink: what the requests (requests_) need from this data path.
   Result<void> reply_send(const proto::Message& m, std::uint64_t rid) override;
   Result<void> error_send(int code, const std::string& text, std::uint64_t rid) override;

@@ -484,6 +484,8 @@ bool Channel::sealed() const {
   return seal_ != nullptr;
 }
 
+bool Channel::order_raw() const noexcept { return fabric_->order_raw(); }
+
 std::size_t Channel::inject_max() const { return inject_max_.load(std::memory_order_relaxed); }
 
 std::size_t Channel::rma_in_flight() const {

@@ -128,6 +128,7 @@ Result<std::unique_ptr<Fabric>> Fabric::open(const FabricOptions& options) {
   const fi_info& info = *f->info_;
   f->mr_policy_ = MrPolicy::from_mode(info.domain_attr->mr_mode);
   f->order_saw_ = info.tx_attr && (info.tx_attr->msg_order & FI_ORDER_SAW);
+  f->order_raw_ = info.tx_attr && (info.tx_attr->msg_order & FI_ORDER_RAW);
   f->max_msg_size_ = info.ep_attr && info.ep_attr->max_msg_size ? info.ep_attr->max_msg_size : (1u << 20);
   f->inject_size_ = adapter.inject_size(info);
   f->rma_support_ = adapter.rma_support(info, fi_version());
@@ -141,9 +142,9 @@ Result<std::unique_ptr<Fabric>> Fabric::open(const FabricOptions& options) {
       RPCIE_LOG_WARN("fabric", "no doorbell ({}): idle waits on this endpoint back off with sleeps",
                      bell.error().describe());
   }
-  RPCIE_LOG_DEBUG("fabric", "opened {} domain {} mr_mode {:#x} saw {} max_msg {} inject {} wait_fd {}",
+  RPCIE_LOG_DEBUG("fabric", "opened {} domain {} mr_mode {:#x} saw {} raw {} max_msg {} inject {} wait_fd {}",
                   info.fabric_attr->prov_name, info.domain_attr->name, info.domain_attr->mr_mode, f->order_saw_,
-                  f->max_msg_size_, f->inject_size_, f->wait_fd_);
+                  f->order_raw_, f->max_msg_size_, f->inject_size_, f->wait_fd_);
   return f;
 }
 

@@ -16,7 +16,8 @@
 #    and, sealed, an rma_data chunk of a read of mem0's BAR0 through the FUSE file;
 #  - c2d (hostd to exporter): the first and the last posted mmio_write of that run and,
 #    sealed, an rma_put chunk of a write of "old" bytes to BAR0, replayed after a later write
-#    of other bytes to the same place, and an rma_get; open: that write's one-sided RMA write.
+#    of other bytes to the same place, and an rma_get; open: that write's one-sided RMA write,
+#    and (d2c) the exporter's one-sided write of the driver's DMA into the window.
 # The relay cannot decrypt: it picks each by direction, size and the operation around it.
 # Sealed (the tcp default): every replay is refused as replayed and counted (hostd's
 # messages_replayed in rpcie status; the exporter's in its log line at detach), the
@@ -161,6 +162,10 @@ if [ "$PHASE" = sealed ]; then
   replay c2d "$(pick c2d "$G0" "$G1" 148 148 0 last)" "an rma_get of BAR0"
 else
   replay c2d "$(pick c2d "$P0" "$P1" 8000 $((2 << 20)) 4 first)" "the one-sided RMA write of the old bytes"
+  # The exporter's write of the driver's device-to-RAM DMA into the window (4 KiB and its
+  # header): the same bytes land again. Were it delivery-complete, hostd's acknowledgement of
+  # the replay would crash the exporter's tcp provider (docs/security.md 5.3).
+  replay d2c "$(pick d2c "$F0" "$F1" 4096 8192 4 last)" "the exporter's one-sided write of edu0's DMA into the window"
 fi
 
 # --- afterwards ------------------------------------------------------------------------------------

@@ -318,8 +318,8 @@ fi
 # interrupt), must be in the window when its interrupt arrives. barresume: a memory-BAR write
 # the client made meanwhile must be in the BAR. Both data paths.
 if [ "$MODE" = netns ]; then
-  for run in "dmaresume edud sealed" "dmaresume edudm sealed" "dmaresume edud open" "barresume mem0 sealed" \
-    "barresume mem0 open"; do
+  for run in "dmaresume edud sealed" "dmaresume edudm sealed" "dmaresume edud open" "dmaresume edudm open" \
+    "barresume mem0 sealed" "barresume mem0 open"; do
     read -r what exp path <<<"$run"
     rm -f "$TMP/go"
     start_bg "${ON_CMP[@]}" "${PIN_CMP[@]}" "$DEVCHECK" -r "$R" --psk-file "$TMP/psk" --provider "$PROVIDER" \

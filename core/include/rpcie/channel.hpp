@@ -151,6 +151,9 @@ class Channel {
   std::size_t sealed_chunk() const noexcept { return sealed_chunk_; }
   // True when write-then-message ordering waits for delivery-complete writes (no SAW).
   bool delivery_complete() const noexcept { return delivery_complete_ && !rma_sealed_; }
+  // True when an RMA read posted after RMA writes is performed at the target after them
+  // (Fabric::order_raw), so that its completion proves them there.
+  bool order_raw() const noexcept;
 
   // Seals every message from now on (both directions). Call before the first message is
   // sent or received; the peer must do the same with the matching keys.

@@ -77,6 +77,10 @@ class Fabric {
   // True when the provider granted FI_ORDER_SAW: a message sent after an RMA write is
   // handled at the target after the write is visible there.
   bool order_saw() const noexcept { return order_saw_; }
+  // True when the provider grants FI_ORDER_RAW (not asked for: what the chosen info says): an
+  // RMA read posted after an RMA write is not performed at the target before the write, so
+  // its completion proves the write there.
+  bool order_raw() const noexcept { return order_raw_; }
   std::size_t max_msg_size() const noexcept { return max_msg_size_; }
   std::size_t inject_size() const noexcept { return inject_size_; }
   providers::RmaSupport rma_support() const noexcept { return rma_support_; }
@@ -114,6 +118,7 @@ class Fabric {
   std::vector<std::uint8_t> address_;
   MrPolicy mr_policy_;
   bool order_saw_ = false;
+  bool order_raw_ = false;
   std::size_t max_msg_size_ = 0;
   std::size_t inject_size_ = 0;
   providers::RmaSupport rma_support_;
