@@ -225,14 +225,21 @@ void wr(Attachment& a, std::uint64_t off, std::uint64_t value, unsigned width = 
              r ? "" : r.error().describe().c_str());
 }
 
-// One DMA through edu, completion seen by interrupt (irq=true) or by polling the command
-// register (irq=false). Returns with the interrupt acknowledged.
-void edu_dma(Attachment& a, std::uint64_t src, std::uint64_t dst, std::uint64_t count, bool to_host, bool irq) {
+// Programs and starts one DMA through edu; returns the interrupt count before the start.
+std::uint64_t edu_dma_start(Attachment& a, std::uint64_t src, std::uint64_t dst, std::uint64_t count, bool to_host,
+                            bool irq) {
   wr(a, kRegDmaSrc, src, 8);
   wr(a, kRegDmaDst, dst, 8);
   wr(a, kRegDmaCount, count, 8);
   const std::uint64_t seen = a.interrupt_count(0);
   wr(a, kRegDmaCmd, 1 | (to_host ? 2 : 0) | (irq ? 4 : 0), 8);
+  return seen;
+}
+
+// One DMA through edu, completion seen by interrupt (irq=true) or by polling the command
+// register (irq=false). Returns with the interrupt acknowledged.
+void edu_dma(Attachment& a, std::uint64_t src, std::uint64_t dst, std::uint64_t count, bool to_host, bool irq) {
+  const std::uint64_t seen = edu_dma_start(a, src, dst, count, to_host, irq);
   if (irq) {
     auto n = a.interrupt_wait(0, seen, soon());
     CHECK_THAT(n.has_value(), "DMA interrupt: %s", n ? "" : n.error().describe().c_str());
@@ -850,11 +857,7 @@ int dma_resume_check(Common c, const std::string& name) {
   const auto sum = fnv(w.base, 4096);
   edu_dma(*a, 0, kDmaBufferAddress, 4096, false, true);
   std::memset(w.base + 0x2000, 0xa5, 4096);  // what the device's transfer must replace
-  wr(*a, kRegDmaSrc, kDmaBufferAddress, 8);
-  wr(*a, kRegDmaDst, 0x2000, 8);
-  wr(*a, kRegDmaCount, 4096, 8);
-  const std::uint64_t seen = a->interrupt_count(0);
-  wr(*a, kRegDmaCmd, 1 | 2 | 4, 8);
+  const std::uint64_t seen = edu_dma_start(*a, kDmaBufferAddress, 0x2000, 4096, true, true);
   // A read is performed after the posted writes before it: the transfer has started.
   CHECK_THAT(rd(*a, kRegId) == 0x010000ed, "alive after the DMA command");
   const auto started = Deadline::Clock::now();

@@ -143,7 +143,8 @@ std::vector<Workload> device_workloads(Link& link, Devices& devices, const Optio
   // same size in the same chunks, as many in flight as a channel's send buffers.
   const DataPath mode = devices.membar->data_path();
   const BulkBaseline bulk = bulk_baseline(mode, options);
-  // rpcie's BAR writes return once delivered (client.hpp, bar_write): the raw writes too.
+  // rpcie's BAR writes return once proven at the exporter (client.hpp, bar_write): the raw
+  // writes return once delivered.
   link.raw->write_delivery_complete_set(true);
   const std::uint16_t in_flight = mode == DataPath::sealed ? kSealedInFlight : 1;
   for (const bool write : {true, false})
