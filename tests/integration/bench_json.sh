@@ -75,15 +75,15 @@ assert d["aead"]["seal_mbps"] > 0 and d["aead"]["open_mbps"] > 0 and d["aead"]["
 # Sealed bulk rows are measured against the raw loop's sealed messages, not raw RMA.
 assert d["bulk_baseline"] == "sealed_messages", d
 rows = {r["workload"]: r for r in d["results"]}
-assert set(rows) == {"mmio_read", "bar_write", "bar_read", "edu_dma", "edu_dma_push"}, rows.keys()
+assert set(rows) == {"mmio_read", "bar_write", "bar_read", "edu_dma", "edu_dma_push", "edu_dma_to_ram"}, rows.keys()
 for w, r in rows.items():
     common.figures(r)
     # Every device row runs one operation at a time on both sides: percentiles of operations.
     assert r["percentiles_of"] == "operation", r
-for w in ("edu_dma", "edu_dma_push"):
+for w in ("edu_dma", "edu_dma_push", "edu_dma_to_ram"):
     assert rows[w]["rpcie_with_ack"] >= rows[w]["rpcie"], rows[w]
 PY
-pass "rpcie-bench --device -o json: the five device rows, data path sealed, AEAD figures, percentiles of operations"
+pass "rpcie-bench --device -o json: the six device rows, data path sealed, AEAD figures, percentiles of operations"
 
 # The transport's share: the bar rows' raw side sends the same messages unsealed.
 timeout 120 "$BENCH" --device --exportd "$B/devexport/rpcie-exportd" --provider tcp --rounds 1 --raw-cipher none -o json \

@@ -36,10 +36,12 @@ constexpr auto kSealedInFlight = static_cast<std::uint16_t>(ChannelOptions{}.sen
 struct Devices {
   std::optional<TempDir> dir;
   Child exporter;
-  std::optional<HostBuffer> window;              // 1 MiB edu, 2 MiB membar, 1 MiB edu_push
-  std::unique_ptr<client::Attachment> edu;       // on-demand DMA: the exporter reads the window
-  std::unique_ptr<client::Attachment> membar;    // 4 MiB BAR
-  std::unique_ptr<client::Attachment> edu_push;  // mirror mode, streaming DMA (window_push)
+  std::optional<HostBuffer> window;                // 1 MiB edu, 2 MiB membar, 1 MiB edu_push
+  std::optional<HostBuffer> window_to_ram;         // 1 MiB edu_to_ram
+  std::unique_ptr<client::Attachment> edu;         // on-demand DMA: the exporter reads the window
+  std::unique_ptr<client::Attachment> membar;      // 4 MiB BAR
+  std::unique_ptr<client::Attachment> edu_push;    // mirror mode, streaming DMA (window_push)
+  std::unique_ptr<client::Attachment> edu_to_ram;  // on-demand DMA: the exporter writes the window
 };
 
 Result<std::unique_ptr<Devices>> devices_open(const Options& options, const std::string& provider) {
@@ -51,8 +53,9 @@ Result<std::unique_ptr<Devices>> devices_open(const Options& options, const std:
   const char* exporter_provider = provider == "shm" ? "shm" : "tcp";
   RPCIE_TRY_ASSIGN(
       const std::uint16_t port,
-      exportd_start(devices->exporter, program_find(options.exportd, "rpcie-exportd", "devexport"), exporter_provider,
-                    psk, {"bench-edu=edu", "bench-mem=membar,size=4M", "bench-edu-push=edu,dma=mirror"}));
+      exportd_start(
+          devices->exporter, program_find(options.exportd, "rpcie-exportd", "devexport"), exporter_provider, psk,
+          {"bench-edu=edu", "bench-mem=membar,size=4M", "bench-edu-push=edu,dma=mirror", "bench-edu-d2h=edu"}));
   RPCIE_TRY_ASSIGN(auto key, auth::key_load(psk));
   client::ClientOptions client_options;
   client_options.name = "bench";
@@ -75,33 +78,44 @@ Result<std::unique_ptr<Devices>> devices_open(const Options& options, const std:
                                            Deadline::after(10s));
   if (!edu_push) return error_in(edu_push.error(), "attach edu (mirror, pushed)");
   devices->edu_push = std::move(*edu_push);
+  RPCIE_TRY_ASSIGN(devices->window_to_ram, buffer_written(kMiB));
+  auto edu_to_ram = client::Attachment::open("127.0.0.1", port, "bench-edu-d2h", client_options,
+                                             {devices->window_to_ram->data(), kMiB}, Deadline::after(10s));
+  if (!edu_to_ram) return error_in(edu_to_ram.error(), "attach edu (device to RAM)");
+  devices->edu_to_ram = std::move(*edu_to_ram);
   return devices;
 }
 
-// Every DMA of the run: kDmaBytes from IOVA 0 of the window into the device buffer.
-Result<void> edu_dma_program(client::Attachment& attachment) {
-  RPCIE_TRY(attachment.mmio_write(0, edu::kRegDmaSrc, 8, 0, call_deadline()));
-  RPCIE_TRY(attachment.mmio_write(0, edu::kRegDmaDst, 8, edu::kDmaBufferAddress, call_deadline()));
+// Every DMA of the run: kDmaBytes between IOVA 0 of the window and the device buffer, into
+// the device (`to_ram` false) or out of it.
+Result<void> edu_dma_program(client::Attachment& attachment, bool to_ram) {
+  const std::uint64_t window_at = 0;
+  RPCIE_TRY(attachment.mmio_write(0, edu::kRegDmaSrc, 8, to_ram ? edu::kDmaBufferAddress : window_at, call_deadline()));
+  RPCIE_TRY(attachment.mmio_write(0, edu::kRegDmaDst, 8, to_ram ? window_at : edu::kDmaBufferAddress, call_deadline()));
   RPCIE_TRY(attachment.mmio_write(0, edu::kRegDmaCount, 8, kDmaBytes, call_deadline()));
   return {};
 }
 
-// One DMA, then the acknowledge of its interrupt. `push`: streaming DMA. Returns the seconds
+enum class Dma { from_ram, pushed, to_ram };
+
+// One DMA, then the acknowledge of its interrupt. `pushed`: streaming DMA. Returns the seconds
 // from the start of the command (the push included) to the interrupt seen: what the row
 // reports; the acknowledge is outside it (the slice's whole loop has it).
-Result<double> edu_dma_once(client::Attachment& attachment, bool push) {
+Result<double> edu_dma_once(client::Attachment& attachment, Dma dma) {
   const auto seen = attachment.interrupt_count(0);
   const auto start = Clock::now();
-  if (push) RPCIE_TRY(attachment.window_push(0, kDmaBytes, call_deadline()));
-  RPCIE_TRY(attachment.mmio_write(0, edu::kRegDmaCmd, 8, edu::kDmaCmdStart | edu::kDmaCmdIrq, call_deadline()));
+  if (dma == Dma::pushed) RPCIE_TRY(attachment.window_push(0, kDmaBytes, call_deadline()));
+  const std::uint64_t direction = dma == Dma::to_ram ? edu::kDmaCmdToHost : 0;
+  RPCIE_TRY(
+      attachment.mmio_write(0, edu::kRegDmaCmd, 8, edu::kDmaCmdStart | edu::kDmaCmdIrq | direction, call_deadline()));
   RPCIE_TRY(attachment.interrupt_wait(0, seen, call_deadline()));
   const double measured = std::chrono::duration<double>(Clock::now() - start).count();
   RPCIE_TRY(attachment.mmio_write(0, edu::kRegIrqAck, 4, edu::kIrqDma, call_deadline()));
   return measured;
 }
 
-SliceRun edu_dma_run(client::Attachment& attachment, bool push) {
-  return slice_run_each_part([&attachment, push] { return edu_dma_once(attachment, push); });
+SliceRun edu_dma_run(client::Attachment& attachment, Dma dma) {
+  return slice_run_each_part([&attachment, dma] { return edu_dma_once(attachment, dma); });
 }
 
 // The raw loop's `workload` of `size` bytes on the link, as a baseline, with `window`
@@ -158,17 +172,26 @@ std::vector<Workload> device_workloads(Link& link, Devices& devices, const Optio
                                         : membar.bar_read_into_window(0, 0, 0, kMiB, call_deadline());
                          })});
   // edu's DMA, on demand (doorbell, the exporter reads the window, interrupt: raw 8 B message,
-  // the target's fi_read of 4 KiB, 8 B reply) and pushed (data with the doorbell, interrupt:
-  // raw 4 KiB message, 8 B reply).
-  for (const bool push : {false, true})
-    workloads.push_back(
-        {.name = push ? "edu_dma_push" : "edu_dma",
-         .size = kDmaBytes,
-         .unit = Unit::microseconds,
-         .warmup_operations = 64,
-         .baseline = raw_run(link, push ? raw::Workload::send_reply : raw::Workload::read_reply, kDmaBytes),
-         .subject = edu_dma_run(push ? *devices.edu_push : *devices.edu, push),
-         .whole_reported = true});
+  // the target's fi_read of 4 KiB, 8 B reply), pushed (data with the doorbell, interrupt: raw
+  // 4 KiB message, 8 B reply) and to RAM on demand (doorbell, the exporter writes the window
+  // and proves it, interrupt: raw 8 B message, the target's fi_write of 4 KiB and a 1 B
+  // read-back, 8 B reply).
+  struct DmaRow {
+    const char* name;
+    Dma dma;
+    raw::Workload baseline;
+    client::Attachment& attachment;
+  };
+  for (const DmaRow& row : {DmaRow{"edu_dma", Dma::from_ram, raw::Workload::read_reply, *devices.edu},
+                            DmaRow{"edu_dma_push", Dma::pushed, raw::Workload::send_reply, *devices.edu_push},
+                            DmaRow{"edu_dma_to_ram", Dma::to_ram, raw::Workload::write_reply, *devices.edu_to_ram}})
+    workloads.push_back({.name = row.name,
+                         .size = kDmaBytes,
+                         .unit = Unit::microseconds,
+                         .warmup_operations = 64,
+                         .baseline = raw_run(link, row.baseline, kDmaBytes),
+                         .subject = edu_dma_run(row.attachment, row.dma),
+                         .whole_reported = true});
   return workloads;
 }
 
@@ -181,8 +204,10 @@ int device_bench(Link& link, const Options& options) {
   auto devices = devices_open(options, link.provider());
   if (!devices) return die(devices.error().describe());
   for (client::Attachment* attachment : {(*devices)->edu.get(), (*devices)->edu_push.get()})
-    if (auto programmed = edu_dma_program(*attachment); !programmed)
+    if (auto programmed = edu_dma_program(*attachment, false); !programmed)
       return die("edu setup: " + programmed.error().describe());
+  if (auto programmed = edu_dma_program(*(*devices)->edu_to_ram, true); !programmed)
+    return die("edu setup: " + programmed.error().describe());
   // The exporter decides (its policy is auto: the client's choice, else the provider's default).
   const DataPath mode = (*devices)->edu->data_path();
   if (!options.json())

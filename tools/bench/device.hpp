@@ -11,6 +11,10 @@
 //                 initiator, an 8 B reply, one at a time (us)
 //   edu_dma_push  the same on a mirror-mode edu with streaming DMA: window_push of the 4 KiB,
 //                 then the command; vs raw send_reply: a 4 KiB message and an 8 B reply (us)
+//   edu_dma_to_ram  4 KiB device->host DMA on an on-demand edu, command to interrupt seen (the
+//                 exporter writes the window and proves the write before the interrupt)
+//                 vs raw write_reply: an 8 B message, the target's fi_write of 4 KiB into the
+//                 initiator and a 1 B fi_read of its last byte, an 8 B reply (us)
 // The raw target busy-polls; the exporter's attachment thread spins after activity and then
 // sleeps on its CQ wait fd (docs/rpcie-bench.md, "What each raw row does").
 #pragma once

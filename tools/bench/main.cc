@@ -65,7 +65,7 @@ std::optional<int> options_parse(int argc, char** argv, Options& options) {
       ->delimiter(',');
   app.add_flag("--device", options.device,
                "device workloads through the client API against an rpcie-exportd started here "
-               "(mmio_read, bar_write, bar_read, edu_dma, edu_dma_push)");
+               "(mmio_read, bar_write, bar_read, edu_dma, edu_dma_push, edu_dma_to_ram)");
   app.add_option("--exportd", options.exportd, "rpcie-exportd to start for --device (default: next to this program)");
   app.add_option("--data-path", options.data_path,
                  "--device, --frontend: sealed, open or auto (what the clients ask for; default auto)")

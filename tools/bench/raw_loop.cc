@@ -181,10 +181,14 @@ double RawPeer::Impl::messages_run(Call& c, std::size_t len, std::size_t iterati
 ssize_t RawPeer::Impl::rma_post(bool is_write, std::size_t size, OpCtx* op) {
   void* local = rma_buf.get();
   if (!is_write) return fi_read(ep, local, size, rma_desc, peer, peer_base, peer_key, op);
-  if (!write_delivery_complete) return fi_write(ep, local, size, rma_desc, peer, peer_base, peer_key, op);
+  return rma_write_post(local, size, 0, write_delivery_complete, op);
+}
+
+ssize_t RawPeer::Impl::rma_write_post(void* local, std::size_t size, std::size_t at, bool delivered, OpCtx* op) {
+  if (!delivered) return fi_write(ep, local, size, rma_desc, peer, peer_base + at, peer_key, op);
   iovec iov{local, size};
   void* desc = rma_desc;
-  fi_rma_iov rma_iov{peer_base, size, peer_key};
+  fi_rma_iov rma_iov{peer_base + at, size, peer_key};
   fi_msg_rma msg{};
   msg.msg_iov = &iov;
   msg.desc = &desc;
@@ -247,7 +251,7 @@ double RawPeer::run(Workload w, std::size_t size, std::size_t iterations, std::s
     return seconds;
   }
   if (w != Workload::rma_write && w != Workload::rma_read) {
-    const std::size_t len = w == Workload::read_reply ? 8 : (size ? size : 8);
+    const std::size_t len = w == Workload::read_reply || w == Workload::write_reply ? 8 : (size ? size : 8);
     const double seconds = m.messages_run(c, len, iterations, operation_seconds);
     if (seconds < 0) m.call_abort(c);
     return seconds;
@@ -267,16 +271,19 @@ void RawPeer::write_delivery_complete_set(bool delivery_complete) {
   impl_->write_delivery_complete = delivery_complete;
 }
 
-bool RawPeer::Impl::read_once(Call& c, std::size_t len) {
-  if (len > cfg.max_size || len > peer_len) {
-    *c.err = "read: size exceeds the peer's buffer";
+bool RawPeer::Impl::rma_once(Call& c, bool write, std::size_t at, std::size_t len, bool delivered) {
+  if (at + len > cfg.max_size || at + len > peer_len) {
+    *c.err = "rma: exceeds the peer's buffer";
     return false;
   }
+  const char* what = write ? "fi_write" : "fi_read";
   for (;;) {  // a free context and a post the provider takes
     if (!tx_free.empty()) {
       OpCtx* op = tx_free.back();
       op->done = false;
-      const ssize_t ret = fi_read(ep, rma_buf.get(), len, rma_desc, peer, peer_base, peer_key, op);
+      auto* local = static_cast<unsigned char*>(rma_buf.get()) + at;
+      const ssize_t ret = write ? rma_write_post(local, len, at, delivered, op)
+                                : fi_read(ep, local, len, rma_desc, peer, peer_base + at, peer_key, op);
       if (ret == 0) {
         tx_free.pop_back();
         while (!op->done)
@@ -284,7 +291,7 @@ bool RawPeer::Impl::read_once(Call& c, std::size_t len) {
         return true;
       }
       if (ret != -FI_EAGAIN) {
-        *c.err = fi_error("fi_read", ret);
+        *c.err = fi_error(what, ret);
         return false;
       }
     }
@@ -292,7 +299,8 @@ bool RawPeer::Impl::read_once(Call& c, std::size_t len) {
   }
 }
 
-bool RawPeer::Impl::messages_serve(Call& c, std::size_t reply_len, std::size_t read_len, std::size_t iterations) {
+bool RawPeer::Impl::messages_serve(Call& c, std::size_t reply_len, Before before, std::size_t rma_len,
+                                   std::size_t iterations) {
   if (reply_len > slot_size) {
     *c.err = "messages: size exceeds max_size";
     return false;
@@ -305,7 +313,15 @@ bool RawPeer::Impl::messages_serve(Call& c, std::size_t reply_len, std::size_t r
         return false;
       }
     --rx_ready;
-    if (read_len && !read_once(c, read_len)) return false;
+    if (before == Before::read && !rma_once(c, false, 0, rma_len)) return false;
+    // As rpcie-exportd proves a DMA into an on-demand window on the open data path: the
+    // write, then its last byte read back where a read is performed after the writes before
+    // it (FI_ORDER_RAW), else the write delivery-complete.
+    if (before == Before::write_proven) {
+      const bool read_back = (info->tx_attr->msg_order & FI_ORDER_RAW) != 0;
+      if (!rma_once(c, true, 0, rma_len, !read_back)) return false;
+      if (read_back && !rma_once(c, false, rma_len - 1, 1)) return false;
+    }
     if (!post_send(reply_len, &c.wait, &c.peer_failed, c.err)) return false;
   }
   return drain_tx(&c.wait, &c.peer_failed, c.err);
@@ -337,13 +353,16 @@ bool RawPeer::serve(Workload w, std::size_t size, std::size_t iterations, std::s
       served = m.rma_serve(c);
       break;
     case Workload::round_trip:
-      served = m.messages_serve(c, len, 0, iterations);
+      served = m.messages_serve(c, len, Impl::Before::nothing, 0, iterations);
       break;
     case Workload::send_reply:
-      served = m.messages_serve(c, 8, 0, iterations);
+      served = m.messages_serve(c, 8, Impl::Before::nothing, 0, iterations);
       break;
     case Workload::read_reply:
-      served = m.messages_serve(c, 8, len, iterations);
+      served = m.messages_serve(c, 8, Impl::Before::read, len, iterations);
+      break;
+    case Workload::write_reply:
+      served = m.messages_serve(c, 8, Impl::Before::write_proven, len, iterations);
       break;
     case Workload::sealed_write:
     case Workload::sealed_read:

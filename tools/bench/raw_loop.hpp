@@ -18,6 +18,11 @@ namespace rpcie::bench::raw {
 // read_reply: an 8 B message; the target reads `size` bytes of the initiator's buffer (one
 // fi_read, waited for) and then sends an 8 B reply (an on-demand DMA: doorbell, the device's
 // read of the window, the interrupt).
+// write_reply: an 8 B message; the target writes `size` bytes into the initiator's buffer (one
+// fi_write), proves them there by reading their last byte back (fi_read of 1 byte, performed
+// after the write: FI_ORDER_RAW), and then sends an 8 B reply (a device-to-host DMA into an
+// on-demand window on the open data path: doorbell, the device's write proven in the window,
+// the interrupt).
 // sealed_write: `size` bytes of the initiator's buffer go as sealed messages of at most the
 // sealer's chunk each (sealed straight from the buffer into the send slot), `window` in
 // flight; the target opens each in its receive buffer, copies it into its own buffer, and
@@ -36,7 +41,8 @@ enum class Workload {
   sealed_write,
   sealed_read,
   plain_write,
-  plain_read
+  plain_read,
+  write_reply  // last: the control socket carries a workload as its number
 };
 
 // The sealed workloads' cipher, handed in by the caller (rpcie-bench passes the data path's
@@ -82,7 +88,7 @@ class RawPeer {
 
   // Initiator (client) side. RMA: `iterations` fi_write/fi_read of `size` bytes
   // with `window` in flight (the config's window when 0; 1 measures one operation's
-  // round trip). round_trip, send_reply, read_reply: `iterations` exchanges (above), one
+  // round trip). round_trip, send_reply, read_reply, write_reply: `iterations` exchanges (above), one
   // at a time; size 0 means 8. sealed_* and plain_*: `iterations` transfers of `size` bytes
   // one after another, `window` chunks in flight (the writes; 0: the config's).
   // Returns seconds from first post to last completion, or < 0 with *err set. With

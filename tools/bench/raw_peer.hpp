@@ -187,13 +187,19 @@ struct RawPeer::Impl {
   double messages_run(Call& c, std::size_t len, std::size_t iterations, std::vector<double>* samples);
   double rma_run(Call& c, bool is_write, std::size_t size, std::size_t iterations, std::size_t window,
                  std::vector<double>* samples);
-  // Answers each message with `reply_len` bytes, after reading `read_len` bytes of the
-  // initiator's buffer (none when 0).
-  bool messages_serve(Call& c, std::size_t reply_len, std::size_t read_len, std::size_t iterations);
+  // What the target does to the initiator's buffer before each reply.
+  enum class Before { nothing, read, write_proven };
+  // Answers each message with `reply_len` bytes, after `before` on `rma_len` bytes of the
+  // initiator's buffer.
+  bool messages_serve(Call& c, std::size_t reply_len, Before before, std::size_t rma_len, std::size_t iterations);
   // Posts one RMA write or read of `size` bytes of rma_buf to the peer's buffer.
   ssize_t rma_post(bool is_write, std::size_t size, OpCtx* op);
-  // One fi_read of `len` bytes of the peer's buffer, waited for.
-  bool read_once(Call& c, std::size_t len);
+  // Posts an RMA write of `size` bytes at `local` to the peer's buffer at offset `at`,
+  // FI_DELIVERY_COMPLETE when `delivered`.
+  ssize_t rma_write_post(void* local, std::size_t size, std::size_t at, bool delivered, OpCtx* op);
+  // One fi_read (or write) of `len` bytes between rma_buf and the peer's buffer, both at
+  // offset `at`, waited for (a write until transmit- or, `delivered`, delivery-complete).
+  bool rma_once(Call& c, bool write, std::size_t at, std::size_t len, bool delivered = false);
   bool rma_serve(Call& c);
   // Sealed and plain workloads: `size` bytes of rma_buf sealed and sent in chunks, at most
   // `window` sends in flight (0 or more than the contexts: all of them); the initiator's and

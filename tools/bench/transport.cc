@@ -44,6 +44,8 @@ const char* workload_name(raw::Workload workload) {
       return "plain_write";
     case raw::Workload::plain_read:
       return "plain_read";
+    case raw::Workload::write_reply:
+      return "write_reply";
   }
   return "?";
 }
