@@ -93,7 +93,7 @@ int edu_check(const Common& c, const std::string& name) {
   auto after = a->mmio_read(0, kRegId, 4, soon());
   CHECK_THAT(!after && after.error().code == ENOTCONN, "use after detach gives ENOTCONN");
   ok("detach");
-  return g_failures ? 1 : 0;
+  return check_failures ? 1 : 0;
 }
 
 // Streaming DMA: ClientOptions::window_push. On a mirror export the device reads exactly the
@@ -219,7 +219,7 @@ int push_check(Common c, const std::string& name) {
   ok("pushes outside the window refused (EINVAL)");
   auto d = a->detach(soon());
   CHECK_THAT(d.has_value(), "detach: %s", d ? "" : d.error().describe().c_str());
-  return g_failures ? 1 : 0;
+  return check_failures ? 1 : 0;
 }
 
 int membar_check(const Common& c, const std::string& name, std::size_t size) {
@@ -311,7 +311,7 @@ int membar_check(const Common& c, const std::string& name, std::size_t size) {
   CHECK_THAT(!refused && refused.error().code == EINVAL && first && *first == 0xfeedface,
              "a burst with an unaligned write is EINVAL and queues nothing");
   ok("membar: a burst of 601 posted writes arrives in order; a bad burst queues nothing");
-  return g_failures ? 1 : 0;
+  return check_failures ? 1 : 0;
 }
 
 }  // namespace rpcie::devcheck

@@ -94,7 +94,7 @@ int posted_check(const Common& c, const std::string& name, std::chrono::millisec
   else if (over <= outliers)
     std::printf("ok: 1000 posted writes and a read within %.0f round trips in %d of 5 bursts (worst %.1f)\n", kLimit,
                 5 - over, worst);
-  return g_failures ? 1 : 0;
+  return check_failures ? 1 : 0;
 }
 
 // A read-only device (pci-sysfs bound to a host driver): a posted write is refused at the
@@ -126,7 +126,7 @@ int postedfail_check(const Common& c, const std::string& name) {
   auto cw = a->config_write(4, 2, 0, soon());
   CHECK_THAT(!cw && cw.error().code == EPERM, "config write refused");
   ok("read-only device: refused posted write reported by the next access, reads and config writes refused");
-  return g_failures ? 1 : 0;
+  return check_failures ? 1 : 0;
 }
 
 }  // namespace rpcie::devcheck

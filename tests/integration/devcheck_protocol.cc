@@ -44,7 +44,7 @@ int errors_check(const Common& c, const std::string& name) {
   CHECK_THAT(rd(*a, kRegLiveness, 2) == 0xffff, "2-byte edu register read is all-ones");
   CHECK_THAT(rd(*a, kRegId) == 0x010000ed, "still alive");
   ok("bad widths, offsets and BARs are EINVAL; the device decides for legal ones");
-  return g_failures ? 1 : 0;
+  return check_failures ? 1 : 0;
 }
 
 int hostile_check(const Common& c, const std::string& name) {
@@ -115,7 +115,7 @@ int hostile_check(const Common& c, const std::string& name) {
                  std::get<rpcie::proto::ReadReply>(r5->message).value == 0x010000ed,
              "the exporter still answers after garbage");
   ok("hostile data-path input answered with errors; exporter keeps serving");
-  return g_failures ? 1 : 0;
+  return check_failures ? 1 : 0;
 }
 
 // An attach that must fail with `code` and a message containing `text`.
@@ -125,8 +125,8 @@ int attachfail_check(const Common& c, const std::string& name, int code, const s
   CHECK_THAT(!a && a.error().code == code && a.error().message.find(text) != std::string::npos,
              "attach %s: expected errno %d with '%s', got %s", name.c_str(), code, text.c_str(),
              a ? "success" : a.error().describe().c_str());
-  if (!a && !g_failures) std::printf("ok: refused: %s\n", a.error().describe().c_str());
-  return g_failures ? 1 : 0;
+  if (!a && !check_failures) std::printf("ok: refused: %s\n", a.error().describe().c_str());
+  return check_failures ? 1 : 0;
 }
 
 int busy_check(const Common& c, const std::string& name) {
@@ -135,7 +135,7 @@ int busy_check(const Common& c, const std::string& name) {
   CHECK_THAT(!a && a.error().code == EBUSY && a.error().message.find("attached by") != std::string::npos,
              "second attach: %s", a ? "attached?!" : a.error().describe().c_str());
   if (!a) std::printf("ok: refused: %s\n", a.error().message.c_str());
-  return g_failures ? 1 : 0;
+  return check_failures ? 1 : 0;
 }
 
 int hold(const Common& c, const std::string& name, int seconds) {
@@ -156,7 +156,7 @@ int reattach_check(const Common& c, const std::string& name) {
     CHECK_THAT(d.has_value(), "detach %d: %s", i, d ? "" : d.error().describe().c_str());
   }
   ok("detach then re-attach at once, three times");
-  return g_failures ? 1 : 0;
+  return check_failures ? 1 : 0;
 }
 
 int badmac_check(const Common& c) {
@@ -177,7 +177,7 @@ int badmac_check(const Common& c) {
              "only the genuine request is answered: %s",
              reply ? rpcie::proto::msg_type_name(reply->decoded.header.type) : reply.error().describe().c_str());
   ok("a frame with a bad MAC is dropped, the connection goes on");
-  return g_failures ? 1 : 0;
+  return check_failures ? 1 : 0;
 }
 
 int list_print(const Common& c) {

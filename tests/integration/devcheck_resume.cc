@@ -35,7 +35,7 @@ int resume_check(Common c, const std::string& name, int seconds) {
   std::uint32_t value = 0;
   std::uint64_t rounds = 0;
   double slowest = 0;
-  while (!until.expired() && g_failures == 0) {
+  while (!until.expired() && check_failures == 0) {
     const auto t0 = std::chrono::steady_clock::now();
     // A stream of posted writes with a read now and then: a cut lands among writes in flight.
     for (int i = 0; i < 32; ++i) {
@@ -63,7 +63,7 @@ int resume_check(Common c, const std::string& name, int seconds) {
   ok("device state kept across the resumption (a factorial result, the DMA buffer); DMA and interrupts work");
   auto d = a->detach(soon());
   CHECK_THAT(d.has_value(), "detach: %s", d ? "" : d.error().describe().c_str());
-  return g_failures == 0 ? 0 : 1;
+  return check_failures == 0 ? 0 : 1;
 }
 
 // The link is cut while the device's DMA into the window is due (the export delays each
@@ -96,11 +96,11 @@ int dma_resume_check(Common c, const std::string& name) {
   CHECK_THAT(a->stats().resumes >= 1, "the link was cut, but the attachment counts no resumption");
   CHECK_THAT(!a->failure().has_value(), "the attachment failed: %s",
              a->failure() ? a->failure()->describe().c_str() : "");
-  if (g_failures == 0) ok("a DMA into the window due while the link was down arrived whole before its interrupt");
+  if (check_failures == 0) ok("a DMA into the window due while the link was down arrived whole before its interrupt");
   wr(*a, kRegIrqAck, 0x100);
   auto d = a->detach(soon());
   CHECK_THAT(d.has_value(), "detach: %s", d ? "" : d.error().describe().c_str());
-  return g_failures == 0 ? 0 : 1;
+  return check_failures == 0 ? 0 : 1;
 }
 
 // A memory-BAR write made while the link is down (the script takes the veth down after
@@ -136,10 +136,10 @@ int bar_resume_check(Common c, const std::string& name, const std::string& go) {
              "old 0x3c",
              kBytes, old);
   CHECK_THAT(a->stats().resumes >= 1, "the link was cut, but the attachment counts no resumption");
-  if (g_failures == 0) ok("a memory-BAR write made while the link was down is in the BAR after the resumption");
+  if (check_failures == 0) ok("a memory-BAR write made while the link was down is in the BAR after the resumption");
   auto d = a->detach(soon());
   CHECK_THAT(d.has_value(), "detach: %s", d ? "" : d.error().describe().c_str());
-  return g_failures == 0 ? 0 : 1;
+  return check_failures == 0 ? 0 : 1;
 }
 
 // The exporter dies under an attachment (the script kills it after "attached"): the next
@@ -183,7 +183,7 @@ int linkloss_check(Common c, const std::string& name) {
   auto posted = a->mmio_write(0, kRegLiveness, 4, 1, Deadline::after(1s));
   CHECK_THAT(!posted, "a posted write after the loss fails too");
   ok("exporter lost: the next accesses fail with an error, none hangs");
-  return g_failures ? 1 : 0;
+  return check_failures ? 1 : 0;
 }
 
 }  // namespace rpcie::devcheck

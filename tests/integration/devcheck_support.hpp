@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "check_report.hpp"
 #include "rpcie/client.hpp"
 #include "rpcie/memory.hpp"
 #include "rpcie/process.hpp"
@@ -20,19 +21,8 @@ namespace rpcie::devcheck {
 
 using client::Attachment;
 
-// Failed checks so far (CHECK_THAT counts them).
-extern int g_failures;
-
-#define CHECK_THAT(cond, ...)                                      \
-  do {                                                             \
-    if (!(cond)) {                                                 \
-      std::printf("FAIL: %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-      std::printf(__VA_ARGS__);                                    \
-      std::printf("\n");                                           \
-      std::fflush(stdout);                                         \
-      ++::rpcie::devcheck::g_failures;                             \
-    }                                                              \
-  } while (0)
+// Failed checks so far (CHECK_THAT, check_report.hpp, counts them).
+using testing::check_failures;
 
 // Timing claims are checked only with RPCIE_TIMING_CHECKS=1, never under a sanitizer.
 bool timing_checked();

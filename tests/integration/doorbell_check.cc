@@ -23,6 +23,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "check_report.hpp"
+
 #include "rpcie/auth.hpp"
 #include "rpcie/bootstrap.hpp"
 #include "rpcie/client.hpp"
@@ -38,18 +40,7 @@ using namespace rpcie::membar;
 using rpcie::Deadline;
 using rpcie::client::Attachment;
 
-int g_failures = 0;
-
-#define CHECK_THAT(cond, ...)                                      \
-  do {                                                             \
-    if (!(cond)) {                                                 \
-      std::printf("FAIL: %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-      std::printf(__VA_ARGS__);                                    \
-      std::printf("\n");                                           \
-      std::fflush(stdout);                                         \
-      ++g_failures;                                                \
-    }                                                              \
-  } while (0)
+using rpcie::testing::check_failures;
 
 Deadline soon() { return Deadline::after(5s); }
 
@@ -115,7 +106,7 @@ int doorbell_check(Attachment& a, const std::string& name, const std::string& lo
   CHECK_THAT(bar2 && bar2->kind == rpcie::pci::BarKind::registers && bar2->size == kRegisterBarSize && !bar2->direct,
              "BAR2 is a 4K register BAR");
   CHECK_THAT(d.vectors == 1, "one interrupt vector, not %u", unsigned{d.vectors});
-  if (g_failures || !bar0 || bar0->size > window.size()) return 1;
+  if (check_failures || !bar0 || bar0->size > window.size()) return 1;
   const std::uint64_t size = bar0->size;
   Expected log{name, {}};
 
@@ -137,7 +128,7 @@ int doorbell_check(Attachment& a, const std::string& name, const std::string& lo
              static_cast<unsigned long long>(want));
   CHECK_THAT(rd(a, log, kRegisterBar, kRegStatus, 4) == 0, "STATUS after a good doorbell");
   CHECK_THAT(rd(a, log, kRegisterBar, kRegCount, 4) == 1, "COUNT after one doorbell");
-  if (!g_failures) std::printf("ok: RMA pattern + MMIO store in BAR0, doorbell on BAR2: RESULT is its FNV-1a\n");
+  if (!check_failures) std::printf("ok: RMA pattern + MMIO store in BAR0, doorbell on BAR2: RESULT is its FNV-1a\n");
 
   doorbell_ring(a, log, size, 1, 2);
   CHECK_THAT(rd(a, log, kRegisterBar, kRegStatus, 4) == kStatusError, "STATUS.error for a range past BAR0");
@@ -146,7 +137,7 @@ int doorbell_check(Attachment& a, const std::string& name, const std::string& lo
   auto refused = a.mmio_read(kRegisterBar, kRegResult, 4, soon());
   CHECK_THAT(!refused && refused.error().to_errno() == EINVAL, "a 4-byte read of RESULT is EINVAL");
   log.add("read", kRegisterBar, kRegResult, 4, "error=EINVAL");
-  if (!g_failures) std::printf("ok: out-of-range doorbell sets STATUS.error; a wrong width is EINVAL\n");
+  if (!check_failures) std::printf("ok: out-of-range doorbell sets STATUS.error; a wrong width is EINVAL\n");
 
   // Every line the exporter wrote for this export during this run, in order.
   const auto lines = log_lines_since(log_path, log_from, name);
@@ -154,8 +145,8 @@ int doorbell_check(Attachment& a, const std::string& name, const std::string& lo
   for (std::size_t i = 0; i < std::min(lines.size(), log.lines.size()); ++i)
     CHECK_THAT(lines[i] == log.lines[i], "access log line %zu is '%s', expected '%s'", i + 1, lines[i].c_str(),
                log.lines[i].c_str());
-  if (!g_failures) std::printf("ok: the access log shows the %zu MMIO accesses in order\n", lines.size());
-  return g_failures ? 1 : 0;
+  if (!check_failures) std::printf("ok: the access log shows the %zu MMIO accesses in order\n", lines.size());
+  return check_failures ? 1 : 0;
 }
 
 }  // namespace
