@@ -96,6 +96,113 @@ int edu_check(const Common& c, const std::string& name) {
   return check_failures ? 1 : 0;
 }
 
+namespace {
+
+// One attachment of push_check's, and what its sections share.
+struct PushRun {
+  Attachment& a;
+  Window& w;
+  bool mirror;
+
+  void push(std::uint64_t at, std::uint64_t n) {
+    auto r = a.window_push(at, n, soon());
+    CHECK_THAT(r.has_value(), "window_push %#llx+%llu: %s", static_cast<unsigned long long>(at),
+               static_cast<unsigned long long>(n), r ? "" : r.error().describe().c_str());
+  }
+  // Device buffer -> window [dst, +n), then compare with `want`.
+  void device_matches(std::uint64_t dst, const std::vector<std::uint8_t>& want, const char* what) {
+    std::memset(w.base + dst, 0, want.size());
+    edu_dma(a, kDmaBufferAddress, dst, want.size(), true, true);
+    CHECK_THAT(std::memcmp(w.base + dst, want.data(), want.size()) == 0, "%s (%s export)", what,
+               mirror ? "mirror" : "on-demand");
+  }
+  // Order: a push after a doorbell does not overtake it; the next doorbell finds it. The
+  // doorbell is the last of several writes in a row, so it waits in the batch when the push
+  // comes. `len` bytes at `at` are pushed twice around it (a 2 KiB DMA reads each time);
+  // `writes_ahead` register writes before the doorbell keep the exporter busy meanwhile.
+  // (Mirror only: an on-demand device reads whatever the window holds when the DMA runs.)
+  void order_check(std::uint64_t at, std::uint64_t len, std::uint32_t writes_ahead, std::uint64_t check_at,
+                   const char* what) {
+    random_fill(w.base + at, len, 90);
+    std::vector<std::uint8_t> both(w.base + at, w.base + at + 2048);
+    push(at, len);
+    for (std::uint32_t i = 0; i < writes_ahead; ++i) wr(a, kRegLiveness, i);
+    wr(a, kRegDmaSrc, at, 8);
+    wr(a, kRegDmaDst, kDmaBufferAddress, 8);
+    wr(a, kRegDmaCount, 2048, 8);
+    std::uint64_t seen = a.interrupt_count(0);
+    wr(a, kRegDmaCmd, 1 | 4, 8);
+    random_fill(w.base + at, len, 91);
+    both.insert(both.end(), w.base + at, w.base + at + 2048);
+    push(at, len);
+    auto n = a.interrupt_wait(0, seen, soon());
+    CHECK_THAT(n.has_value(), "first DMA interrupt (%s): %s", what, n ? "" : n.error().describe().c_str());
+    wr(a, kRegIrqAck, 0x100);
+    seen = a.interrupt_count(0);
+    wr(a, kRegDmaDst, kDmaBufferAddress + 2048, 8);
+    wr(a, kRegDmaCmd, 1 | 4, 8);
+    n = a.interrupt_wait(0, seen, soon());
+    CHECK_THAT(n.has_value(), "second DMA interrupt (%s): %s", what, n ? "" : n.error().describe().c_str());
+    wr(a, kRegIrqAck, 0x100);
+    device_matches(check_at, both, what);
+  }
+};
+
+// Rounds of push + doorbell: the device has the pushed bytes when its interrupt arrives. Then
+// what the device reads is the window as it was at the push: bytes changed afterwards
+// without a push do not reach a mirror (and do reach an on-demand device, which reads live).
+void push_rounds_check(PushRun& run) {
+  Window& w = run.w;
+  for (int round = 0; round < 4; ++round) {
+    const std::uint64_t src = 0x2000 * (1 + round);
+    random_fill(w.base + src, 4096, 500 + round);
+    std::vector<std::uint8_t> want(w.base + src, w.base + src + 4096);
+    run.push(src, 4096);
+    edu_dma(run.a, src, kDmaBufferAddress, 4096, false, true);
+    run.device_matches(kDmaBufferAddress + 0x1000 * round, want, "pushed bytes reach the device");
+  }
+  ok("push then doorbell: the device reads the pushed bytes (4 rounds)");
+
+  const std::uint64_t src = 0x20000;
+  random_fill(w.base + src, 4096, 77);
+  std::vector<std::uint8_t> pushed(w.base + src, w.base + src + 4096);
+  run.push(src, 4096);
+  random_fill(w.base + src, 4096, 78);
+  std::vector<std::uint8_t> later(w.base + src, w.base + src + 4096);
+  edu_dma(run.a, src, kDmaBufferAddress, 4096, false, true);
+  run.device_matches(0x50000, run.mirror ? pushed : later, "the device reads the bytes of the push, not later ones");
+  ok(run.mirror ? "mirror: the device sees the window as pushed, nothing pulled"
+                : "on-demand: push has no effect, the device reads the window");
+}
+
+// Pushes either side of what travels inside a message (8 KiB), and far larger (one-sided
+// writes into the mirror).
+void push_sizes_check(PushRun& run, std::uint64_t big_len) {
+  Window& w = run.w;
+  // Either side of 8 KiB: the last 4 KiB of each push reach the device.
+  for (std::uint64_t len : {std::uint64_t{8192}, std::uint64_t{8193}}) {
+    const std::uint64_t at = 0x30000;
+    random_fill(w.base + at, len, static_cast<std::uint32_t>(len));
+    std::vector<std::uint8_t> tail(w.base + at + len - 4096, w.base + at + len);
+    run.push(at, len);
+    edu_dma(run.a, at + len - 4096, kDmaBufferAddress, 4096, false, true);
+    run.device_matches(0x58000, tail, len == 8192 ? "an 8 KiB push (in the message)" : "an 8 KiB + 1 push (one-sided)");
+  }
+  ok("pushes of 8 KiB and 8 KiB + 1 (message and one-sided)");
+
+  const std::uint64_t big = 0x80000;
+  random_fill(w.base + big, big_len, 123);
+  std::vector<std::uint8_t> tail(w.base + big + big_len - 4096, w.base + big + big_len);
+  run.push(big, big_len);
+  std::memset(w.base + big + big_len - 4096, 0xee, 4096);  // after the push: must not be seen in mirror mode
+  if (!run.mirror) std::memcpy(w.base + big + big_len - 4096, tail.data(), 4096);
+  edu_dma(run.a, big + big_len - 4096, kDmaBufferAddress, 4096, false, true);
+  run.device_matches(0x70000, tail, "a 64 KiB push (one-sided) reaches the device");
+  ok("64 KiB push, one-sided");
+}
+
+}  // namespace
+
 // Streaming DMA: ClientOptions::window_push. On a mirror export the device reads exactly the
 // bytes pushed (as they were at the push, not what the window holds later: nothing is pulled
 // before the doorbell), pushes and posted writes keep their order, large pushes go one-sided.
@@ -104,105 +211,18 @@ int push_check(Common c, const std::string& name) {
   c.options.window_push = true;
   Window w(c.window);
   auto a = attach_or_die(c, name, w);
-  const bool mirror = a->device().mirror;
-  auto push = [&](std::uint64_t at, std::uint64_t n) {
-    auto r = a->window_push(at, n, soon());
-    CHECK_THAT(r.has_value(), "window_push %#llx+%llu: %s", static_cast<unsigned long long>(at),
-               static_cast<unsigned long long>(n), r ? "" : r.error().describe().c_str());
-  };
-  // Device buffer -> window [dst, +n), then compare with `want`.
-  auto device_matches = [&](std::uint64_t dst, const std::vector<std::uint8_t>& want, const char* what) {
-    std::memset(w.base + dst, 0, want.size());
-    edu_dma(*a, kDmaBufferAddress, dst, want.size(), true, true);
-    CHECK_THAT(std::memcmp(w.base + dst, want.data(), want.size()) == 0, "%s (%s export)", what,
-               mirror ? "mirror" : "on-demand");
-  };
-
-  // Rounds of push + doorbell: the device has the pushed bytes when its interrupt arrives.
-  for (int round = 0; round < 4; ++round) {
-    const std::uint64_t src = 0x2000 * (1 + round);
-    random_fill(w.base + src, 4096, 500 + round);
-    std::vector<std::uint8_t> want(w.base + src, w.base + src + 4096);
-    push(src, 4096);
-    edu_dma(*a, src, kDmaBufferAddress, 4096, false, true);
-    device_matches(kDmaBufferAddress + 0x1000 * round, want, "pushed bytes reach the device");
-  }
-  ok("push then doorbell: the device reads the pushed bytes (4 rounds)");
-
-  // What the device reads is the window as it was at the push: bytes changed afterwards
-  // without a push do not reach a mirror (and do reach an on-demand device, which reads live).
-  const std::uint64_t src = 0x20000;
-  random_fill(w.base + src, 4096, 77);
-  std::vector<std::uint8_t> pushed(w.base + src, w.base + src + 4096);
-  push(src, 4096);
-  random_fill(w.base + src, 4096, 78);
-  std::vector<std::uint8_t> later(w.base + src, w.base + src + 4096);
-  edu_dma(*a, src, kDmaBufferAddress, 4096, false, true);
-  device_matches(0x50000, mirror ? pushed : later, "the device reads the bytes of the push, not later ones");
-  ok(mirror ? "mirror: the device sees the window as pushed, nothing pulled"
-            : "on-demand: push has no effect, the device reads the window");
-
-  // Order: a push after a doorbell does not overtake it; the next doorbell finds it. The
-  // doorbell is the last of several writes in a row, so it waits in the batch when the push
-  // comes. `len` bytes at `at` are pushed twice around it (a 2 KiB DMA reads each time);
-  // `writes_ahead` register writes before the doorbell keep the exporter busy meanwhile.
-  // (Mirror only: an on-demand device reads whatever the window holds when the DMA runs.)
-  auto order_check = [&](std::uint64_t at, std::uint64_t len, std::uint32_t writes_ahead, std::uint64_t check_at,
-                         const char* what) {
-    random_fill(w.base + at, len, 90);
-    std::vector<std::uint8_t> both(w.base + at, w.base + at + 2048);
-    push(at, len);
-    for (std::uint32_t i = 0; i < writes_ahead; ++i) wr(*a, kRegLiveness, i);
-    wr(*a, kRegDmaSrc, at, 8);
-    wr(*a, kRegDmaDst, kDmaBufferAddress, 8);
-    wr(*a, kRegDmaCount, 2048, 8);
-    std::uint64_t seen = a->interrupt_count(0);
-    wr(*a, kRegDmaCmd, 1 | 4, 8);
-    random_fill(w.base + at, len, 91);
-    both.insert(both.end(), w.base + at, w.base + at + 2048);
-    push(at, len);
-    auto n = a->interrupt_wait(0, seen, soon());
-    CHECK_THAT(n.has_value(), "first DMA interrupt (%s): %s", what, n ? "" : n.error().describe().c_str());
-    wr(*a, kRegIrqAck, 0x100);
-    seen = a->interrupt_count(0);
-    wr(*a, kRegDmaDst, kDmaBufferAddress + 2048, 8);
-    wr(*a, kRegDmaCmd, 1 | 4, 8);
-    n = a->interrupt_wait(0, seen, soon());
-    CHECK_THAT(n.has_value(), "second DMA interrupt (%s): %s", what, n ? "" : n.error().describe().c_str());
-    wr(*a, kRegIrqAck, 0x100);
-    device_matches(check_at, both, what);
-  };
-  if (mirror) {
-    order_check(src, 2048, 1, 0x60000, "two pushes in messages around a doorbell keep their order");
+  PushRun run{*a, w, a->device().mirror};
+  push_rounds_check(run);
+  if (run.mirror) {
+    run.order_check(0x20000, 2048, 1, 0x60000, "two pushes in messages around a doorbell keep their order");
     ok("push / doorbell / push / doorbell keep their order");
     // Too large for a message: one-sided writes into the mirror, which must not land before
     // the device has performed the doorbell ahead of them.
-    order_check(0x40000, 16 << 10, 1000, 0x68000, "two one-sided pushes around a doorbell keep their order");
+    run.order_check(0x40000, 16 << 10, 1000, 0x68000, "two one-sided pushes around a doorbell keep their order");
     ok("one-sided push / doorbell / push / doorbell keep their order");
   }
-
-  // Either side of what travels inside a message (8 KiB): the last 4 KiB of each push reach
-  // the device.
-  for (std::uint64_t len : {std::uint64_t{8192}, std::uint64_t{8193}}) {
-    const std::uint64_t at = 0x30000;
-    random_fill(w.base + at, len, static_cast<std::uint32_t>(len));
-    std::vector<std::uint8_t> tail(w.base + at + len - 4096, w.base + at + len);
-    push(at, len);
-    edu_dma(*a, at + len - 4096, kDmaBufferAddress, 4096, false, true);
-    device_matches(0x58000, tail, len == 8192 ? "an 8 KiB push (in the message)" : "an 8 KiB + 1 push (one-sided)");
-  }
-  ok("pushes of 8 KiB and 8 KiB + 1 (message and one-sided)");
-
-  // Larger than what travels inside a message: a one-sided write into the mirror.
-  const std::uint64_t big = 0x80000, big_len = 64 << 10;
-  random_fill(w.base + big, big_len, 123);
-  std::vector<std::uint8_t> tail(w.base + big + big_len - 4096, w.base + big + big_len);
-  push(big, big_len);
-  std::memset(w.base + big + big_len - 4096, 0xee, 4096);  // after the push: must not be seen in mirror mode
-  if (!mirror) std::memcpy(w.base + big + big_len - 4096, tail.data(), 4096);
-  edu_dma(*a, big + big_len - 4096, kDmaBufferAddress, 4096, false, true);
-  device_matches(0x70000, tail, "a 64 KiB push (one-sided) reaches the device");
-  ok("64 KiB push, one-sided");
+  const std::uint64_t big_len = 64 << 10;
+  push_sizes_check(run, big_len);
 
   // Bad ranges: EINVAL, and the attachment lives on.
   for (auto [at, len] :
@@ -214,7 +234,7 @@ int push_check(Common c, const std::string& name) {
   }
   CHECK_THAT(rd(*a, kRegId) == 0x010000ed, "device alive after refused pushes");
   const auto pushed_total = a->stats().window_bytes_pushed;
-  CHECK_THAT(pushed_total == (mirror ? 4 * 4096 + 4096 + 2 * 2048 + 2 * (16 << 10) + 8192 + 8193 + big_len : 0u),
+  CHECK_THAT(pushed_total == (run.mirror ? 4 * 4096 + 4096 + 2 * 2048 + 2 * (16 << 10) + 8192 + 8193 + big_len : 0u),
              "bytes pushed counted: %llu", static_cast<unsigned long long>(pushed_total));
   ok("pushes outside the window refused (EINVAL)");
   auto d = a->detach(soon());
