@@ -244,6 +244,15 @@ class PciSysfs final : public Backend {
   static std::string hex(std::uint64_t value) { return fmt::format("{:#x}", value); }
   std::string where() const { return "pci-sysfs " + bdf_ + ": "; }
 
+  // open()'s steps, in order. The function's identity from its sysfs attributes (bridges
+  // refused); its config file (`writable`: read-write), header type 0 or refused; for an
+  // unbound function the config write policy from the whole config space, and each memory
+  // BAR's resource file, mapped where the kernel allows.
+  Result<void> identity_read();
+  Result<void> config_open(bool writable);
+  Result<void> policy_build();
+  Result<void> bars_open();
+
   // The safety policy for everything but config reads: refused while a host driver is
   // bound. A driver bound at creation is final; otherwise the link is looked up again on
   // every call (one readlink), because a driver may bind at any time and must then be the
@@ -407,46 +416,9 @@ Result<std::unique_ptr<Backend>> PciSysfs::open(const Params& p) {
   b->driver_ = sysfs::driver_bound(dir);
   const bool bound = !b->driver_.empty();
   b->config_write_ = p.config_write;
-
-  struct Field {
-    const char* file;
-    std::uint64_t max;
-    std::uint64_t value = 0;
-  };
-  std::array<Field, 6> fields{{{"vendor", 0xffff},
-                               {"device", 0xffff},
-                               {"class", 0xffffff},
-                               {"subsystem_vendor", 0xffff},
-                               {"subsystem_device", 0xffff},
-                               {"revision", 0xff}}};
-  for (Field& f : fields) {
-    auto v = attribute_hex(dir, f.file, f.max);
-    if (!v) return fail(v.error().code, b->where() + v.error().message);
-    f.value = *v;
-  }
-  b->identity_.vendor = static_cast<std::uint16_t>(fields[0].value);
-  b->identity_.device = static_cast<std::uint16_t>(fields[1].value);
-  b->identity_.class_code = static_cast<std::uint32_t>(fields[2].value);
-  b->identity_.subsystem_vendor = static_cast<std::uint16_t>(fields[3].value);
-  b->identity_.subsystem_device = static_cast<std::uint16_t>(fields[4].value);
-  b->identity_.revision = static_cast<std::uint8_t>(fields[5].value);
-  // What is done to a bridge (bus numbers, windows, secondary bus reset, its own resets)
-  // reaches everything behind it: never exported, bound or not.
-  if ((b->identity_.class_code >> 16) == 0x06)
-    return fail(EPERM, b->where() + fmt::format("refused: {} is {} (class {:#08x}); bridges cannot be exported", p.bdf,
-                                                bridge_kind(b->identity_.class_code), b->identity_.class_code));
-
+  RPCIE_TRY(b->identity_read());
   // Read-write only when a config write can be allowed at all.
-  auto config = sysfs::file_open(dir + "/config", !bound && p.config_write ? O_RDWR : O_RDONLY);
-  if (!config) return fail(config.error().code, b->where() + config.error().message);
-  b->config_fd_ = std::move(*config);
-  if (::fstat(b->config_fd_.get(), &st) != 0) return fail(errno, b->where() + "fstat " + dir + "/config");
-  b->config_file_size_ = static_cast<std::uint64_t>(st.st_size);
-  RPCIE_TRY_ASSIGN(const std::uint32_t header_type, b->config_exact_read(pci::kCfgHeaderType, 1));
-  if ((header_type & 0x7f) != 0)
-    return fail(EPERM, b->where() + fmt::format("refused: {} has header type {:#x}, not 0 (1 is a PCI-to-PCI bridge's, "
-                                                "2 a CardBus bridge's); bridges cannot be exported",
-                                                p.bdf, header_type & 0x7f));
+  RPCIE_TRY(b->config_open(!bound && p.config_write));
 
   auto resource_text = sysfs::text_read(dir + "/resource");
   if (!resource_text) return fail(resource_text.error().code, b->where() + resource_text.error().message);
@@ -460,29 +432,85 @@ Result<std::unique_ptr<Backend>> PciSysfs::open(const Params& p) {
     RPCIE_LOG_INFO("pci-sysfs", "{}: bound to host driver {}: exported read-only", p.bdf, b->driver_);
     return std::unique_ptr<Backend>(std::move(b));
   }
+  RPCIE_TRY(b->policy_build());
+  RPCIE_TRY(b->bars_open());
+  return std::unique_ptr<Backend>(std::move(b));
+}
+
+Result<void> PciSysfs::identity_read() {
+  struct Field {
+    const char* file;
+    std::uint64_t max;
+    std::uint64_t value = 0;
+  };
+  std::array<Field, 6> fields{{{"vendor", 0xffff},
+                               {"device", 0xffff},
+                               {"class", 0xffffff},
+                               {"subsystem_vendor", 0xffff},
+                               {"subsystem_device", 0xffff},
+                               {"revision", 0xff}}};
+  for (Field& f : fields) {
+    auto v = attribute_hex(dir_, f.file, f.max);
+    if (!v) return fail(v.error().code, where() + v.error().message);
+    f.value = *v;
+  }
+  identity_.vendor = static_cast<std::uint16_t>(fields[0].value);
+  identity_.device = static_cast<std::uint16_t>(fields[1].value);
+  identity_.class_code = static_cast<std::uint32_t>(fields[2].value);
+  identity_.subsystem_vendor = static_cast<std::uint16_t>(fields[3].value);
+  identity_.subsystem_device = static_cast<std::uint16_t>(fields[4].value);
+  identity_.revision = static_cast<std::uint8_t>(fields[5].value);
+  // What is done to a bridge (bus numbers, windows, secondary bus reset, its own resets)
+  // reaches everything behind it: never exported, bound or not.
+  if ((identity_.class_code >> 16) == 0x06)
+    return fail(EPERM, where() + fmt::format("refused: {} is {} (class {:#08x}); bridges cannot be exported", bdf_,
+                                             bridge_kind(identity_.class_code), identity_.class_code));
+  return {};
+}
+
+Result<void> PciSysfs::config_open(bool writable) {
+  auto config = sysfs::file_open(dir_ + "/config", writable ? O_RDWR : O_RDONLY);
+  if (!config) return fail(config.error().code, where() + config.error().message);
+  config_fd_ = std::move(*config);
+  struct stat st {};
+  if (::fstat(config_fd_.get(), &st) != 0) return fail(errno, where() + "fstat " + dir_ + "/config");
+  config_file_size_ = static_cast<std::uint64_t>(st.st_size);
+  RPCIE_TRY_ASSIGN(const std::uint32_t header_type, config_exact_read(pci::kCfgHeaderType, 1));
+  if ((header_type & 0x7f) != 0)
+    return fail(EPERM, where() + fmt::format("refused: {} has header type {:#x}, not 0 (1 is a PCI-to-PCI bridge's, "
+                                             "2 a CardBus bridge's); bridges cannot be exported",
+                                             bdf_, header_type & 0x7f));
+  return {};
+}
+
+Result<void> PciSysfs::policy_build() {
   // The policy needs the capability lists, past the 64 bytes the kernel shows a reader
   // without CAP_SYS_ADMIN.
-  RPCIE_TRY_ASSIGN(const std::vector<std::uint8_t> image, b->config_image_read());
-  if (image.size() < b->config_file_size_)
-    return fail(EACCES, b->where() + fmt::format("{}/config reads {} of {} bytes (the rest needs CAP_SYS_ADMIN): the "
-                                                 "capability list, which the safety policy needs, cannot be read",
-                                                 dir, image.size(), b->config_file_size_));
-  b->policy_ = ConfigPolicy::build(image);
-  b->msix_ = b->policy_.msix_table();
-  for (const Region& r : b->regions_) {
+  RPCIE_TRY_ASSIGN(const std::vector<std::uint8_t> image, config_image_read());
+  if (image.size() < config_file_size_)
+    return fail(EACCES, where() + fmt::format("{}/config reads {} of {} bytes (the rest needs CAP_SYS_ADMIN): the "
+                                              "capability list, which the safety policy needs, cannot be read",
+                                              dir_, image.size(), config_file_size_));
+  policy_ = ConfigPolicy::build(image);
+  msix_ = policy_.msix_table();
+  return {};
+}
+
+Result<void> PciSysfs::bars_open() {
+  for (const Region& r : regions_) {
     if (r.kind == RegionKind::io) continue;
-    const std::string path = dir + "/resource" + std::to_string(r.bar);
+    const std::string path = dir_ + "/resource" + std::to_string(r.bar);
     auto fd = sysfs::file_open(path, O_RDWR);
-    if (!fd) return fail(fd.error().code, b->where() + fd.error().message);
-    BarAccess& a = b->bars_[r.bar];
+    if (!fd) return fail(fd.error().code, where() + fd.error().message);
+    BarAccess& a = bars_[r.bar];
     a.fd = std::move(*fd);
     if (auto map = Mapping::shared(a.fd.get(), r.size))
       a.map = std::move(*map);
     else
-      RPCIE_LOG_WARN("pci-sysfs", "{}: {} cannot be mapped ({}); BAR{} goes through pread/pwrite", p.bdf, path,
+      RPCIE_LOG_WARN("pci-sysfs", "{}: {} cannot be mapped ({}); BAR{} goes through pread/pwrite", bdf_, path,
                      map.error().describe(), r.bar);
   }
-  return std::unique_ptr<Backend>(std::move(b));
+  return {};
 }
 
 }  // namespace
