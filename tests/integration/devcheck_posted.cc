@@ -33,8 +33,8 @@ int posted_check(const Common& c, const std::string& name, std::chrono::millisec
   // back to back against 100 with two outliers allowed, the median (14-26 measured), and
   // checks every burst's message count. Issue 13 point 4's target, 30 in every run with
   // bursts 20 ms apart and a busy third process on one of the CPUs, is measured by
-  // tests/integration/posted_load.sh: about one burst in 80 still goes over (a writer the
-  // busy process kept off its CPU for a tick; shm's cold first bursts at 30-36). A slow
+  // tests/integration/posted_load.sh: a few bursts in 100 still go over (a thread the busy
+  // process kept off its CPU for a tick; shm's cold bursts at 30-35). A slow
   // burst lists each thread's time on a CPU and waiting for one, the exporter's and the
   // kernel's softirq threads' too: who was kept waiting. On this VM the first message after
   // a pause costs 50-100 us by itself (its AEAD seal alone 30-50 us: a cold core).
