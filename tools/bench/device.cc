@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -118,6 +119,25 @@ SliceRun edu_dma_run(client::Attachment& attachment, Dma dma) {
   return slice_run_each_part([&attachment, dma] { return edu_dma_once(attachment, dma); });
 }
 
+// Programs the device-to-RAM DMA of the run on `attachment` and proves, once, that it moves
+// the device's bytes into `window` (so that the row cannot time an interrupt with no transfer
+// behind it: edu completes a refused DMA, interrupt included): a pattern goes into the device
+// buffer by a DMA from the window's second 4 KiB, comes back into its first, and is compared.
+Result<void> edu_to_ram_prepare(client::Attachment& attachment, std::uint8_t* window) {
+  std::uint8_t* pattern = window + kDmaBytes;
+  for (std::size_t i = 0; i < kDmaBytes; ++i) pattern[i] = static_cast<std::uint8_t>(i * 7 + 3);
+  std::memset(window, 0, kDmaBytes);
+  RPCIE_TRY(attachment.mmio_write(0, edu::kRegDmaSrc, 8, kDmaBytes, call_deadline()));
+  RPCIE_TRY(attachment.mmio_write(0, edu::kRegDmaDst, 8, edu::kDmaBufferAddress, call_deadline()));
+  RPCIE_TRY(attachment.mmio_write(0, edu::kRegDmaCount, 8, kDmaBytes, call_deadline()));
+  RPCIE_TRY(edu_dma_once(attachment, Dma::from_ram));
+  RPCIE_TRY(edu_dma_program(attachment, true));
+  RPCIE_TRY(edu_dma_once(attachment, Dma::to_ram));
+  if (std::memcmp(window, pattern, kDmaBytes) != 0)
+    return fail(EIO, "edu DMA to RAM: the window does not hold the bytes the device had");
+  return {};
+}
+
 // The raw loop's `workload` of `size` bytes on the link, as a baseline, with `window`
 // operations in flight (RMA; 0: the raw loop's 64). Timed one by one where one at a time.
 SliceRun raw_run(Link& link, raw::Workload workload, std::size_t size, std::uint16_t window = 0) {
@@ -206,8 +226,8 @@ int device_bench(Link& link, const Options& options) {
   for (client::Attachment* attachment : {(*devices)->edu.get(), (*devices)->edu_push.get()})
     if (auto programmed = edu_dma_program(*attachment, false); !programmed)
       return die("edu setup: " + programmed.error().describe());
-  if (auto programmed = edu_dma_program(*(*devices)->edu_to_ram, true); !programmed)
-    return die("edu setup: " + programmed.error().describe());
+  if (auto prepared = edu_to_ram_prepare(*(*devices)->edu_to_ram, (*devices)->window_to_ram->data()); !prepared)
+    return die("edu setup: " + prepared.error().describe());
   // The exporter decides (its policy is auto: the client's choice, else the provider's default).
   const DataPath mode = (*devices)->edu->data_path();
   if (!options.json())

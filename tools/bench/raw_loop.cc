@@ -305,6 +305,8 @@ bool RawPeer::Impl::messages_serve(Call& c, std::size_t reply_len, Before before
     *c.err = "messages: size exceeds max_size";
     return false;
   }
+  // Whether a write is proven by a read of its last byte (below), fixed for the endpoint.
+  const bool read_back = (info->tx_attr->msg_order & FI_ORDER_RAW) != 0;
   for (std::size_t i = 0; i < iterations; ++i) {
     while (rx_ready == 0)
       if (step(&c.wait, false, &c.peer_failed, c.err) == Step::fail) {
@@ -318,7 +320,6 @@ bool RawPeer::Impl::messages_serve(Call& c, std::size_t reply_len, Before before
     // write, then its last byte read back where a read is performed after the writes before
     // it (FI_ORDER_RAW), else the write delivery-complete.
     if (before == Before::write_proven) {
-      const bool read_back = (info->tx_attr->msg_order & FI_ORDER_RAW) != 0;
       if (!rma_once(c, true, 0, rma_len, !read_back)) return false;
       if (read_back && !rma_once(c, false, rma_len - 1, 1)) return false;
     }
