@@ -20,8 +20,8 @@ constexpr EnvVar kVerbsEnvVars[] = {
     {"FI_OFI_RXM_SAR_LIMIT", "largest message rxm segments; above it rxm uses rendezvous"},
     {"FI_OFI_RXM_USE_SRX", "1: one shared receive context for all peers (less memory)"},
     {"FI_OFI_RXM_USE_RNDV_WRITE", "1: rendezvous with RDMA writes instead of reads"},
-    {"FI_OFI_RXM_TX_SIZE", "rxm transmit context size (default 2048)"},
-    {"FI_OFI_RXM_RX_SIZE", "rxm receive context size (default 2048)"},
+    {"FI_OFI_RXM_TX_SIZE", "rxm transmit context size (rpcie default 256)"},
+    {"FI_OFI_RXM_RX_SIZE", "rxm receive context size (rpcie default 256)"},
 };
 
 }  // namespace

@@ -463,29 +463,33 @@ TEST_CASE(
   for (const auto& v : saved) env_put(v.name, v.value ? v.value->c_str() : nullptr);
 }
 
-TEST_CASE("environment_defaults_apply sets FI_OFI_RXM_MSG_RX_SIZE=256 where unset and keeps an operator's value") {
-  constexpr const char* kName = "FI_OFI_RXM_MSG_RX_SIZE";
-  std::optional<std::string> saved;
-  if (const char* e = std::getenv(kName)) saved = e;
-  ::unsetenv(kName);
-  rpcie::providers::environment_defaults_apply();
-  const char* set = std::getenv(kName);
-  REQUIRE(set != nullptr);
-  CHECK(std::string(set) == "256");
-  ::setenv(kName, "512", 1);
-  rpcie::providers::environment_defaults_apply();
-  CHECK(std::string(std::getenv(kName)) == "512");
-  ::setenv(kName, "", 1);  // set though empty: still the operator's, left alone
-  rpcie::providers::environment_defaults_apply();
-  CHECK(std::string(std::getenv(kName)).empty());
-  if (saved)
-    ::setenv(kName, saved->c_str(), 1);
-  else
-    ::unsetenv(kName);
+TEST_CASE(
+    "environment_defaults_apply sets rxm's posted buffers and context sizes to 256 where unset and keeps an "
+    "operator's value") {
+  for (const char* name : {"FI_OFI_RXM_MSG_RX_SIZE", "FI_OFI_RXM_TX_SIZE", "FI_OFI_RXM_RX_SIZE"}) {
+    CAPTURE(name);
+    std::optional<std::string> saved;
+    if (const char* e = std::getenv(name)) saved = e;
+    ::unsetenv(name);
+    rpcie::providers::environment_defaults_apply();
+    const char* set = std::getenv(name);
+    REQUIRE(set != nullptr);
+    CHECK(std::string(set) == "256");
+    ::setenv(name, "512", 1);
+    rpcie::providers::environment_defaults_apply();
+    CHECK(std::string(std::getenv(name)) == "512");
+    ::setenv(name, "", 1);  // set though empty: still the operator's, left alone
+    rpcie::providers::environment_defaults_apply();
+    CHECK(std::string(std::getenv(name)).empty());
+    if (saved)
+      ::setenv(name, saved->c_str(), 1);
+    else
+      ::unsetenv(name);
+  }
 }
 
 TEST_CASE(
-    "environment_defaults_apply shrinks rxm's bounce buffers to 1 KiB with the eager limit kept at 16384, only "
+    "environment_defaults_apply shrinks rxm's bounce buffers to 256 bytes with the eager limit kept at 16384, only "
     "without an RDMA device and without an operator's buffer size") {
   using rpcie::providers::ProviderKind;
   constexpr const char* kBuffer = "FI_OFI_RXM_BUFFER_SIZE";
@@ -511,11 +515,11 @@ TEST_CASE(
     const char* eager_after;
   };
   const Case cases[] = {
-      {false, nullptr, nullptr, "1024", "16384"},      // ours: small buffers, libfabric's eager limit
+      {false, nullptr, nullptr, "256", "16384"},       // ours: small buffers, libfabric's eager limit
       {true, nullptr, nullptr, "(unset)", "(unset)"},  // verbs needs eager == buffer: libfabric's
       {false, "4096", nullptr, "4096", "(unset)"},     // the operator's buffer, and the eager limit it implies
       {false, "", nullptr, "", "(unset)"},             // set though empty: the operator's
-      {false, nullptr, "65536", "1024", "65536"},      // the operator's eager limit, our buffers
+      {false, nullptr, "65536", "256", "65536"},       // the operator's eager limit, our buffers
       {true, nullptr, "65536", "(unset)", "65536"},
   };
   for (const Case& c : cases) {

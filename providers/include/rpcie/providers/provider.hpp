@@ -32,10 +32,12 @@ inline constexpr std::uint32_t kFabricApiVersion = FI_VERSION(1, 17);
 
 // Sets the libfabric environment variables rpcie has its own default for, unless the
 // operator set them: FI_OFI_RXM_MSG_RX_SIZE=256 (rxm's bounce buffers posted per endpoint;
-// its default of 4096 costs 64 MiB per attachment on each side), and, on a host without an
-// RDMA device (nothing in /sys/class/infiniband) and without an operator's
-// FI_OFI_RXM_BUFFER_SIZE, FI_OFI_RXM_BUFFER_SIZE=1024 with FI_OFI_RXM_EAGER_LIMIT=16384
-// (rxm's bounce-buffer pools shrink from 2 x 17 MiB to 2 x 1.4 MiB per endpoint; the eager
+// its default of 4096 costs 64 MiB per attachment on each side), FI_OFI_RXM_TX_SIZE=256 and
+// FI_OFI_RXM_RX_SIZE=256 (rxm's per-operation contexts: 0.8 MiB less per endpoint than at
+// 2048), and, on a host without an RDMA device (nothing in /sys/class/infiniband) and
+// without an operator's FI_OFI_RXM_BUFFER_SIZE, FI_OFI_RXM_BUFFER_SIZE=256 with
+// FI_OFI_RXM_EAGER_LIMIT=16384 (rxm's bounce-buffer pools shrink from 2 x 17 MiB to
+// 0.6 + 0.75 MiB per endpoint; the eager
 // limit stays libfabric's default, so peers with default settings still connect; over
 // verbs rxm needs the two equal, hence not with an RDMA device). libfabric reads its
 // environment once, at its first fi_getinfo in the process, so every rpcie fi_getinfo calls
