@@ -19,8 +19,10 @@ constexpr auto kDmaTimeout = std::chrono::seconds(5);
 constexpr auto kQuiesceTimeout = kDmaTimeout + std::chrono::seconds(1);
 // A transfer the link's resume holds up (EAGAIN) is tried again this much later by the worker.
 constexpr auto kDmaRetry = std::chrono::milliseconds(10);
-// The idle worker still wakes now and then, so that no wait is without a deadline.
-constexpr auto kWorkerIdleWake = std::chrono::seconds(1);
+// The idle worker still wakes now and then, so that no wait is without a deadline. Rarely:
+// whatever gives it work (a job queued or cancelled, stop) notifies it, and each export has
+// a worker, attached or not (64 exports woken once a second took 0.2 % of a core).
+constexpr auto kWorkerIdleWake = std::chrono::seconds(60);
 
 std::uint64_t width_mask(unsigned width) {
   return width >= 8 ? ~std::uint64_t{0} : (std::uint64_t{1} << (8 * width)) - 1;
