@@ -2,6 +2,7 @@
 // core/src): a posted operation, a completed receive, and the state of sealed RMA.
 #pragma once
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -63,6 +64,24 @@ struct Channel::Sealed {
     std::uint64_t tag = 0;
     std::int32_t status = 0;
   };
+  // 0 when the peer may reach [offset, offset + length) of region `key` (to write, or to
+  // read); else EACCES (no such region, or not that way) or EFAULT (out of its bounds).
+  int region_check(std::uint32_t key, std::uint64_t offset, std::uint64_t length, bool write) const {
+    for (const auto& r : regions) {
+      if (r.key != key) continue;
+      if (!(write ? r.remote_write : r.remote_read)) return EACCES;
+      if (offset > r.length || length > r.length - offset) return EFAULT;
+      return 0;
+    }
+    return EACCES;
+  }
+  // Where a checked offset of region `key` is.
+  std::uint8_t* region_at(std::uint32_t key, std::uint64_t offset) const {
+    for (const auto& r : regions)
+      if (r.key == key) return r.base + offset;
+    return nullptr;
+  }
+
   std::vector<SealedRegion> regions;
   std::uint64_t tag_next = 1;
   std::vector<Op*> awaiting;  // rma ops that wait for the peer (at most `window`)

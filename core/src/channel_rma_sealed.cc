@@ -190,70 +190,76 @@ void Channel::sealed_message_locked(std::span<std::uint8_t> plain) {
     return;
   }
   const std::uint64_t tag = d->header.request_id;
-  auto region_find = [&](std::uint32_t key, std::uint64_t offset, std::uint64_t length, bool write) -> int {
-    for (const auto& r : s.regions) {
-      if (r.key != key) continue;
-      if (!(write ? r.remote_write : r.remote_read)) return EACCES;
-      if (offset > r.length || length > r.length - offset) return EFAULT;
-      return 0;
-    }
-    return EACCES;
-  };
-  auto region_at = [&](std::uint32_t key, std::uint64_t offset) {
-    for (const auto& r : s.regions)
-      if (r.key == key) return r.base + offset;
-    return static_cast<std::uint8_t*>(nullptr);
-  };
-  auto refuse = [&](int code, const char* what) {
-    ++stats_.rma_refused;
-    RPCIE_LOG_LIMITED(channel_refusal_log(), LogLevel::warn, "channel", "refusing the peer's {}: {}", what,
-                      std::strerror(code));
-    s.dones.push_back({tag, code});
-  };
-  if (auto* put = std::get_if<proto::RmaPut>(&d->message)) {
-    if (int e = region_find(put->region, put->offset, put->data.size(), true)) return refuse(e, "rma_put");
-    std::memcpy(region_at(put->region, put->offset), put->data.data(), put->data.size());
-    ++stats_.rma_served;
-    if (put->flags & proto::kRmaPutAck) s.dones.push_back({tag, 0});
-  } else if (auto* get = std::get_if<proto::RmaGet>(&d->message)) {
-    if (int e = region_find(get->region, get->offset, get->length, false)) return refuse(e, "rma_get");
-    if (s.serves.size() >= kServesMax) return refuse(ENOBUFS, "rma_get");
-    s.serves.push_back({tag, region_at(get->region, get->offset), static_cast<std::size_t>(get->length), 0});
-    ++stats_.rma_served;
-  } else if (auto* data = std::get_if<proto::RmaData>(&d->message)) {
-    auto it = std::find_if(s.awaiting.begin(), s.awaiting.end(), [&](Op* o) { return o->tag == tag && !o->is_write; });
-    // Data must answer a get of ours, in order and within it: else the peer is broken.
-    if (it == s.awaiting.end() || data->position != (*it)->received ||
-        data->data.size() > (*it)->bytes - (*it)->received) {
-      ++stats_.messages_rejected;
-      RPCIE_LOG_LIMITED(channel_refusal_log(), LogLevel::warn, "channel", "dropping rma_data for no read in flight");
-      return;
-    }
-    Op* op = *it;
-    std::memcpy(op->dest + op->received, data->data.data(), data->data.size());
-    op->received += data->data.size();
-    if (op->received == op->bytes) {
-      s.awaiting.erase(it);
-      sealed_complete_locked(*op);
-    }
-  } else if (auto* rd = std::get_if<proto::RmaDone>(&d->message)) {
-    auto it = std::find_if(s.awaiting.begin(), s.awaiting.end(), [&](Op* o) { return o->tag == tag; });
-    if (rd->status != 0) {
-      // A put or get of ours that the peer refused (posted puts included, which no longer
-      // wait): the transfer did not happen, as after a failed RMA completion.
-      if (tag != 0 && tag < s.tag_next) {
-        fail_locked(Error{ErrorDomain::posix, rd->status, "the peer refused an rma transfer"});
-        return;
-      }
-    } else if (it != s.awaiting.end() && (*it)->is_write) {
-      Op* op = *it;
-      s.awaiting.erase(it);
-      sealed_complete_locked(*op);
-      return;
-    }
+  if (auto* put = std::get_if<proto::RmaPut>(&d->message))
+    sealed_put_serve_locked(tag, *put);
+  else if (auto* get = std::get_if<proto::RmaGet>(&d->message))
+    sealed_get_serve_locked(tag, *get);
+  else if (auto* data = std::get_if<proto::RmaData>(&d->message))
+    sealed_data_take_locked(tag, *data);
+  else if (auto* done = std::get_if<proto::RmaDone>(&d->message))
+    sealed_done_take_locked(tag, *done);
+}
+
+void Channel::sealed_refuse_locked(std::uint64_t tag, int code, const char* what) {
+  ++stats_.rma_refused;
+  RPCIE_LOG_LIMITED(channel_refusal_log(), LogLevel::warn, "channel", "refusing the peer's {}: {}", what,
+                    std::strerror(code));
+  sealed_rma_->dones.push_back({tag, code});
+}
+
+void Channel::sealed_put_serve_locked(std::uint64_t tag, const proto::RmaPut& put) {
+  Sealed& s = *sealed_rma_;
+  if (int e = s.region_check(put.region, put.offset, put.data.size(), true))
+    return sealed_refuse_locked(tag, e, "rma_put");
+  std::memcpy(s.region_at(put.region, put.offset), put.data.data(), put.data.size());
+  ++stats_.rma_served;
+  if (put.flags & proto::kRmaPutAck) s.dones.push_back({tag, 0});
+}
+
+void Channel::sealed_get_serve_locked(std::uint64_t tag, const proto::RmaGet& get) {
+  Sealed& s = *sealed_rma_;
+  if (int e = s.region_check(get.region, get.offset, get.length, false)) return sealed_refuse_locked(tag, e, "rma_get");
+  if (s.serves.size() >= kServesMax) return sealed_refuse_locked(tag, ENOBUFS, "rma_get");
+  s.serves.push_back({tag, s.region_at(get.region, get.offset), static_cast<std::size_t>(get.length), 0});
+  ++stats_.rma_served;
+}
+
+void Channel::sealed_data_take_locked(std::uint64_t tag, const proto::RmaData& data) {
+  Sealed& s = *sealed_rma_;
+  auto it = std::find_if(s.awaiting.begin(), s.awaiting.end(), [&](Op* o) { return o->tag == tag && !o->is_write; });
+  // Data must answer a get of ours, in order and within it: else the peer is broken.
+  if (it == s.awaiting.end() || data.position != (*it)->received || data.data.size() > (*it)->bytes - (*it)->received) {
     ++stats_.messages_rejected;
-    RPCIE_LOG_LIMITED(channel_refusal_log(), LogLevel::warn, "channel", "dropping rma_done for no transfer in flight");
+    RPCIE_LOG_LIMITED(channel_refusal_log(), LogLevel::warn, "channel", "dropping rma_data for no read in flight");
+    return;
   }
+  Op* op = *it;
+  std::memcpy(op->dest + op->received, data.data.data(), data.data.size());
+  op->received += data.data.size();
+  if (op->received == op->bytes) {
+    s.awaiting.erase(it);
+    sealed_complete_locked(*op);
+  }
+}
+
+void Channel::sealed_done_take_locked(std::uint64_t tag, const proto::RmaDone& done) {
+  Sealed& s = *sealed_rma_;
+  auto it = std::find_if(s.awaiting.begin(), s.awaiting.end(), [&](Op* o) { return o->tag == tag; });
+  if (done.status != 0) {
+    // A put or get of ours that the peer refused (posted puts included, which no longer
+    // wait): the transfer did not happen, as after a failed RMA completion.
+    if (tag != 0 && tag < s.tag_next) {
+      fail_locked(Error{ErrorDomain::posix, done.status, "the peer refused an rma transfer"});
+      return;
+    }
+  } else if (it != s.awaiting.end() && (*it)->is_write) {
+    Op* op = *it;
+    s.awaiting.erase(it);
+    sealed_complete_locked(*op);
+    return;
+  }
+  ++stats_.messages_rejected;
+  RPCIE_LOG_LIMITED(channel_refusal_log(), LogLevel::warn, "channel", "dropping rma_done for no transfer in flight");
 }
 
 void Channel::sealed_answer_locked() {

@@ -260,6 +260,12 @@ class Channel {
   Result<bool> sealed_try_post_locked(const proto::Message& m, std::uint64_t tag, Op* linked);
   void sealed_drain_locked();
   void sealed_message_locked(std::span<std::uint8_t> plain);
+  // The peer's rma_* messages, one kind each (channel_rma_sealed.cc).
+  void sealed_put_serve_locked(std::uint64_t tag, const proto::RmaPut& put);
+  void sealed_get_serve_locked(std::uint64_t tag, const proto::RmaGet& get);
+  void sealed_data_take_locked(std::uint64_t tag, const proto::RmaData& data);
+  void sealed_done_take_locked(std::uint64_t tag, const proto::RmaDone& done);
+  void sealed_refuse_locked(std::uint64_t tag, int code, const char* what);
   void sealed_answer_locked();
   void sealed_complete_locked(Op& op);
   Result<const proto::Decoded*> sealed_recv_locked();

@@ -56,78 +56,26 @@ bool ReplyRouter::store_locked(const proto::Decoded& d, Deadline::Clock::time_po
   std::lock_guard g(lock_);
   bool interrupt = false;
   const auto rid = d.header.request_id;
-  const auto refuse = [&](const char* why) {
-    ++refused_;
-    RPCIE_LOG_LIMITED(refusal_log(), LogLevel::warn, "client", "attachment {}: refusing {} (request {:#x}): {}", name_,
-                      proto::msg_type_name(d.header.type), rid, why);
-  };
-  // An answer (to an id this client gave) tells a resume where the exporter's answers stopped.
-  const auto answer_note = [&] {
-    if (proto::request_order(rid) < next_request_ && proto::request_order(rid) > proto::request_order(answered_))
-      answered_ = rid;
-  };
-  // A reply is filed once, for a request that waits for it.
-  const auto reply_file = [&](Reply r) {
-    if (outstanding_.erase(rid) == 0) {
-      const auto late = std::find(forgotten_.begin(), forgotten_.end(), rid);
-      if (late == forgotten_.end()) return refuse("no request waits for it");
-      forgotten_.erase(late);
-      return;
-    }
-    replies_[rid] = std::move(r);
-  };
+  const auto type = d.header.type;
   std::visit(
       [&](const auto& m) {
         using M = std::decay_t<decltype(m)>;
         if constexpr (std::is_same_v<M, proto::ReadReply>) {
-          answer_note();
-          reply_file(Reply{m.status, m.value, {}, {}});
+          answer_note_locked(rid);
+          reply_file_locked(type, rid, Reply{m.status, m.value, {}, {}});
         } else if constexpr (std::is_same_v<M, proto::WriteAck>) {
-          answer_note();
-          reply_file(Reply{m.status, 0, {}, {}});
+          answer_note_locked(rid);
+          reply_file_locked(type, rid, Reply{m.status, 0, {}, {}});
         } else if constexpr (std::is_same_v<M, proto::TelemetryReply>) {
-          answer_note();
-          reply_file(Reply{0, 0, {}, m});
+          answer_note_locked(rid);
+          reply_file_locked(type, rid, Reply{0, 0, {}, m});
         } else if constexpr (std::is_same_v<M, proto::ErrorMsg>) {
-          answer_note();
-          // Either the answer to a request that waits, or a posted write that failed at
-          // the device: nobody waits for that one, the next operation reports it.
-          const int code = m.code > 0 ? m.code : EPROTO;
-          const std::uint64_t posted_id = rid & ~kPostedBit;
-          if ((rid & kPostedBit) != 0 && (posted_id == 0 || posted_id >= next_request_)) {
-            refuse("no posted write had this id");
-          } else if ((rid & kPostedBit) != 0 && posted_errors_counted_) {
-            // Logged at 1, 2, 4, 8, ...: a program that keeps storing to a refused register
-            // must not flood the log, and the count is in the stats.
-            const std::uint64_t count = ++posted_errors_;
-            if ((count & (count - 1)) == 0)
-              RPCIE_LOG_WARN("client", "attachment {}: a posted write failed at the device ({} so far): {}", name_,
-                             count, m.text);
-          } else if ((rid & kPostedBit) != 0) {
-            if (!posted_error_) {
-              posted_error_ =
-                  Error{ErrorDomain::posix, code, "posted write failed at the device: " + std::string(m.text)};
-              erred_.store(true, std::memory_order_release);
-            }
-          } else {
-            reply_file(Reply{code, 0, std::string(m.text), {}});
-          }
+          answer_note_locked(rid);
+          error_file_locked(type, rid, m);
         } else if constexpr (std::is_same_v<M, proto::Interrupt>) {
-          // Counts only grow (a stale one changes nothing), and never by more than
-          // kInterruptStepMax at once: a count near 2^64 - 1 would hide every later
-          // interrupt of the vector.
-          if (m.vector >= irq_counts_.size()) {
-            refuse("no such interrupt vector");
-          } else if (m.count > irq_counts_[m.vector] && m.count - irq_counts_[m.vector] > kInterruptStepMax) {
-            refuse("interrupt count out of range");
-          } else {
-            irq_counts_[m.vector] = std::max(irq_counts_[m.vector], m.count);
-            ++interrupts_;
-            interrupt_arrived_ = arrived;
-            interrupt = true;
-          }
+          interrupt = interrupt_file_locked(type, rid, m, arrived);
         } else {
-          refuse("not a message the exporter sends");
+          refusal_note_locked(type, rid, "not a message the exporter sends");
         }
       },
       d.message);
@@ -135,6 +83,70 @@ bool ReplyRouter::store_locked(const proto::Decoded& d, Deadline::Clock::time_po
   // taken sleep and need waking.
   sleepers_notify_locked();
   return interrupt;
+}
+
+void ReplyRouter::refusal_note_locked(proto::MsgType type, std::uint64_t rid, const char* why) {
+  ++refused_;
+  RPCIE_LOG_LIMITED(refusal_log(), LogLevel::warn, "client", "attachment {}: refusing {} (request {:#x}): {}", name_,
+                    proto::msg_type_name(type), rid, why);
+}
+
+void ReplyRouter::answer_note_locked(std::uint64_t rid) {
+  // An answer (to an id this client gave) tells a resume where the exporter's answers stopped.
+  if (proto::request_order(rid) < next_request_ && proto::request_order(rid) > proto::request_order(answered_))
+    answered_ = rid;
+}
+
+void ReplyRouter::reply_file_locked(proto::MsgType type, std::uint64_t rid, Reply reply) {
+  // A reply is filed once, for a request that waits for it.
+  if (outstanding_.erase(rid) == 0) {
+    const auto late = std::find(forgotten_.begin(), forgotten_.end(), rid);
+    if (late == forgotten_.end()) return refusal_note_locked(type, rid, "no request waits for it");
+    forgotten_.erase(late);
+    return;
+  }
+  replies_[rid] = std::move(reply);
+}
+
+void ReplyRouter::error_file_locked(proto::MsgType type, std::uint64_t rid, const proto::ErrorMsg& m) {
+  // Either the answer to a request that waits, or a posted write that failed at the device:
+  // nobody waits for that one, the next operation reports it.
+  const int code = m.code > 0 ? m.code : EPROTO;
+  const bool posted = (rid & kPostedBit) != 0;
+  const std::uint64_t posted_id = rid & ~kPostedBit;
+  if (!posted) {
+    reply_file_locked(type, rid, Reply{code, 0, std::string(m.text), {}});
+  } else if (posted_id == 0 || posted_id >= next_request_) {
+    refusal_note_locked(type, rid, "no posted write had this id");
+  } else if (posted_errors_counted_) {
+    // Logged at 1, 2, 4, 8, ...: a program that keeps storing to a refused register must
+    // not flood the log, and the count is in the stats.
+    const std::uint64_t count = ++posted_errors_;
+    if ((count & (count - 1)) == 0)
+      RPCIE_LOG_WARN("client", "attachment {}: a posted write failed at the device ({} so far): {}", name_, count,
+                     m.text);
+  } else if (!posted_error_) {
+    posted_error_ = Error{ErrorDomain::posix, code, "posted write failed at the device: " + std::string(m.text)};
+    erred_.store(true, std::memory_order_release);
+  }
+}
+
+bool ReplyRouter::interrupt_file_locked(proto::MsgType type, std::uint64_t rid, const proto::Interrupt& m,
+                                        Deadline::Clock::time_point arrived) {
+  // Counts only grow (a stale one changes nothing), and never by more than kInterruptStepMax
+  // at once: a count near 2^64 - 1 would hide every later interrupt of the vector.
+  if (m.vector >= irq_counts_.size()) {
+    refusal_note_locked(type, rid, "no such interrupt vector");
+    return false;
+  }
+  if (m.count > irq_counts_[m.vector] && m.count - irq_counts_[m.vector] > kInterruptStepMax) {
+    refusal_note_locked(type, rid, "interrupt count out of range");
+    return false;
+  }
+  irq_counts_[m.vector] = std::max(irq_counts_[m.vector], m.count);
+  ++interrupts_;
+  interrupt_arrived_ = arrived;
+  return true;
 }
 
 std::optional<ReplyRouter::Reply> ReplyRouter::reply_take(std::uint64_t rid) {

@@ -131,6 +131,13 @@ class ReplyRouter {
 
  private:
   bool store_locked(const proto::Decoded& d, Deadline::Clock::time_point arrived);  // true for an interrupt
+  // What store_locked() does with each kind of message (lock_ held).
+  void refusal_note_locked(proto::MsgType type, std::uint64_t rid, const char* why);
+  void answer_note_locked(std::uint64_t rid);
+  void reply_file_locked(proto::MsgType type, std::uint64_t rid, Reply reply);
+  void error_file_locked(proto::MsgType type, std::uint64_t rid, const proto::ErrorMsg& m);
+  bool interrupt_file_locked(proto::MsgType type, std::uint64_t rid, const proto::Interrupt& m,
+                             Deadline::Clock::time_point arrived);  // true: a new interrupt
   void listener_call();
 
   const std::string name_;
