@@ -12,6 +12,58 @@ namespace rpcie::devcheck {
 using namespace std::chrono_literals;
 using namespace edu;  // the register map
 
+namespace {
+
+// edu DMA in both directions through the window, partial and out of the window.
+void edu_dma_check(const Common& c, Attachment& a, Window& w) {
+  // DMA host -> device -> host, several rounds, completion by interrupt and by polling.
+  // Rule 3: the bytes are written into the window right before the doorbell; rule 4: the
+  // bytes are checked right after the interrupt or the read that shows completion, with no
+  // further round trip.
+  for (int round = 0; round < 6; ++round) {
+    const bool irq = round % 2 == 0;
+    const std::uint64_t src = 0x1000 * (1 + round), dst = (c.window / 2) + 0x1000 * round;
+    random_fill(w.base + src, 4096, 1000 + round);
+    const auto sum = fnv(w.base + src, 4096);
+    std::memset(w.base + dst, 0, 4096);
+    edu_dma(a, src, kDmaBufferAddress, 4096, false, irq);
+    edu_dma(a, kDmaBufferAddress, dst, 4096, true, irq);
+    CHECK_THAT(fnv(w.base + dst, 4096) == sum, "round %d (%s): window holds the DMAed bytes on completion", round,
+               irq ? "irq" : "poll");
+  }
+  ok("DMA both directions; data in the window when the interrupt / completion read arrives");
+
+  // Partial transfer at an odd place inside the buffer.
+  random_fill(w.base + 0x9000, 100, 7);
+  edu_dma(a, 0x9000, kDmaBufferAddress + 0x123, 100, false, true);
+  std::memset(w.base + 0xa000, 0, 200);
+  edu_dma(a, kDmaBufferAddress + 0x123, 0xa000, 100, true, true);
+  CHECK_THAT(std::memcmp(w.base + 0x9000, w.base + 0xa000, 100) == 0, "partial DMA");
+  CHECK_THAT(w.base[0xa000 + 100] == 0, "DMA wrote past its count");
+  ok("partial DMA");
+
+  // A DMA that runs past the window's end is not performed, in either direction: not even
+  // its part inside the window (the exporter logs the EFAULT; exportd.sh checks that), and
+  // the device keeps working.
+  random_fill(w.base + 0xb000, 4096, 8);
+  edu_dma(a, 0xb000, kDmaBufferAddress, 4096, false, true);  // the device buffer: known bytes
+  std::vector<std::uint8_t> tail(w.base + c.window - 16, w.base + c.window);
+  for (auto& b : tail) b = static_cast<std::uint8_t>(~b);
+  std::memcpy(w.base + c.window - 16, tail.data(), tail.size());
+  edu_dma(a, kDmaBufferAddress, c.window - 16, 4096, true, true);  // device -> host, past the end
+  CHECK_THAT(std::memcmp(w.base + c.window - 16, tail.data(), tail.size()) == 0,
+             "an out-of-window DMA to the host wrote the window's last 16 bytes");
+  edu_dma(a, c.window - 16, kDmaBufferAddress, 4096, false, true);  // host -> device, past the end
+  std::memset(w.base + 0xc000, 0, 4096);
+  edu_dma(a, kDmaBufferAddress, 0xc000, 4096, true, true);
+  CHECK_THAT(std::memcmp(w.base + 0xb000, w.base + 0xc000, 4096) == 0,
+             "an out-of-window DMA from the host changed the device buffer");
+  CHECK_THAT(rd(a, kRegId) == 0x010000ed, "device alive after an out-of-window DMA");
+  ok("out-of-window DMA not performed in either direction (window and device bytes unchanged), device alive");
+}
+
+}  // namespace
+
 int edu_check(const Common& c, const std::string& name) {
   Window w(c.window);
   auto a = attach_or_die(c, name, w);
@@ -43,50 +95,7 @@ int edu_check(const Common& c, const std::string& name) {
   CHECK_THAT(rd(*a, kRegIrqStatus) == 0, "acknowledged");
   ok("factorial with interrupt");
 
-  // DMA host -> device -> host, several rounds, completion by interrupt and by polling.
-  // Rule 3: the bytes are written into the window right before the doorbell; rule 4: the
-  // bytes are checked right after the interrupt or the read that shows completion, with no
-  // further round trip.
-  for (int round = 0; round < 6; ++round) {
-    const bool irq = round % 2 == 0;
-    const std::uint64_t src = 0x1000 * (1 + round), dst = (c.window / 2) + 0x1000 * round;
-    random_fill(w.base + src, 4096, 1000 + round);
-    const auto sum = fnv(w.base + src, 4096);
-    std::memset(w.base + dst, 0, 4096);
-    edu_dma(*a, src, kDmaBufferAddress, 4096, false, irq);
-    edu_dma(*a, kDmaBufferAddress, dst, 4096, true, irq);
-    CHECK_THAT(fnv(w.base + dst, 4096) == sum, "round %d (%s): window holds the DMAed bytes on completion", round,
-               irq ? "irq" : "poll");
-  }
-  ok("DMA both directions; data in the window when the interrupt / completion read arrives");
-
-  // Partial transfer at an odd place inside the buffer.
-  random_fill(w.base + 0x9000, 100, 7);
-  edu_dma(*a, 0x9000, kDmaBufferAddress + 0x123, 100, false, true);
-  std::memset(w.base + 0xa000, 0, 200);
-  edu_dma(*a, kDmaBufferAddress + 0x123, 0xa000, 100, true, true);
-  CHECK_THAT(std::memcmp(w.base + 0x9000, w.base + 0xa000, 100) == 0, "partial DMA");
-  CHECK_THAT(w.base[0xa000 + 100] == 0, "DMA wrote past its count");
-  ok("partial DMA");
-
-  // A DMA that runs past the window's end is not performed, in either direction: not even
-  // its part inside the window (the exporter logs the EFAULT; exportd.sh checks that), and
-  // the device keeps working.
-  random_fill(w.base + 0xb000, 4096, 8);
-  edu_dma(*a, 0xb000, kDmaBufferAddress, 4096, false, true);  // the device buffer: known bytes
-  std::vector<std::uint8_t> tail(w.base + c.window - 16, w.base + c.window);
-  for (auto& b : tail) b = static_cast<std::uint8_t>(~b);
-  std::memcpy(w.base + c.window - 16, tail.data(), tail.size());
-  edu_dma(*a, kDmaBufferAddress, c.window - 16, 4096, true, true);  // device -> host, past the end
-  CHECK_THAT(std::memcmp(w.base + c.window - 16, tail.data(), tail.size()) == 0,
-             "an out-of-window DMA to the host wrote the window's last 16 bytes");
-  edu_dma(*a, c.window - 16, kDmaBufferAddress, 4096, false, true);  // host -> device, past the end
-  std::memset(w.base + 0xc000, 0, 4096);
-  edu_dma(*a, kDmaBufferAddress, 0xc000, 4096, true, true);
-  CHECK_THAT(std::memcmp(w.base + 0xb000, w.base + 0xc000, 4096) == 0,
-             "an out-of-window DMA from the host changed the device buffer");
-  CHECK_THAT(rd(*a, kRegId) == 0x010000ed, "device alive after an out-of-window DMA");
-  ok("out-of-window DMA not performed in either direction (window and device bytes unchanged), device alive");
+  edu_dma_check(c, *a, w);
 
   auto d = a->detach(soon());
   CHECK_THAT(d.has_value(), "detach: %s", d ? "" : d.error().describe().c_str());
@@ -242,6 +251,85 @@ int push_check(Common c, const std::string& name) {
   return check_failures ? 1 : 0;
 }
 
+namespace {
+
+// bar_write_fill: the caller fills the staging buffer piece by piece, each byte asked for
+// once and in order (as hostd's spliced writes need); an error from the fill ends the write.
+void membar_fill_check(Attachment& a, const std::vector<std::uint8_t>& data, std::size_t size) {
+  const std::uint64_t at = 4099;  // unaligned
+  const std::size_t n = std::min<std::size_t>(size - at, 9u << 20);
+  std::vector<std::uint8_t> fresh(n);
+  random_fill(fresh.data(), n, 44);
+  std::uint64_t expected_at = 0, pieces = 0;
+  bool in_order = true;
+  auto filled = a.bar_write_fill(
+      0, at, n,
+      [&](std::uint64_t from, std::span<std::uint8_t> piece) -> rpcie::Result<void> {
+        in_order = in_order && from == expected_at && !piece.empty();
+        std::memcpy(piece.data(), fresh.data() + from, piece.size());
+        expected_at = from + piece.size();
+        ++pieces;
+        return {};
+      },
+      Deadline::after(60s));
+  CHECK_THAT(filled.has_value(), "bar_write_fill: %s", filled ? "" : filled.error().describe().c_str());
+  CHECK_THAT(in_order && expected_at == n, "bar_write_fill asked for every byte once, in order (%llu pieces)",
+             static_cast<unsigned long long>(pieces));
+  std::vector<std::uint8_t> seen(n);
+  auto rd_ok = a.bar_read(0, at, seen, Deadline::after(60s));
+  CHECK_THAT(rd_ok && fnv(seen.data(), n) == fnv(fresh.data(), n), "checksum after bar_write_fill");
+  auto refused = a.bar_write_fill(
+      0, 0, 16,
+      [](std::uint64_t, std::span<std::uint8_t>) -> rpcie::Result<void> { return rpcie::fail(EPIPE, "source gone"); },
+      soon());
+  CHECK_THAT(!refused && refused.error().code == EPIPE, "a fill that fails ends bar_write_fill with its error");
+  rd_ok = a.bar_read(0, 0, std::span(seen.data(), 16), soon());
+  CHECK_THAT(rd_ok && std::memcmp(seen.data(), data.data(), 16) == 0, "a failed fill wrote nothing");
+  ok("membar bar_write_fill: pieces in order, checksum equal; a failing fill writes nothing and returns its error");
+}
+
+// Zero-copy from / into the window, at an unaligned offset.
+void membar_window_check(Attachment& a, Window& w) {
+  random_fill(w.base, 1u << 20, 43);
+  const auto sum = fnv(w.base, 1u << 20);
+  auto z = a.bar_write_from_window(0, 12345, 0, 1u << 20, soon());
+  CHECK_THAT(z.has_value(), "bar_write_from_window: %s", z ? "" : z.error().describe().c_str());
+  std::memset(w.base + (2u << 20), 0, 1u << 20);
+  z = a.bar_read_into_window(0, 12345, 2u << 20, 1u << 20, soon());
+  CHECK_THAT(z.has_value(), "bar_read_into_window: %s", z ? "" : z.error().describe().c_str());
+  CHECK_THAT(fnv(w.base + (2u << 20), 1u << 20) == sum, "zero-copy checksum");
+  ok("membar zero-copy write/read, checksum equal");
+}
+
+// A burst of posted writes of every width, more than one batch holds, in order: a later
+// write to the same place wins; with one bad write in it, none is queued.
+void membar_burst_check(Attachment& a) {
+  std::vector<Attachment::PostedWrite> burst;
+  for (std::uint64_t i = 0; i < 600; ++i) {
+    const unsigned width = 1u << (i % 4);
+    burst.push_back(
+        {0, width, 8192 + i * 8, (0x0102030405060708ull * (i + 1)) & (width == 8 ? ~0ull : (1ull << (8 * width)) - 1)});
+  }
+  burst.push_back({0, 8, 8192, 0xfeedface});  // overwrites the first
+  auto sent = a.mmio_write_burst(burst, soon());
+  CHECK_THAT(sent.has_value(), "mmio_write_burst: %s", sent ? "" : sent.error().describe().c_str());
+  bool burst_ok = true;
+  for (std::size_t i = 1; i < 600; ++i) {
+    auto got = a.mmio_read(0, burst[i].offset, burst[i].width, soon());
+    burst_ok = burst_ok && got && *got == burst[i].value;
+  }
+  auto first = a.mmio_read(0, 8192, 8, soon());
+  CHECK_THAT(burst_ok && first && *first == 0xfeedface, "the burst's writes read back, the last write to 8192 wins");
+  std::vector<Attachment::PostedWrite> bad{{0, 8, 8192, 1}, {0, 8, 8193, 2}};
+  auto refused = a.mmio_write_burst(bad, soon());
+  first = a.mmio_read(0, 8192, 8, soon());
+  CHECK_THAT(!refused && refused.error().code == EINVAL && first && *first == 0xfeedface,
+             "a burst with an unaligned write is EINVAL and queues nothing");
+  ok("membar: a burst of 601 posted writes arrives in order; a bad burst queues nothing");
+}
+
+}  // namespace
+
 int membar_check(const Common& c, const std::string& name, std::size_t size) {
   Window w(std::max<std::size_t>(c.window, 4u << 20));
   auto a = attach_or_die(c, name, w);
@@ -260,77 +348,12 @@ int membar_check(const Common& c, const std::string& name, std::size_t size) {
   auto m = a->mmio_read(0, 4096, 8, soon());
   CHECK_THAT(m && *m == v, "mmio read of bulk-written data");
   ok("membar bulk write/read through the staging buffer, checksum equal");
-  // bar_write_fill: the caller fills the staging buffer piece by piece, each byte asked for
-  // once and in order (as hostd's spliced writes need); an error from the fill ends the write.
-  {
-    const std::uint64_t at = 4099;  // unaligned
-    const std::size_t n = std::min<std::size_t>(size - at, 9u << 20);
-    std::vector<std::uint8_t> fresh(n);
-    random_fill(fresh.data(), n, 44);
-    std::uint64_t expected_at = 0, pieces = 0;
-    bool in_order = true;
-    auto filled = a->bar_write_fill(
-        0, at, n,
-        [&](std::uint64_t from, std::span<std::uint8_t> piece) -> rpcie::Result<void> {
-          in_order = in_order && from == expected_at && !piece.empty();
-          std::memcpy(piece.data(), fresh.data() + from, piece.size());
-          expected_at = from + piece.size();
-          ++pieces;
-          return {};
-        },
-        Deadline::after(60s));
-    CHECK_THAT(filled.has_value(), "bar_write_fill: %s", filled ? "" : filled.error().describe().c_str());
-    CHECK_THAT(in_order && expected_at == n, "bar_write_fill asked for every byte once, in order (%llu pieces)",
-               static_cast<unsigned long long>(pieces));
-    std::vector<std::uint8_t> seen(n);
-    rd_ok = a->bar_read(0, at, seen, Deadline::after(60s));
-    CHECK_THAT(rd_ok && fnv(seen.data(), n) == fnv(fresh.data(), n), "checksum after bar_write_fill");
-    auto refused = a->bar_write_fill(
-        0, 0, 16,
-        [](std::uint64_t, std::span<std::uint8_t>) -> rpcie::Result<void> { return rpcie::fail(EPIPE, "source gone"); },
-        soon());
-    CHECK_THAT(!refused && refused.error().code == EPIPE, "a fill that fails ends bar_write_fill with its error");
-    rd_ok = a->bar_read(0, 0, std::span(seen.data(), 16), soon());
-    CHECK_THAT(rd_ok && std::memcmp(seen.data(), data.data(), 16) == 0, "a failed fill wrote nothing");
-    ok("membar bar_write_fill: pieces in order, checksum equal; a failing fill writes nothing and returns its error");
-  }
-  // Zero-copy from / into the window, at an unaligned offset.
-  random_fill(w.base, 1u << 20, 43);
-  const auto sum = fnv(w.base, 1u << 20);
-  auto z = a->bar_write_from_window(0, 12345, 0, 1u << 20, soon());
-  CHECK_THAT(z.has_value(), "bar_write_from_window: %s", z ? "" : z.error().describe().c_str());
-  std::memset(w.base + (2u << 20), 0, 1u << 20);
-  z = a->bar_read_into_window(0, 12345, 2u << 20, 1u << 20, soon());
-  CHECK_THAT(z.has_value(), "bar_read_into_window: %s", z ? "" : z.error().describe().c_str());
-  CHECK_THAT(fnv(w.base + (2u << 20), 1u << 20) == sum, "zero-copy checksum");
-  ok("membar zero-copy write/read, checksum equal");
+  membar_fill_check(*a, data, size);
+  membar_window_check(*a, w);
   auto oob = a->bar_write(0, bar ? bar->size - 8 : 0, std::span(data.data(), 16), soon());
   CHECK_THAT(!oob && oob.error().code == EINVAL, "write past the BAR end is EINVAL");
   ok("membar range check");
-  // A burst of posted writes of every width, more than one batch holds, in order: a later
-  // write to the same place wins; with one bad write in it, none is queued.
-  std::vector<Attachment::PostedWrite> burst;
-  for (std::uint64_t i = 0; i < 600; ++i) {
-    const unsigned width = 1u << (i % 4);
-    burst.push_back(
-        {0, width, 8192 + i * 8, (0x0102030405060708ull * (i + 1)) & (width == 8 ? ~0ull : (1ull << (8 * width)) - 1)});
-  }
-  burst.push_back({0, 8, 8192, 0xfeedface});  // overwrites the first
-  auto sent = a->mmio_write_burst(burst, soon());
-  CHECK_THAT(sent.has_value(), "mmio_write_burst: %s", sent ? "" : sent.error().describe().c_str());
-  bool burst_ok = true;
-  for (std::size_t i = 1; i < 600; ++i) {
-    auto got = a->mmio_read(0, burst[i].offset, burst[i].width, soon());
-    burst_ok = burst_ok && got && *got == burst[i].value;
-  }
-  auto first = a->mmio_read(0, 8192, 8, soon());
-  CHECK_THAT(burst_ok && first && *first == 0xfeedface, "the burst's writes read back, the last write to 8192 wins");
-  std::vector<Attachment::PostedWrite> bad{{0, 8, 8192, 1}, {0, 8, 8193, 2}};
-  auto refused = a->mmio_write_burst(bad, soon());
-  first = a->mmio_read(0, 8192, 8, soon());
-  CHECK_THAT(!refused && refused.error().code == EINVAL && first && *first == 0xfeedface,
-             "a burst with an unaligned write is EINVAL and queues nothing");
-  ok("membar: a burst of 601 posted writes arrives in order; a bad burst queues nothing");
+  membar_burst_check(*a);
   return check_failures ? 1 : 0;
 }
 
