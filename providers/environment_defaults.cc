@@ -36,11 +36,11 @@ void environment_defaults_apply(bool rdma_devices) noexcept {
   // sent): 2 x 17 MiB per endpoint, all of it resident. Over tcp rxm sends a message larger
   // than its buffer from the caller's memory and receives it into the posted buffer (direct
   // send, dynamic receive buffers: both on by default in 1.17), so 256-byte buffers (1.3 MiB
-  // for both pools) carry everything up to the eager limit, which
-  // stays 16384 — what peers with libfabric's defaults use; rxm refuses a connection
-  // between different eager limits. Over verbs the eager limit must equal the buffer
-  // size, so with an RDMA device on the host both are left to libfabric. An operator's
-  // buffer size is theirs, and so is the eager limit that follows from it.
+  // for both pools) carry everything up to the eager limit, which stays 16384 — what peers
+  // with libfabric's defaults use; rxm refuses a connection between different eager limits.
+  // Over verbs the eager limit must equal the buffer size, so with an RDMA device on the
+  // host both are left to libfabric. An operator's buffer size is theirs, and so is the
+  // eager limit that follows from it.
   if (rdma_devices || std::getenv("FI_OFI_RXM_BUFFER_SIZE") != nullptr) return;
   (void)::setenv("FI_OFI_RXM_EAGER_LIMIT", "16384", 0);
   (void)::setenv("FI_OFI_RXM_BUFFER_SIZE", "256", 0);

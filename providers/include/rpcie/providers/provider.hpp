@@ -37,14 +37,14 @@ inline constexpr std::uint32_t kFabricApiVersion = FI_VERSION(1, 17);
 // 2048), and, on a host without an RDMA device (nothing in /sys/class/infiniband) and
 // without an operator's FI_OFI_RXM_BUFFER_SIZE, FI_OFI_RXM_BUFFER_SIZE=256 with
 // FI_OFI_RXM_EAGER_LIMIT=16384 (rxm's bounce-buffer pools shrink from 2 x 17 MiB to
-// 0.6 + 0.75 MiB per endpoint; the eager
-// limit stays libfabric's default, so peers with default settings still connect; over
-// verbs rxm needs the two equal, hence not with an RDMA device). libfabric reads its
-// environment once, at its first fi_getinfo in the process, so every rpcie fi_getinfo calls
-// this first. Idempotent: a set variable is left alone, so only a call that finds one unset
-// changes the environment. Thread-safety: setenv races with a getenv in another thread, so
-// the first call should come before other threads read the environment (in the daemons:
-// their first fabric use); later calls change nothing and are safe anywhere.
+// 0.58 + 0.74 MiB per endpoint; the eager limit stays libfabric's default, so peers with
+// default settings still connect; over verbs rxm needs the two equal, hence not with an
+// RDMA device). libfabric reads its environment once, at its first fi_getinfo in the
+// process, so every rpcie fi_getinfo calls this first. Idempotent: a set variable is left
+// alone, so only a call that finds one unset changes the environment. Thread-safety: setenv
+// races with a getenv in another thread, so the first call should come before other threads
+// read the environment (in the daemons: their first fabric use); later calls change nothing
+// and are safe anywhere.
 void environment_defaults_apply() noexcept;
 // The same with the RDMA-device test given (unit tests).
 void environment_defaults_apply(bool rdma_devices) noexcept;
