@@ -467,7 +467,8 @@ TEST_CASE(
     "environment_defaults_apply sets rxm's posted buffers and context sizes to 256 where unset and keeps an "
     "operator's value") {
   for (const char* name : {"FI_OFI_RXM_MSG_RX_SIZE", "FI_OFI_RXM_TX_SIZE", "FI_OFI_RXM_RX_SIZE"}) {
-    CAPTURE(name);
+    const std::string variable = name;
+    CAPTURE(variable);
     std::optional<std::string> saved;
     if (const char* e = std::getenv(name)) saved = e;
     ::unsetenv(name);
