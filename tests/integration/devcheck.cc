@@ -43,90 +43,108 @@
 
 using namespace rpcie::devcheck;
 
-int main(int argc, char** argv) {
-  rpcie::signals_init();
-  CLI::App app{"rpcie-devcheck"};
+namespace {
+
+// What the command line says, before it is checked.
+struct Args {
+  std::string remote, psk = "/etc/rpcie/psk", provider = "auto", window = "1M", data_path = "auto";
+  std::string name, size = "64M", go, expect_text;
+  int seconds = 30, gap_ms = 0, outliers = 0, peer_pid = 0, expect_code = 0;
+  double limit = 100;
+};
+
+// The common options and the subcommands with theirs; the subcommands by name.
+std::map<std::string, CLI::App*> cli_build(CLI::App& app, Args& a, Common& c) {
   app.require_subcommand(1);
-  std::string remote, psk = "/etc/rpcie/psk", provider = "auto", window = "1M";
-  Common c;
-  app.add_option("-r,--remote", remote)->required();
-  app.add_option("--psk-file", psk);
+  app.add_option("-r,--remote", a.remote)->required();
+  app.add_option("--psk-file", a.psk);
   app.add_option("--name", c.options.name);
-  app.add_option("--provider", provider);
-  app.add_option("--window", window);
-  std::string data_path = "auto";
-  app.add_option("--data-path", data_path, "sealed, open or auto (the client's choice)");
-  std::string name;
-  std::string size = "64M";
-  int seconds = 30;
+  app.add_option("--provider", a.provider);
+  app.add_option("--window", a.window);
+  app.add_option("--data-path", a.data_path, "sealed, open or auto (the client's choice)");
   std::map<std::string, CLI::App*> cmds;
   for (const char* cmd : {"edu", "push", "posted", "membar", "errors", "hostile", "busy", "hold", "reattach",
                           "postedfail", "linkloss", "attachfail", "resume", "dmaresume", "barresume"}) {
     cmds[cmd] = app.add_subcommand(cmd);
-    cmds[cmd]->add_option("export", name)->required();
+    cmds[cmd]->add_option("export", a.name)->required();
   }
-  cmds["membar"]->add_option("size", size);
-  int gap_ms = 0;
-  double limit = 100;
-  int outliers = 0;
-  cmds["posted"]->add_option("--gap-ms", gap_ms, "pause before each burst")->check(CLI::Range(0, 1000));
-  cmds["posted"]->add_option("--limit", limit, "round trips a burst may take")->check(CLI::Range(1.0, 10000.0));
+  cmds["membar"]->add_option("size", a.size);
+  cmds["posted"]->add_option("--gap-ms", a.gap_ms, "pause before each burst")->check(CLI::Range(0, 1000));
+  cmds["posted"]->add_option("--limit", a.limit, "round trips a burst may take")->check(CLI::Range(1.0, 10000.0));
   cmds["posted"]
-      ->add_option("--outliers", outliers, "bursts of the five that may take longer")
+      ->add_option("--outliers", a.outliers, "bursts of the five that may take longer")
       ->check(CLI::Range(0, 4));
-  int peer_pid = 0;
-  cmds["posted"]->add_option("--exporter-pid", peer_pid, "the exporter's process, whose threads a slow burst reports");
-  cmds["hold"]->add_option("seconds", seconds);
-  cmds["resume"]->add_option("seconds", seconds);
-  std::string go;
-  cmds["barresume"]->add_option("go", go, "created by the script once the link is down")->required();
-  int expect_code = 0;
-  std::string expect_text;
-  cmds["attachfail"]->add_option("errno", expect_code)->required();
-  cmds["attachfail"]->add_option("text", expect_text)->required();
+  cmds["posted"]->add_option("--exporter-pid", a.peer_pid,
+                             "the exporter's process, whose threads a slow burst reports");
+  cmds["hold"]->add_option("seconds", a.seconds);
+  cmds["resume"]->add_option("seconds", a.seconds);
+  cmds["barresume"]->add_option("go", a.go, "created by the script once the link is down")->required();
+  cmds["attachfail"]->add_option("errno", a.expect_code)->required();
+  cmds["attachfail"]->add_option("text", a.expect_text)->required();
   cmds["badmac"] = app.add_subcommand("badmac");
   cmds["list"] = app.add_subcommand("list");
-  CLI11_PARSE(app, argc, argv);
+  return cmds;
+}
 
-  auto address = rpcie::address_parse(remote, rpcie::kDefaultPort);
-  auto key = rpcie::auth::key_load(psk);
+// The checked arguments into `c`, and membar's size; what is wrong with them otherwise.
+rpcie::Result<std::uint64_t> common_fill(const Args& a, Common& c) {
+  auto address = rpcie::address_parse(a.remote, rpcie::kDefaultPort);
+  if (!address) return tl::unexpected(address.error());
+  auto key = rpcie::auth::key_load(a.psk);
+  if (!key) return tl::unexpected(key.error());
   std::string why;
-  auto choice = rpcie::providers::provider_parse(provider, &why);
-  auto window_bytes = rpcie::size_parse(window);
-  auto data_path_choice = rpcie::data_path_choice_parse(data_path);
-  if (!data_path_choice) {
-    std::printf("FAIL: bad arguments: %s\n", data_path_choice.error().message.c_str());
-    return 2;
-  }
-  c.options.data_path = *data_path_choice;
-  auto size_bytes = rpcie::size_parse(size);
-  if (!address || !key || !choice || !window_bytes || !size_bytes) {
-    std::printf("FAIL: bad arguments: %s\n", !address ? address.error().message.c_str()
-                                             : !key   ? key.error().describe().c_str()
-                                                      : why.c_str());
-    return 2;
-  }
+  auto choice = rpcie::providers::provider_parse(a.provider, &why);
+  if (!choice) return rpcie::fail(EINVAL, why);
+  auto data_path = rpcie::data_path_choice_parse(a.data_path);
+  if (!data_path) return tl::unexpected(data_path.error());
+  auto window = rpcie::size_parse(a.window);
+  if (!window) return rpcie::fail(EINVAL, "--window: not a size: " + a.window);
+  auto size = rpcie::size_parse(a.size);
+  if (!size) return rpcie::fail(EINVAL, "membar size: not a size: " + a.size);
   c.host = address->first;
   c.port = address->second;
   c.options.key = std::make_shared<const rpcie::auth::Key>(std::move(*key));
   c.options.provider = *choice;
-  c.window = *window_bytes;
+  c.options.data_path = *data_path;
+  c.window = *window;
+  return *size;
+}
 
+int subcommand_run(std::map<std::string, CLI::App*>& cmds, const Args& a, const Common& c, std::uint64_t size) {
+  const auto& name = a.name;
   if (*cmds["edu"]) return edu_check(c, name);
-  if (*cmds["posted"]) return posted_check(c, name, std::chrono::milliseconds(gap_ms), limit, outliers, peer_pid);
+  if (*cmds["posted"])
+    return posted_check(c, name, std::chrono::milliseconds(a.gap_ms), a.limit, a.outliers, a.peer_pid);
   if (*cmds["push"]) return push_check(c, name);
-  if (*cmds["membar"]) return membar_check(c, name, *size_bytes);
+  if (*cmds["membar"]) return membar_check(c, name, size);
   if (*cmds["errors"]) return errors_check(c, name);
   if (*cmds["hostile"]) return hostile_check(c, name);
   if (*cmds["busy"]) return busy_check(c, name);
-  if (*cmds["hold"]) return hold(c, name, seconds);
+  if (*cmds["hold"]) return hold(c, name, a.seconds);
   if (*cmds["reattach"]) return reattach_check(c, name);
   if (*cmds["postedfail"]) return postedfail_check(c, name);
   if (*cmds["linkloss"]) return linkloss_check(c, name);
-  if (*cmds["resume"]) return resume_check(c, name, seconds);
+  if (*cmds["resume"]) return resume_check(c, name, a.seconds);
   if (*cmds["dmaresume"]) return dma_resume_check(c, name);
-  if (*cmds["barresume"]) return bar_resume_check(c, name, go);
-  if (*cmds["attachfail"]) return attachfail_check(c, name, expect_code, expect_text);
+  if (*cmds["barresume"]) return bar_resume_check(c, name, a.go);
+  if (*cmds["attachfail"]) return attachfail_check(c, name, a.expect_code, a.expect_text);
   if (*cmds["badmac"]) return badmac_check(c);
   return list_print(c);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  rpcie::signals_init();
+  CLI::App app{"rpcie-devcheck"};
+  Args a;
+  Common c;
+  auto cmds = cli_build(app, a, c);
+  CLI11_PARSE(app, argc, argv);
+  auto size = common_fill(a, c);
+  if (!size) {
+    std::printf("FAIL: bad arguments: %s\n", size.error().describe().c_str());
+    return 2;
+  }
+  return subcommand_run(cmds, a, c, *size);
 }
