@@ -64,21 +64,22 @@ struct Channel::Sealed {
     std::uint64_t tag = 0;
     std::int32_t status = 0;
   };
-  // 0 when the peer may reach [offset, offset + length) of region `key` (to write, or to
-  // read); else EACCES (no such region, or not that way) or EFAULT (out of its bounds).
-  int region_check(std::uint32_t key, std::uint64_t offset, std::uint64_t length, bool write) const {
+  // Where [offset, offset + length) of region `key` begins, with `error` 0, when the peer may
+  // reach it (to write, or to read); else `error` EACCES (no such region, or not that way) or
+  // EFAULT (out of its bounds), and nullptr.
+  std::uint8_t* region_reach(std::uint32_t key, std::uint64_t offset, std::uint64_t length, bool write,
+                             int& error) const {
+    error = EACCES;
     for (const auto& r : regions) {
       if (r.key != key) continue;
-      if (!(write ? r.remote_write : r.remote_read)) return EACCES;
-      if (offset > r.length || length > r.length - offset) return EFAULT;
-      return 0;
+      if (!(write ? r.remote_write : r.remote_read)) return nullptr;
+      if (offset > r.length || length > r.length - offset) {
+        error = EFAULT;
+        return nullptr;
+      }
+      error = 0;
+      return r.base + offset;
     }
-    return EACCES;
-  }
-  // Where a checked offset of region `key` is.
-  std::uint8_t* region_at(std::uint32_t key, std::uint64_t offset) const {
-    for (const auto& r : regions)
-      if (r.key == key) return r.base + offset;
     return nullptr;
   }
 

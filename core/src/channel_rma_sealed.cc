@@ -209,18 +209,21 @@ void Channel::sealed_refuse_locked(std::uint64_t tag, int code, const char* what
 
 void Channel::sealed_put_serve_locked(std::uint64_t tag, const proto::RmaPut& put) {
   Sealed& s = *sealed_rma_;
-  if (int e = s.region_check(put.region, put.offset, put.data.size(), true))
-    return sealed_refuse_locked(tag, e, "rma_put");
-  std::memcpy(s.region_at(put.region, put.offset), put.data.data(), put.data.size());
+  int error = 0;
+  std::uint8_t* at = s.region_reach(put.region, put.offset, put.data.size(), true, error);
+  if (error) return sealed_refuse_locked(tag, error, "rma_put");
+  std::memcpy(at, put.data.data(), put.data.size());
   ++stats_.rma_served;
   if (put.flags & proto::kRmaPutAck) s.dones.push_back({tag, 0});
 }
 
 void Channel::sealed_get_serve_locked(std::uint64_t tag, const proto::RmaGet& get) {
   Sealed& s = *sealed_rma_;
-  if (int e = s.region_check(get.region, get.offset, get.length, false)) return sealed_refuse_locked(tag, e, "rma_get");
+  int error = 0;
+  const std::uint8_t* at = s.region_reach(get.region, get.offset, get.length, false, error);
+  if (error) return sealed_refuse_locked(tag, error, "rma_get");
   if (s.serves.size() >= kServesMax) return sealed_refuse_locked(tag, ENOBUFS, "rma_get");
-  s.serves.push_back({tag, s.region_at(get.region, get.offset), static_cast<std::size_t>(get.length), 0});
+  s.serves.push_back({tag, at, static_cast<std::size_t>(get.length), 0});
   ++stats_.rma_served;
 }
 

@@ -87,10 +87,9 @@ Result<std::unique_ptr<Devices>> devices_open(const Options& options, const std:
   return devices;
 }
 
-// Every DMA of the run: kDmaBytes between IOVA 0 of the window and the device buffer, into
-// the device (`to_ram` false) or out of it.
-Result<void> edu_dma_program(client::Attachment& attachment, bool to_ram) {
-  const std::uint64_t window_at = 0;
+// Every DMA of the run: kDmaBytes between IOVA `window_at` of the window (0 for the timed
+// ones) and the device buffer, into the device (`to_ram` false) or out of it.
+Result<void> edu_dma_program(client::Attachment& attachment, bool to_ram, std::uint64_t window_at = 0) {
   RPCIE_TRY(attachment.mmio_write(0, edu::kRegDmaSrc, 8, to_ram ? edu::kDmaBufferAddress : window_at, call_deadline()));
   RPCIE_TRY(attachment.mmio_write(0, edu::kRegDmaDst, 8, to_ram ? window_at : edu::kDmaBufferAddress, call_deadline()));
   RPCIE_TRY(attachment.mmio_write(0, edu::kRegDmaCount, 8, kDmaBytes, call_deadline()));
@@ -127,9 +126,7 @@ Result<void> edu_to_ram_prepare(client::Attachment& attachment, std::uint8_t* wi
   std::uint8_t* pattern = window + kDmaBytes;
   for (std::size_t i = 0; i < kDmaBytes; ++i) pattern[i] = static_cast<std::uint8_t>(i * 7 + 3);
   std::memset(window, 0, kDmaBytes);
-  RPCIE_TRY(attachment.mmio_write(0, edu::kRegDmaSrc, 8, kDmaBytes, call_deadline()));
-  RPCIE_TRY(attachment.mmio_write(0, edu::kRegDmaDst, 8, edu::kDmaBufferAddress, call_deadline()));
-  RPCIE_TRY(attachment.mmio_write(0, edu::kRegDmaCount, 8, kDmaBytes, call_deadline()));
+  RPCIE_TRY(edu_dma_program(attachment, false, kDmaBytes));
   RPCIE_TRY(edu_dma_once(attachment, Dma::from_ram));
   RPCIE_TRY(edu_dma_program(attachment, true));
   RPCIE_TRY(edu_dma_once(attachment, Dma::to_ram));
