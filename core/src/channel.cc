@@ -165,6 +165,7 @@ void Channel::completion_locked(Op& op, std::size_t length, bool foreign) {
 }
 
 Result<void> Channel::poll_locked() {
+  ++stats_.polls;
   auto r = cq_reap_locked();
   if (r && rma_sealed_) sealed_drain_locked();
   return r;

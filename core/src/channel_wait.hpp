@@ -49,6 +49,11 @@ Result<bool> Channel::poll_until(Ready&& ready, Deadline deadline, Deadline::Clo
   // Spinning takes one of the process's spin slots; a thread that finds none free sleeps as
   // an idle one does, and is woken by the wait fd or its peer's doorbell (spin_budget.hpp).
   SpinSlot slot;
+  // The first poll after a long sleep finds cold caches (and a vCPU just woken): its
+  // slowness says nothing about data moving. Taken as activity, every idle wake-up of an
+  // exporter's data thread spun ~150 polls on probation (docs/performance.md, "Scaling").
+  constexpr auto kColdAfter = std::chrono::milliseconds(1);
+  bool cold = false;
   for (bool first = true;; first = false) {
     std::uint64_t completions;
     {
@@ -60,7 +65,8 @@ Result<bool> Channel::poll_until(Ready&& ready, Deadline deadline, Deadline::Clo
     }
     auto now = Deadline::Clock::now();
     const auto took = now - t0;
-    const bool slow = !background && took > busy_poll_ && took < kBusyPollMax;
+    const bool slow = !background && !cold && took > busy_poll_ && took < kBusyPollMax;
+    cold = false;
     if (first) {
       seen = completions;
     } else if (completions != seen) {
@@ -85,6 +91,7 @@ Result<bool> Channel::poll_until(Ready&& ready, Deadline deadline, Deadline::Clo
     };
     if (idle_sleep(deadline, idle_round, recheck)) spin_end = Deadline::Clock::now() + spin;
     t0 = Deadline::Clock::now();
+    cold = t0 - now > kColdAfter;
   }
   activity_until_.store(spin_end.time_since_epoch().count(), std::memory_order_relaxed);
   if (carry) idle_round_.store(idle_round, std::memory_order_relaxed);

@@ -21,6 +21,9 @@ struct ChannelStats {
   // no access, out of bounds, too many at once).
   std::uint64_t rma_served = 0;
   std::uint64_t rma_refused = 0;
+  // Polls of the completion queue, busy or not: what waiting costs (an idle waiter polls
+  // once or twice per wake-up, a spinning one thousands of times a millisecond).
+  std::uint64_t polls = 0;
 };
 
 }  // namespace rpcie
