@@ -52,6 +52,7 @@ Result<std::unique_ptr<ControlServer>> ControlServer::start(const std::string& p
 
 ControlServer::~ControlServer() {
   stop_ = true;
+  stop_posted_.post();
   if (acceptor_.joinable()) acceptor_.join();
   // Requests in progress end within their own deadlines (attach: the timeout).
   while (clients_.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -60,9 +61,12 @@ ControlServer::~ControlServer() {
 }
 
 void ControlServer::accept_run() {
+  // Asleep until a client connects or the destructor posts stop_posted_ (an idle daemon
+  // is not woken for nothing); in 200 ms slices if the eventfd could not be made.
+  const int slice_ms = stop_posted_ ? 60'000 : 200;
   while (!stop_) {
-    pollfd p{fd_, POLLIN, 0};
-    if (::poll(&p, 1, 200) <= 0) continue;
+    pollfd p[2] = {{fd_, POLLIN, 0}, {stop_posted_.fd(), POLLIN, 0}};
+    if (::poll(p, 2, slice_ms) <= 0 || p[0].revents == 0) continue;
     int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (c < 0) {
       if (errno != EAGAIN && errno != EINTR) std::this_thread::sleep_for(std::chrono::milliseconds(50));

@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "rpcie/event_fd.hpp"
 #include "rpcie/fd.hpp"
 #include "rpcie/result.hpp"
 
@@ -61,6 +62,7 @@ class ControlServer {
   int fd_ = -1;
   Handler handler_;
   std::atomic<bool> stop_{false};
+  EventFd stop_posted_;  // ends the acceptor's sleep; it sleeps in slices without one
   std::atomic<int> clients_{0};
   std::thread acceptor_;
 };

@@ -55,6 +55,7 @@ ServiceLoop::ServiceLoop(ServiceNotifier& notifier, std::string control_path, st
 
 ServiceLoop::~ServiceLoop() {
   stop_.store(true);
+  stop_posted_.post();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -83,13 +84,14 @@ void ServiceLoop::run() {
       ask();
       next_ask = Deadline::Clock::now() + ask_every_;
     }
+    const auto slice = stop_posted_ ? kIdleSlice : kSlice;
     const auto wait =
         notifier_.enabled()
             ? std::clamp(std::chrono::duration_cast<std::chrono::milliseconds>(next_ask - Deadline::Clock::now()),
-                         std::chrono::milliseconds(0), kSlice)
-            : kSlice;
-    pollfd p{signals_.get(), POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(wait.count())) > 0) hangups_take();
+                         std::chrono::milliseconds(0), slice)
+            : slice;
+    pollfd p[2] = {{signals_.get(), POLLIN, 0}, {stop_posted_.fd(), POLLIN, 0}};
+    if (::poll(p, 2, static_cast<int>(wait.count())) > 0 && p[0].revents != 0) hangups_take();
   }
 }
 

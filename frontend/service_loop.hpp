@@ -13,7 +13,9 @@
 //    state file's devices still being restored are named apart). A daemon whose control
 //    side hangs stops pinging, and the service manager restarts it. Each ask has a deadline
 //    (kAskTimeout), so the loop itself never hangs on it.
-//  - The destructor stops the loop and joins it (within about kSlice).
+//  - The destructor stops the loop and joins it at once (an eventfd ends the loop's sleep;
+//    without one, within kSlice). Between asks the loop sleeps until the next is due, or
+//    kIdleSlice when the notifier is off: an idle daemon is not woken for nothing.
 #pragma once
 
 #include <atomic>
@@ -25,6 +27,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "rpcie/event_fd.hpp"
 #include "rpcie/fd.hpp"
 #include "rpcie/result.hpp"
 #include "rpcie/service_notify.hpp"
@@ -34,6 +37,7 @@ namespace rpcie::hostd {
 class ServiceLoop {
  public:
   static constexpr std::chrono::milliseconds kSlice{200};
+  static constexpr std::chrono::milliseconds kIdleSlice{60'000};
   static constexpr std::chrono::milliseconds kAskEvery{1000};
   static constexpr std::chrono::milliseconds kAskTimeout{2000};
 
@@ -56,6 +60,7 @@ class ServiceLoop {
   Fd signals_;  // signalfd of SIGHUP
   std::chrono::milliseconds ask_every_;
   std::atomic<bool> stop_{false};
+  EventFd stop_posted_;  // the destructor posts it after setting stop_
   std::thread thread_;
 };
 

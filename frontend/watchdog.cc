@@ -1,5 +1,6 @@
 #include "watchdog.hpp"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -19,7 +20,7 @@ void Watchdog::stop() {
   {
     std::lock_guard g(lock_);
     stop_ = true;
-    stop_changed_.notify_all();
+    changed_.notify_all();
   }
   if (thread_.joinable()) thread_.join();
 }
@@ -28,6 +29,7 @@ std::uint64_t Watchdog::track(fuse_req_t req, Clock::time_point since) {
   std::lock_guard g(lock_);
   const auto ticket = next_ticket_++;
   pending_.emplace(ticket, Pending{req, since});
+  if (since + timeout_ < asleep_until_) changed_.notify_all();
   return ticket;
 }
 
@@ -58,9 +60,14 @@ std::size_t Watchdog::expire_due(Clock::time_point now) {
 }
 
 void Watchdog::run() {
+  // An idle hostd tracks nothing: the thread sleeps until a request is, or a minute at most.
+  constexpr auto kIdle = std::chrono::minutes(1);
   std::unique_lock g(lock_);
   while (!stop_) {
-    stop_changed_.wait_for(g, std::chrono::milliseconds(100));
+    asleep_until_ = Clock::now() + kIdle;
+    for (const auto& [ticket, p] : pending_) asleep_until_ = std::min(asleep_until_, p.since + timeout_);
+    changed_.wait_until(g, asleep_until_);
+    asleep_until_ = Clock::time_point::max();  // awake: track() need not notify
     g.unlock();
     (void)expire_due(Clock::now());
     g.lock();

@@ -35,7 +35,8 @@ class Watchdog {
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
 
-  // The thread: every 100 ms, expire_due(now). stop() ends it (idempotent).
+  // The thread: expire_due(now) when the oldest tracked request is due (asleep while none is
+  // tracked; track() wakes it). stop() ends it (idempotent).
   void start();
   void stop();
 
@@ -60,7 +61,9 @@ class Watchdog {
   const std::chrono::milliseconds timeout_;
   const Expire expire_;
   std::mutex lock_;
-  std::condition_variable stop_changed_;
+  std::condition_variable changed_;  // stop_, or a request due before asleep_until_
+  // When the thread's sleep ends (lock_); a request due earlier wakes it.
+  Clock::time_point asleep_until_ = Clock::time_point::max();
   std::map<std::uint64_t, Pending> pending_;
   std::uint64_t next_ticket_ = 1;
   bool stop_ = false;
