@@ -5,11 +5,18 @@
 
 #include <doctest/doctest.h>
 
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "../../support/eventually.hpp"
 #include "rpcie/process.hpp"
@@ -88,5 +95,111 @@ TEST_CASE("lease keeper: stop() ends it at once, without a failure") {
   const auto t = std::chrono::steady_clock::now();
   k.stop();
   CHECK(std::chrono::steady_clock::now() - t < 1s);
+  CHECK_FALSE(router.failure());
+}
+
+namespace {
+
+// Threads of this process named `name` (/proc/self/task/*/comm).
+int threads_named(const std::string& name) {
+  int n = 0;
+  for (const auto& t : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(t.path() / "comm");
+    std::string line;
+    if (std::getline(comm, line) && line == name) ++n;
+  }
+  return n;
+}
+
+// The exporter's side of one connection: echoes every heartbeat until told to stop.
+struct Echoer {
+  explicit Echoer(Socket& s) : thread([this, &s] {
+    while (!stop) {
+      auto m = s.message_recv(Deadline::after(50ms));
+      if (!m) {
+        if (m.error().code == ETIMEDOUT) continue;
+        return;
+      }
+      if (!s.message_send(m->decoded.message, 0, Deadline::after(5s))) return;
+    }
+  }) {}
+  ~Echoer() {
+    stop = true;
+    thread.join();
+  }
+  std::atomic<bool> stop{false};
+  std::thread thread;
+};
+
+}  // namespace
+
+TEST_CASE("lease keeper: the keepers of a process share one heartbeat thread, which ends with the last") {
+  CHECK(threads_named("rpcie-lease") == 0);
+  constexpr int kKeepers = 8;
+  std::vector<std::unique_ptr<Pair>> pairs;
+  std::vector<std::unique_ptr<ReplyRouter>> routers;
+  std::vector<std::unique_ptr<Echoer>> echoers;
+  std::vector<std::unique_ptr<LeaseKeeper>> keepers;
+  for (int i = 0; i < kKeepers; ++i) {
+    pairs.push_back(std::make_unique<Pair>());
+    routers.push_back(std::make_unique<ReplyRouter>(0, "test"));
+    echoers.push_back(std::make_unique<Echoer>(pairs.back()->exporter));
+    keepers.push_back(std::make_unique<LeaseKeeper>(pairs.back()->client, 300ms, *routers.back()));
+    keepers.back()->start();
+  }
+  CHECK(eventually([] { return threads_named("rpcie-lease") == 1; }));  // named once it runs
+  // Every keeper's heartbeats are echoed: three each within a few intervals of 100 ms.
+  CHECK(eventually([&] {
+    return std::all_of(keepers.begin(), keepers.end(), [](const auto& k) { return k->heartbeats() >= 3; });
+  }));
+  for (const auto& r : routers) CHECK_FALSE(r->failure());
+  for (auto& k : keepers) k->stop();
+  CHECK(eventually([&] { return threads_named("rpcie-lease") == 0; }));
+}
+
+TEST_CASE("lease keeper: an exporter that never echoes fails its own attachment, not another's heartbeats") {
+  Pair silent, live;
+  ReplyRouter silent_router(0, "silent"), live_router(0, "live");
+  Echoer echoer(live.exporter);
+  LeaseKeeper a(silent.client, 600ms, silent_router);  // a heartbeat every 200 ms
+  LeaseKeeper b(live.client, 600ms, live_router);
+  const auto t0 = std::chrono::steady_clock::now();
+  a.start();
+  b.start();
+  REQUIRE(eventually([&] { return silent_router.failure().has_value(); }));
+  const auto failed_after = std::chrono::steady_clock::now() - t0;
+  // The first heartbeat at 200 ms, its echo awaited for the lease: failed at about 800 ms.
+  CHECK(failed_after >= 750ms);
+  CHECK(failed_after < 800ms + LeaseKeeper::kIoBound + 500ms);
+  CHECK(silent_router.failure()->code == ENOTCONN);
+  CHECK(silent_router.failure()->message.find("no echo within the lease") != std::string::npos);
+  CHECK(a.heartbeats() == 0);
+  // Meanwhile the other attachment's heartbeats went every 200 ms, echoed.
+  CHECK(b.heartbeats() >= 3);
+  CHECK_FALSE(live_router.failure());
+  a.stop();
+  b.stop();
+}
+
+TEST_CASE("lease keeper: stop() with an echo in flight returns once the echo is read, leaving detach a clean socket") {
+  Pair p;
+  ReplyRouter router(0, "test");
+  std::atomic<bool> heard{false};
+  std::thread exporter([&] {
+    auto m = p.exporter.message_recv(Deadline::after(5s));
+    if (!m) return;
+    heard = true;
+    std::this_thread::sleep_for(150ms);  // the echo comes late
+    (void)p.exporter.message_send(m->decoded.message, 0, Deadline::after(5s));
+  });
+  LeaseKeeper k(p.client, 600ms, router);  // a heartbeat every 200 ms, its echo awaited 600 ms
+  k.start();
+  REQUIRE(eventually([&] { return heard.load(); }));
+  k.stop();
+  exporter.join();
+  CHECK(k.heartbeats() == 1);
+  int unread = -1;
+  REQUIRE(::ioctl(p.client.fd(), FIONREAD, &unread) == 0);
+  CHECK(unread == 0);  // the echo was not left on the socket for the goodbye's answer
   CHECK_FALSE(router.failure());
 }
