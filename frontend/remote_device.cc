@@ -12,7 +12,7 @@ namespace rpcie::hostd {
 namespace {
 
 constexpr auto kBackoffFirst = std::chrono::milliseconds(100);
-constexpr auto kSuperviseSlice = std::chrono::seconds(5);
+constexpr auto kSuperviseSlice = std::chrono::seconds(60);
 constexpr auto kBackoffMax = std::chrono::seconds(2);
 
 // PCI Express functions have 4 KiB of config space (sysfs shows 4096), others 256.

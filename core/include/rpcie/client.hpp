@@ -30,7 +30,8 @@
 //
 // Threading: an Attachment may be used from several threads at once; a thread waiting for
 // a reply receives for everyone (no hand-off on the latency path) and a background thread
-// progresses the fabric and counts interrupts while nobody waits.
+// progresses the fabric and counts interrupts while nobody waits. The heartbeats of all of
+// a process's attachments go from one thread ("rpcie-lease"), which runs while any does.
 //
 // Errors: Result<> with errno values at this level: EACCES (key refused, not allowed),
 // EBUSY (attached by someone else; the message names who), ENOENT (no such export),
