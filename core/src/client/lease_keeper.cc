@@ -89,17 +89,15 @@ class LeaseHub {
   void pass_locked(Clock::time_point now, std::vector<Lost>& lost);
   static void echo_take(LeaseKeeper& k, std::vector<Lost>& lost);
   static void heartbeat_send(LeaseKeeper& k, Clock::time_point now, std::vector<Lost>& lost);
-  bool leaving(const LeaseKeeper* k) const {
-    return std::find(leaving_.begin(), leaving_.end(), k) != leaving_.end();
-  }
+  bool leaving(const LeaseKeeper* k) const { return std::find(leaving_.begin(), leaving_.end(), k) != leaving_.end(); }
 
-  std::mutex lock_;                   // everything below but the thread's own vectors
-  std::condition_variable changed_;   // a keeper left the list
+  std::mutex lock_;                  // everything below but the thread's own vectors
+  std::condition_variable changed_;  // a keeper left the list
   std::vector<LeaseKeeper*> keepers_;
   std::vector<LeaseKeeper*> leaving_;  // remove() asked; still on keepers_
   bool stop_ = false;
-  EventFd wake_;  // add(), remove() and the destructor post it: the poll ends
-  std::vector<pollfd> fds_;              // the thread's: wake_, then one per polled_ keeper
+  EventFd wake_;             // add(), remove() and the destructor post it: the poll ends
+  std::vector<pollfd> fds_;  // the thread's: wake_, then one per polled_ keeper
   std::vector<LeaseKeeper*> polled_;
   std::thread thread_;  // declared last: started once the members above exist
 };
@@ -203,10 +201,12 @@ void LeaseHub::pass_locked(Clock::time_point now, std::vector<Lost>& lost) {
 void LeaseHub::echo_take(LeaseKeeper& k, std::vector<Lost>& lost) {
   auto echo = k.socket_->message_recv(Deadline::after(LeaseKeeper::kIoBound));
   k.echo_hold_.unlock();
-  if (!echo || !std::holds_alternative<proto::Heartbeat>(echo->decoded.message)) {
-    lost.push_back({&k, heartbeat_lost(!echo ? echo.error().describe()
-                                             : std::string("unexpected ") +
-                                                   proto::msg_type_name(echo->decoded.header.type))});
+  if (!echo) {
+    lost.push_back({&k, heartbeat_lost(echo.error().describe())});
+    return;
+  }
+  if (!std::holds_alternative<proto::Heartbeat>(echo->decoded.message)) {
+    lost.push_back({&k, heartbeat_lost(std::string("unexpected ") + proto::msg_type_name(echo->decoded.header.type))});
     return;
   }
   k.heartbeats_.fetch_add(1, std::memory_order_relaxed);

@@ -113,16 +113,17 @@ int threads_named(const std::string& name) {
 
 // The exporter's side of one connection: echoes every heartbeat until told to stop.
 struct Echoer {
-  explicit Echoer(Socket& s) : thread([this, &s] {
-    while (!stop) {
-      auto m = s.message_recv(Deadline::after(50ms));
-      if (!m) {
-        if (m.error().code == ETIMEDOUT) continue;
-        return;
-      }
-      if (!s.message_send(m->decoded.message, 0, Deadline::after(5s))) return;
-    }
-  }) {}
+  explicit Echoer(Socket& s)
+      : thread([this, &s] {
+          while (!stop) {
+            auto m = s.message_recv(Deadline::after(50ms));
+            if (!m) {
+              if (m.error().code == ETIMEDOUT) continue;
+              return;
+            }
+            if (!s.message_send(m->decoded.message, 0, Deadline::after(5s))) return;
+          }
+        }) {}
   ~Echoer() {
     stop = true;
     thread.join();
@@ -149,9 +150,8 @@ TEST_CASE("lease keeper: the keepers of a process share one heartbeat thread, wh
   }
   CHECK(eventually([] { return threads_named("rpcie-lease") == 1; }));  // named once it runs
   // Every keeper's heartbeats are echoed: three each within a few intervals of 100 ms.
-  CHECK(eventually([&] {
-    return std::all_of(keepers.begin(), keepers.end(), [](const auto& k) { return k->heartbeats() >= 3; });
-  }));
+  CHECK(eventually(
+      [&] { return std::all_of(keepers.begin(), keepers.end(), [](const auto& k) { return k->heartbeats() >= 3; }); }));
   for (const auto& r : routers) CHECK_FALSE(r->failure());
   for (auto& k : keepers) k->stop();
   CHECK(eventually([&] { return threads_named("rpcie-lease") == 0; }));
