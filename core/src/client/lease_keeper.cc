@@ -5,13 +5,12 @@
 #include <algorithm>
 #include <condition_variable>
 #include <string>
-#include <thread>
 #include <utility>
 #include <variant>
 #include <vector>
 
 #include "rpcie/event_fd.hpp"
-#include "rpcie/thread_sched.hpp"
+#include "worker.hpp"
 
 namespace rpcie::client {
 
@@ -32,14 +31,11 @@ Error heartbeat_lost(const std::string& why) {
 // The process's heartbeat thread and the keepers it serves (lease_keeper.hpp).
 class LeaseHub {
  public:
-  LeaseHub() : thread_([this] { run(); }) {}
+  LeaseHub() {
+    worker_.start("rpcie-lease", [this] { run(); });
+  }
   ~LeaseHub() {
-    {
-      std::lock_guard g(lock_);
-      stop_ = true;
-    }
-    wake_.post();
-    thread_.join();
+    worker_.stop([this] { wake_.post(); });
   }
   LeaseHub(const LeaseHub&) = delete;
   LeaseHub& operator=(const LeaseHub&) = delete;
@@ -95,18 +91,16 @@ class LeaseHub {
   std::condition_variable changed_;  // a keeper left the list
   std::vector<LeaseKeeper*> keepers_;
   std::vector<LeaseKeeper*> leaving_;  // remove() asked; still on keepers_
-  bool stop_ = false;
-  EventFd wake_;             // add(), remove() and the destructor post it: the poll ends
-  std::vector<pollfd> fds_;  // the thread's: wake_, then one per polled_ keeper
+  EventFd wake_;                       // add(), remove() and the destructor post it: the poll ends
+  std::vector<pollfd> fds_;            // the thread's: wake_, then one per polled_ keeper
   std::vector<LeaseKeeper*> polled_;
-  std::thread thread_;  // declared last: started once the members above exist
+  Worker worker_;  // declared last: stopped (joined) before the members above go
 };
 
 void LeaseHub::run() {
-  thread_name("rpcie-lease");
   std::vector<Lost> lost;
   std::unique_lock g(lock_);
-  while (!stop_) {
+  while (!worker_.stopping()) {
     leavers_release_locked();
     const auto wake_at = watch_locked(Clock::now());
     const auto ms = std::chrono::ceil<std::chrono::milliseconds>(wake_at - Clock::now()).count();
