@@ -10,11 +10,10 @@
 #include <atomic>
 #include <chrono>
 #include <deque>
-#include <filesystem>
-#include <fstream>
 #include <mutex>
 #include <thread>
 #include "../../support/eventually.hpp"
+#include "../../support/threads_named.hpp"
 
 using namespace rpcie;
 using namespace rpcie::client;
@@ -159,16 +158,9 @@ TEST_CASE("dispatcher: its thread is named rpcie-dispatch and is SCHED_BATCH (it
   ReplyRouter router(1, "test");
   Dispatcher d(inbox, router, no_batch(), 200us);
   d.start();
-  // The dispatcher's thread as the kernel lists it: /proc/self/task/TID/comm.
   auto dispatcher_policy = [] {
-    std::error_code ec;
-    for (const auto& e : std::filesystem::directory_iterator("/proc/self/task", ec)) {
-      std::ifstream comm(e.path() / "comm");
-      std::string name;
-      std::getline(comm, name);
-      if (name == "rpcie-dispatch") return ::sched_getscheduler(std::stoi(e.path().filename()));
-    }
-    return -1;
+    const auto tids = rpcie::test::threads_named("rpcie-dispatch");
+    return tids.empty() ? -1 : ::sched_getscheduler(tids.front());
   };
   CHECK(eventually([&] { return dispatcher_policy() == SCHED_BATCH; }));
   CHECK(::sched_getscheduler(0) == SCHED_OTHER);  // the caller's own thread is left alone

@@ -11,20 +11,20 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <filesystem>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "../../support/eventually.hpp"
+#include "../../support/threads_named.hpp"
 #include "rpcie/process.hpp"
 
 using namespace rpcie;
 using namespace rpcie::client;
 using namespace std::chrono_literals;
 using rpcie::test::eventually;
+using rpcie::test::threads_named;
 
 namespace {
 
@@ -100,17 +100,6 @@ TEST_CASE("lease keeper: stop() ends it at once, without a failure") {
 
 namespace {
 
-// Threads of this process named `name` (/proc/self/task/*/comm).
-int threads_named(const std::string& name) {
-  int n = 0;
-  for (const auto& t : std::filesystem::directory_iterator("/proc/self/task")) {
-    std::ifstream comm(t.path() / "comm");
-    std::string line;
-    if (std::getline(comm, line) && line == name) ++n;
-  }
-  return n;
-}
-
 // The exporter's side of one connection: echoes every heartbeat until told to stop.
 struct Echoer {
   explicit Echoer(Socket& s)
@@ -135,7 +124,7 @@ struct Echoer {
 }  // namespace
 
 TEST_CASE("lease keeper: the keepers of a process share one heartbeat thread, which ends with the last") {
-  CHECK(threads_named("rpcie-lease") == 0);
+  CHECK(threads_named("rpcie-lease").empty());
   constexpr int kKeepers = 8;
   std::vector<std::unique_ptr<Pair>> pairs;
   std::vector<std::unique_ptr<ReplyRouter>> routers;
@@ -148,13 +137,13 @@ TEST_CASE("lease keeper: the keepers of a process share one heartbeat thread, wh
     keepers.push_back(std::make_unique<LeaseKeeper>(pairs.back()->client, 300ms, *routers.back()));
     keepers.back()->start();
   }
-  CHECK(eventually([] { return threads_named("rpcie-lease") == 1; }));  // named once it runs
+  CHECK(eventually([] { return threads_named("rpcie-lease").size() == 1; }));  // named once it runs
   // Every keeper's heartbeats are echoed: three each within a few intervals of 100 ms.
   CHECK(eventually(
       [&] { return std::all_of(keepers.begin(), keepers.end(), [](const auto& k) { return k->heartbeats() >= 3; }); }));
   for (const auto& r : routers) CHECK_FALSE(r->failure());
   for (auto& k : keepers) k->stop();
-  CHECK(eventually([&] { return threads_named("rpcie-lease") == 0; }));
+  CHECK(eventually([&] { return threads_named("rpcie-lease").empty(); }));
 }
 
 TEST_CASE("lease keeper: an exporter that never echoes fails its own attachment, not another's heartbeats") {
