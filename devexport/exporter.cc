@@ -150,6 +150,9 @@ struct Exporter::Impl {
     // and an exporter serves many attachments (docs/performance.md, "idle CPU").
     so.cq_wait_fd = true;
     so.source_check = true;
+    // A data thread waits on behalf of its clients; while other threads keep wanting its
+    // CPU (another attachment's, the compute side's on a shared host) it lets them run.
+    so.channel.yield_when_contended = true;
     return so;
   }
 

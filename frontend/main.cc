@@ -271,6 +271,9 @@ std::optional<int> options_parse(int argc, char** argv, Options& o) {
   // Programs' register stores (mapped BARs, resource files) are posted writes as on PCIe:
   // one the device refuses is dropped and counted, never charged to the next access.
   o.context.client.posted_errors = client::ClientOptions::PostedErrors::counted;
+  // hostd's waiters (FUSE workers, dispatchers) wait for the programs it serves: when those
+  // want the CPU, they get it (two devices' reads/s 2.5-3x on 2 CPUs: docs/performance.md).
+  o.context.client.spin_yield = true;
   return std::nullopt;
 }
 

@@ -55,9 +55,9 @@ Result<bool> Channel::poll_until(Ready&& ready, Deadline deadline, Deadline::Clo
   // exporter's data thread spun ~150 polls on probation (docs/performance.md, "Scaling").
   constexpr auto kColdAfter = std::chrono::milliseconds(1);
   bool cold = false;
-  // A spinner that keeps being preempted yields after each poll: the threads that want its
-  // CPU are often the ones doing the work it waits for (spin_yield.hpp).
-  SpinYield& spin_yield = SpinYield::this_thread();
+  // A daemon's spinner that keeps being preempted yields after each poll: the threads that
+  // want its CPU are often the ones doing the work it waits for (spin_yield.hpp).
+  SpinYield* spin_yield = options_.yield_when_contended ? &SpinYield::this_thread() : nullptr;
   for (bool first = true;; first = false) {
     std::uint64_t completions;
     {
@@ -88,7 +88,7 @@ Result<bool> Channel::poll_until(Ready&& ready, Deadline deadline, Deadline::Clo
     if (now >= deadline.when()) break;
     t0 = now;
     if (now < spin_end && slot.take()) {
-      if (spin_yield.after_poll(now)) t0 = Deadline::Clock::now();
+      if (spin_yield && spin_yield->after_poll(now)) t0 = Deadline::Clock::now();
       continue;
     }
     slot.release();

@@ -16,7 +16,10 @@ bool SpinYield::after_poll(Clock::time_point now) noexcept {
     rusage u{};
     return ::getrusage(RUSAGE_THREAD, &u) == 0 ? u.ru_nivcsw : -1L;
   });
-  if (yield) ::sched_yield();
+  if (yield) {
+    ::sched_yield();
+    ++yields_;
+  }
   return yield;
 }
 

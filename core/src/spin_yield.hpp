@@ -18,11 +18,16 @@
 // start it. A yield that handed the CPU over counts as an involuntary switch too, so
 // lasting contention keeps the thread yielding.
 //
+// Channels whose ChannelOptions::yield_when_contended is set (the daemons') use it: an
+// application's spinner that yielded to its own process's other thread waited behind it
+// (docs/performance.md, "A spinner that yields").
+//
 // Thread-safety: a SpinYield belongs to one thread. Errors: none (when getrusage fails the
 // thread spins without yielding).
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 
 namespace rpcie {
 
@@ -39,6 +44,8 @@ class SpinYield {
   // After a poll that found nothing, before the next, at `now`: yields the CPU when
   // contended. True when it yielded (the caller's clock reading is stale then).
   bool after_poll(Clock::time_point now) noexcept;
+  // How often after_poll() yielded on this thread.
+  std::uint64_t yields() const noexcept { return yields_; }
 
   // The rule, with the thread's involuntary context switches so far given by `switches`
   // (called at most once per kProbeEvery; negative when it cannot tell): whether to yield
@@ -63,6 +70,7 @@ class SpinYield {
   Clock::time_point yield_until_{};
   long seen_ = -1;  // switches at the last look; -1: none yet
   int looks_ = 0;   // looks in a row that found a new switch
+  std::uint64_t yields_ = 0;
 };
 
 }  // namespace rpcie

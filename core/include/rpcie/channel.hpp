@@ -17,7 +17,9 @@
 // Spinning is budgeted per process, across all Channels: at most the process's CPUs less one
 // threads spin at once (RPCIE_SPIN_THREADS=N sets another number; 0: none); a waiter that
 // finds the budget spent sleeps as an idle one does. So a daemon with many attachments does
-// not have a spinning thread per busy attachment taking the CPUs its work needs.
+// not have a spinning thread per busy attachment taking the CPUs its work needs. With
+// ChannelOptions::yield_when_contended (the daemons), a spinner that keeps being preempted
+// yields its CPU after each poll until it is left alone for 2 ms.
 //
 // Ordering:
 //  - Messages are delivered in send order (FI_ORDER_SAS, which every adapter requires).
@@ -131,6 +133,12 @@ struct ChannelOptions {
   // the peer is in use).
   std::chrono::microseconds backoff_warm{50};
   std::chrono::milliseconds warm{100};
+  // A spinning waiter that keeps being preempted yields its CPU after each poll
+  // (SpinYield, core/src/spin_yield.hpp): for a daemon, whose spinning threads wait on
+  // behalf of the threads that want their CPU (the programs it serves, its other
+  // attachments). An application's threads compete with each other instead: there, yielding
+  // made a waiter queue behind its own process's other thread (docs/performance.md).
+  bool yield_when_contended = false;
 };
 
 // How long a background receiver (message_wait(.., spin = false)) keeps polling after activity.

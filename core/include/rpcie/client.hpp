@@ -128,6 +128,10 @@ struct ClientOptions {
   // export's policy says; sealed or open insist: an export whose policy is the other mode
   // refuses the attach (EPROTO, the message naming both modes and the export).
   DataPathChoice data_path = DataPathChoice::automatic;
+  // The attachment's spinning waiters yield their CPU while other threads keep wanting it
+  // (ChannelOptions::yield_when_contended): for a service like rpcie-hostd, whose waiters
+  // wait on behalf of the programs it serves; off for an application's own threads.
+  bool spin_yield = false;
 };
 
 // The mode an attach of `e` would run for a client over provider `kind` whose choice is

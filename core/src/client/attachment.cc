@@ -179,6 +179,7 @@ Result<std::unique_ptr<Session>> Attachment::State::session_make(Socket sock, co
   SessionOptions so;
   so.provider = options.provider;
   so.cq_wait_fd = true;
+  so.channel.yield_when_contended = options.spin_yield;
   so.source_check = true;            // as the exporter: messages from any other address are dropped
   so.data_path = *device.data_path;  // the exporter's decision (attach_reply)
   RPCIE_TRY_ASSIGN(auto made, Session::connect_over(std::move(sock), so, regions, deadline));

@@ -1,5 +1,6 @@
 // A spinner that yields while contended (core/src/spin_yield.hpp): the rule against a
-// counted switch count, then a real spinner sharing its CPU with a thread that keeps waking.
+// counted switch count, then a real spinner sharing its CPU with a thread that keeps waking,
+// alone and as a Channel's waiter (ChannelOptions::yield_when_contended).
 #include "spin_yield.hpp"
 
 #include <pthread.h>
@@ -7,10 +8,13 @@
 #include <time.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <thread>
 
 #include <doctest/doctest.h>
+
+#include "channel_fixture.hpp"
 
 using rpcie::SpinYield;
 using namespace std::chrono_literals;
@@ -26,6 +30,19 @@ struct Switches {
     return count;
   }
 };
+
+// The first CPU this process may run on, alone in a set.
+cpu_set_t first_cpu() {
+  cpu_set_t mine;
+  CPU_ZERO(&mine);
+  REQUIRE(sched_getaffinity(0, sizeof mine, &mine) == 0);
+  int cpu = 0;
+  while (!CPU_ISSET(cpu, &mine)) ++cpu;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  return one;
+}
 
 }  // namespace
 
@@ -77,13 +94,7 @@ TEST_CASE("a spinner that cannot read its switches never yields") {
 }
 
 TEST_CASE("a real spinner sharing its CPU with a thread that keeps waking starts to yield") {
-  cpu_set_t mine;
-  REQUIRE(sched_getaffinity(0, sizeof mine, &mine) == 0);
-  int cpu = 0;
-  while (!CPU_ISSET(cpu, &mine)) ++cpu;
-  cpu_set_t one;
-  CPU_ZERO(&one);
-  CPU_SET(cpu, &one);
+  const cpu_set_t one = first_cpu();
 
   std::atomic<bool> stop{false};
   // Wakes every 20 us on the spinner's CPU, as a FUSE worker or a reader would.
@@ -105,4 +116,48 @@ TEST_CASE("a real spinner sharing its CPU with a thread that keeps waking starts
   waker.join();
   MESSAGE("yields within 3 s: " << yields);
   CHECK(yields >= 100);
+}
+
+namespace {
+
+// The yields of a thread pinned beside a waker (a thread waking every 20 us on its CPU)
+// while it waits 250 ms on a channel of `options` for a message that never comes.
+std::uint64_t channel_wait_yields(const rpcie::ChannelOptions& options) {
+  auto p = channel_fixture::pair_open(4096, options);
+  REQUIRE(p);
+  cpu_set_t one = first_cpu();
+  std::atomic<bool> stop{false};
+  std::thread waker([&] {
+    pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+    const timespec nap{0, 20'000};
+    while (!stop.load(std::memory_order_relaxed)) nanosleep(&nap, nullptr);
+  });
+  std::uint64_t yields = 0;
+  int error = 0;  // the wait's errno (checked here: doctest's assertions stay on this thread)
+  std::thread waiter([&] {
+    pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+    const auto before = SpinYield::this_thread().yields();
+    auto r = p->cc().message_recv(rpcie::Deadline::after(250ms));  // a new wait spins first
+    error = r ? 0 : r.error().code;
+    yields = SpinYield::this_thread().yields() - before;
+  });
+  waiter.join();
+  stop = true;
+  waker.join();
+  CHECK(error == ETIMEDOUT);  // nothing came
+  return yields;
+}
+
+}  // namespace
+
+TEST_CASE("a Channel's waiter yields when contended only if its options say so") {
+  rpcie::ChannelOptions options;
+  options.spin = 1s;  // the whole wait spins
+  options.yield_when_contended = true;
+  const auto on = channel_wait_yields(options);
+  options.yield_when_contended = false;
+  const auto off = channel_wait_yields(options);
+  MESSAGE("yields in a 250 ms wait: " << on << " with the option, " << off << " without");
+  CHECK(on > 0);
+  CHECK(off == 0);
 }
