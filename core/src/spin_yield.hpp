@@ -20,7 +20,7 @@
 //
 // Channels whose ChannelOptions::yield_when_contended is set (the daemons') use it: an
 // application's spinner that yielded to its own process's other thread waited behind it
-// (docs/performance.md, "A spinner that yields").
+// (docs/performance.md, "A spinner that yields while contended").
 //
 // Thread-safety: a SpinYield belongs to one thread. Errors: none (when getrusage fails the
 // thread spins without yielding).
