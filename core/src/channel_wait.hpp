@@ -87,7 +87,7 @@ Result<bool> Channel::poll_until(Ready&& ready, Deadline deadline, Deadline::Clo
     }
     if (now >= deadline.when()) break;
     t0 = now;
-    if (now < spin_end && slot.take()) {
+    if (now < spin_end && slot.take(spin_yield ? Spinner::yielding : Spinner::steady)) {
       if (spin_yield && spin_yield->after_poll(now)) t0 = Deadline::Clock::now();
       continue;
     }

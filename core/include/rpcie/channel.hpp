@@ -19,7 +19,8 @@
 // finds the budget spent sleeps as an idle one does. So a daemon with many attachments does
 // not have a spinning thread per busy attachment taking the CPUs its work needs. With
 // ChannelOptions::yield_when_contended (the daemons), a spinner that keeps being preempted
-// yields its CPU after each poll until it is left alone for 2 ms.
+// yields its CPU after each poll until it is left alone for 2 ms, and such spinners may
+// take one thread per CPU (RPCIE_SPIN_THREADS, when set, is the number for both kinds).
 //
 // Ordering:
 //  - Messages are delivered in send order (FI_ORDER_SAS, which every adapter requires).
@@ -138,6 +139,7 @@ struct ChannelOptions {
   // behalf of the threads that want their CPU (the programs it serves, its other
   // attachments). An application's threads compete with each other instead: there, yielding
   // made a waiter queue behind its own process's other thread (docs/performance.md).
+  // Yielding spinners count against a budget of the process's CPUs, not its CPUs less one.
   bool yield_when_contended = false;
 };
 

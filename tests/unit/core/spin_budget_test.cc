@@ -104,3 +104,30 @@ TEST_CASE("with every slot taken a Channel's wait sleeps instead of spinning, an
   MESSAGE("client CPU with slots free: " << spinning.count() << " ms");
   CHECK(spinning > 100ms);
 }
+
+TEST_CASE("spinners that yield while contended may use every CPU; steady ones leave one free") {
+  using rpcie::Spinner;
+  CHECK(rpcie::spin_budget_from(nullptr, 2, nullptr, Spinner::yielding) == 2);
+  CHECK(rpcie::spin_budget_from(nullptr, 16, nullptr, Spinner::yielding) == 16);
+  CHECK(rpcie::spin_budget_from(nullptr, 1, nullptr, Spinner::yielding) == 1);
+  CHECK(rpcie::spin_budget_from(nullptr, 0, nullptr, Spinner::yielding) == 1);
+  bool ignored = true;
+  CHECK(rpcie::spin_budget_from("0", 16, &ignored, Spinner::yielding) == 0);  // the operator's number, for both
+  CHECK_FALSE(ignored);
+  CHECK(rpcie::spin_budget_from("3", 16, nullptr, Spinner::yielding) == 3);
+  CHECK(rpcie::spin_budget_from("x", 4, &ignored, Spinner::yielding) == 4);
+  CHECK(ignored);
+
+  // One count for both kinds: steady takers stop at their budget, yielding ones at theirs.
+  const int steady = rpcie::spin_budget(Spinner::steady);
+  const int yielding = rpcie::spin_budget(Spinner::yielding);
+  REQUIRE(yielding >= steady);
+  auto slots = std::make_unique<SpinSlot[]>(static_cast<std::size_t>(yielding) + 1);
+  for (int i = 0; i < steady; ++i) CHECK(slots[i].take(Spinner::steady));
+  for (int i = steady; i < yielding; ++i) {
+    CHECK_FALSE(slots[i].take(Spinner::steady));
+    CHECK(slots[i].take(Spinner::yielding));
+  }
+  CHECK_FALSE(slots[yielding].take(Spinner::yielding));
+  CHECK_FALSE(slots[yielding].take(Spinner::steady));
+}
