@@ -272,7 +272,7 @@ std::optional<int> options_parse(int argc, char** argv, Options& o) {
   // one the device refuses is dropped and counted, never charged to the next access.
   o.context.client.posted_errors = client::ClientOptions::PostedErrors::counted;
   // hostd's waiters (FUSE workers, dispatchers) wait for the programs it serves: when those
-  // want the CPU, they get it (two devices' reads/s 2.5-3x on 2 CPUs: docs/performance.md).
+  // want the CPU, they get it (docs/performance.md, "A spinner that yields while contended").
   o.context.client.spin_yield = true;
   return std::nullopt;
 }

@@ -55,7 +55,7 @@ class SpinYield {
     if (now >= next_probe_) {
       next_probe_ = now + kProbeEvery;
       const long n = switches();
-      if (n >= 0 && seen_ >= 0 && n > seen_) {
+      if (seen_ >= 0 && n > seen_) {  // a failed read (-1) is never more than a count
         if (++looks_ >= kContendedLooks) yield_until_ = now + kQuietFor;
       } else {
         looks_ = 0;

@@ -44,6 +44,28 @@ cpu_set_t first_cpu() {
   return one;
 }
 
+// A thread on `cpu` that wakes every 20 us, as a FUSE worker or a reader would, until the
+// Waker goes.
+class Waker {
+ public:
+  explicit Waker(const cpu_set_t& cpu)
+      : thread_([this, cpu] {
+          pthread_setaffinity_np(pthread_self(), sizeof cpu, &cpu);
+          const timespec nap{0, 20'000};
+          while (!stop_.load(std::memory_order_relaxed)) nanosleep(&nap, nullptr);
+        }) {}
+  ~Waker() {
+    stop_ = true;
+    thread_.join();
+  }
+  Waker(const Waker&) = delete;
+  Waker& operator=(const Waker&) = delete;
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
 }  // namespace
 
 TEST_CASE("a spinner yields only once two looks in a row find it preempted, until it is left alone") {
@@ -82,38 +104,39 @@ TEST_CASE("a spinner yields only once two looks in a row find it preempted, unti
   }
 }
 
-TEST_CASE("a spinner that cannot read its switches never yields") {
+TEST_CASE("the first look, and the first after a failed read, only learn the count") {
   SpinYield y;
   auto t = SpinYield::Clock::now();
-  long n = 0;
-  for (int i = 0; i < 20; ++i) {
+  const auto look = [&](long switches) {
     t += SpinYield::kProbeEvery;
-    // Alternating failures (-1) with a count that grows: no two looks compare.
-    CHECK_FALSE(y.contended(t, [&] { return i % 2 ? -1L : (n += 5); }));
-  }
+    return y.contended(t, [&] { return switches; });
+  };
+  CHECK_FALSE(look(10));  // preempted before it first spun: not a switch seen while spinning
+  CHECK_FALSE(look(11));  // one look with a new switch
+  CHECK_FALSE(look(-1));  // getrusage failed: nothing to compare, the run of looks ends
+  CHECK_FALSE(look(20));  // learns the count again
+  CHECK_FALSE(look(21));
+  CHECK(look(22));  // two looks in a row with a new switch each
+  // Reads that keep failing: once that contention is kQuietFor old, it yields no more.
+  const auto contended_at = t;
+  while (t < contended_at + SpinYield::kQuietFor) look(-1);
+  for (int i = 0; i < 100; ++i) CHECK_FALSE(look(-1));
 }
 
 TEST_CASE("a real spinner sharing its CPU with a thread that keeps waking starts to yield") {
   const cpu_set_t one = first_cpu();
-
-  std::atomic<bool> stop{false};
-  // Wakes every 20 us on the spinner's CPU, as a FUSE worker or a reader would.
-  std::thread waker([&] {
-    pthread_setaffinity_np(pthread_self(), sizeof one, &one);
-    const timespec nap{0, 20'000};
-    while (!stop.load(std::memory_order_relaxed)) nanosleep(&nap, nullptr);
-  });
   int yields = 0;
-  std::thread spinner([&] {
-    pthread_setaffinity_np(pthread_self(), sizeof one, &one);
-    SpinYield& y = SpinYield::this_thread();
-    const auto end = SpinYield::Clock::now() + 3s;
-    for (auto now = SpinYield::Clock::now(); now < end && yields < 100; now = SpinYield::Clock::now())
-      yields += y.after_poll(now) ? 1 : 0;
-  });
-  spinner.join();
-  stop = true;
-  waker.join();
+  {
+    const Waker waker(one);
+    std::thread spinner([&] {
+      pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+      SpinYield& y = SpinYield::this_thread();
+      const auto end = SpinYield::Clock::now() + 3s;
+      for (auto now = SpinYield::Clock::now(); now < end && yields < 100; now = SpinYield::Clock::now())
+        yields += y.after_poll(now) ? 1 : 0;
+    });
+    spinner.join();
+  }
   MESSAGE("yields within 3 s: " << yields);
   CHECK(yields >= 100);
 }
@@ -125,13 +148,8 @@ namespace {
 std::uint64_t channel_wait_yields(const rpcie::ChannelOptions& options) {
   auto p = channel_fixture::pair_open(4096, options);
   REQUIRE(p);
-  cpu_set_t one = first_cpu();
-  std::atomic<bool> stop{false};
-  std::thread waker([&] {
-    pthread_setaffinity_np(pthread_self(), sizeof one, &one);
-    const timespec nap{0, 20'000};
-    while (!stop.load(std::memory_order_relaxed)) nanosleep(&nap, nullptr);
-  });
+  const cpu_set_t one = first_cpu();
+  const Waker waker(one);
   std::uint64_t yields = 0;
   int error = 0;  // the wait's errno (checked here: doctest's assertions stay on this thread)
   std::thread waiter([&] {
@@ -142,8 +160,6 @@ std::uint64_t channel_wait_yields(const rpcie::ChannelOptions& options) {
     yields = SpinYield::this_thread().yields() - before;
   });
   waiter.join();
-  stop = true;
-  waker.join();
   CHECK(error == ETIMEDOUT);  // nothing came
   return yields;
 }
